@@ -1,0 +1,80 @@
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace xdino {
+namespace fs = std::filesystem;
+
+namespace {
+
+// fsync a file or a folder; best effort on file systems that refuse it for folders.
+void sync_path(const fs::path& p, bool required) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    XDINO_CHECK(!required, "cannot open ", p, " to flush it: ", std::strerror(errno));
+    return;
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  XDINO_CHECK(rc == 0 || !required, "cannot flush ", p, " to disk: ", std::strerror(err));
+}
+
+fs::path temp_sibling(const fs::path& path) {
+  static std::atomic<unsigned> counter{0};
+  fs::path tmp = path;
+  tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  return tmp;
+}
+
+}  // namespace
+
+void write_atomically(const fs::path& path, const std::function<void(const fs::path&)>& writer) {
+  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  XDINO_CHECK(fs::is_directory(parent), "cannot write ", path, ": folder ", parent,
+              " does not exist");
+  const fs::path tmp = temp_sibling(path);
+  try {
+    writer(tmp);
+    XDINO_CHECK(fs::exists(tmp), "writer for ", path, " produced no file");
+    sync_path(tmp, true);
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    XDINO_CHECK(!ec, "cannot move ", tmp, " over ", path, ": ", ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw;
+  }
+  sync_path(parent, false);
+}
+
+void write_file_atomically(const fs::path& path, std::string_view bytes) {
+  write_atomically(path, [&](const fs::path& tmp) {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    XDINO_CHECK(out.good(), "cannot create ", tmp, ": ", std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    XDINO_CHECK(out.good(), "cannot write ", tmp, " (disk full?)");
+  });
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  XDINO_CHECK(in.good(), "cannot open ", path, ": ", std::strerror(errno));
+  std::ostringstream os;
+  os << in.rdbuf();
+  XDINO_CHECK(!in.bad(), "cannot read ", path);
+  return os.str();
+}
+
+}  // namespace xdino

@@ -1,0 +1,26 @@
+// Atomic file replacement: readers see the old file or the new one, never a torn write.
+//
+// Contract:
+//  - write_atomically(path, writer) calls writer(tmp) with a temporary path in the same folder
+//    as `path`; if the writer returns normally, the temporary file is flushed to disk and
+//    renamed over `path` (POSIX rename is atomic within a file system). If the writer throws,
+//    the temporary file is removed, `path` is left exactly as it was, and the exception
+//    propagates.
+//  - The parent folder of `path` must exist; failures throw xdino::Error naming the path.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string_view>
+
+namespace xdino {
+
+void write_atomically(const std::filesystem::path& path,
+                      const std::function<void(const std::filesystem::path& tmp)>& writer);
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+// Reads a whole file; throws xdino::Error naming the path if it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace xdino

@@ -1,0 +1,86 @@
+// The one place where LibTorch 1.13 (Debian, CPU) and LibTorch 2.x (CUDA builds) differ.
+//
+// Contract:
+//  - XDINO_TORCH_AT_LEAST(major, minor) compares against the LibTorch headers in use.
+//  - AutocastGuard enables autocast for one device type with one lower-precision dtype for
+//    the guard's lifetime and restores the previous state (and clears the cast cache when the
+//    outermost guard ends), like Python's `torch.autocast(...)` context manager.
+//  - cuda_available() is false on builds without CUDA.
+// Everything else in the project uses APIs that are the same in both.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#define XDINO_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||         \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace xdino::compat {
+
+inline bool cuda_available() { return torch::cuda::is_available(); }
+
+#if XDINO_TORCH_AT_LEAST(2, 4)
+// 2.4 replaced the per-device setters by ones that take the device type.
+inline bool autocast_enabled(c10::DeviceType d) { return at::autocast::is_autocast_enabled(d); }
+inline void set_autocast_enabled(c10::DeviceType d, bool on) {
+  at::autocast::set_autocast_enabled(d, on);
+}
+inline at::ScalarType autocast_dtype(c10::DeviceType d) {
+  return at::autocast::get_autocast_dtype(d);
+}
+inline void set_autocast_dtype(c10::DeviceType d, at::ScalarType t) {
+  at::autocast::set_autocast_dtype(d, t);
+}
+#else
+inline bool autocast_enabled(c10::DeviceType d) {
+  return d == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+inline void set_autocast_enabled(c10::DeviceType d, bool on) {
+  if (d == c10::DeviceType::CUDA)
+    at::autocast::set_enabled(on);
+  else
+    at::autocast::set_cpu_enabled(on);
+}
+inline at::ScalarType autocast_dtype(c10::DeviceType d) {
+  return d == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                    : at::autocast::get_autocast_cpu_dtype();
+}
+inline void set_autocast_dtype(c10::DeviceType d, at::ScalarType t) {
+  if (d == c10::DeviceType::CUDA)
+    at::autocast::set_autocast_gpu_dtype(t);
+  else
+    at::autocast::set_autocast_cpu_dtype(t);
+}
+#endif
+
+class AutocastGuard {
+ public:
+  // enabled=false makes the guard a no-op, so call sites need no branch.
+  AutocastGuard(c10::DeviceType device, at::ScalarType dtype, bool enabled = true)
+      : device_(device), enabled_(enabled) {
+    if (!enabled_) return;
+    prev_enabled_ = autocast_enabled(device_);
+    prev_dtype_ = autocast_dtype(device_);
+    set_autocast_enabled(device_, true);
+    set_autocast_dtype(device_, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    set_autocast_enabled(device_, prev_enabled_);
+    set_autocast_dtype(device_, prev_dtype_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool enabled_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kFloat;
+};
+
+}  // namespace xdino::compat

@@ -1,0 +1,45 @@
+// Collective operations across the processes of one run.
+//
+// Contract:
+//  - Every place where processes must agree (gradients, the DINO center, BatchNorm
+//    statistics, metrics, gathered features) goes through a Communicator, so the libraries
+//    never know whether they run alone or under c10d.
+//  - Collectives are blocking and must be called by every process in the same order with
+//    tensors of the same shape and dtype (all_gather_varying excepted), like c10d's.
+//  - local_communicator() is the single-process implementation (rank 0 of 1): all_reduce and
+//    broadcast leave tensors unchanged, all_gather returns {t}.
+//  - Failures of a peer throw xdino::Error naming the lost rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+namespace xdino {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // In-place element-wise sum over processes.
+  virtual void all_reduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  // In-place copy of `root`'s tensors to every process.
+  virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
+  // Every process's `t`, in rank order (same shape everywhere).
+  virtual std::vector<torch::Tensor> all_gather(const torch::Tensor& t) = 0;
+  // Like all_gather, but dim 0 may differ between processes.
+  virtual std::vector<torch::Tensor> all_gather_varying(const torch::Tensor& t) = 0;
+  virtual void barrier() = 0;
+
+  bool is_main() const { return rank() == 0; }
+  void all_reduce_sum(torch::Tensor& t) {
+    std::vector<torch::Tensor> v{t};
+    all_reduce_sum(v);
+  }
+};
+
+std::shared_ptr<Communicator> local_communicator();
+
+}  // namespace xdino

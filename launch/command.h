@@ -1,0 +1,44 @@
+// Subcommands of `dino` and their registry.
+//
+// Contract:
+//  - A Command binds its flags to its own option structs in declare(), then run() does the
+//    work with the parsed values and returns the process exit code. Failures throw
+//    xdino::Error (exit 1) or xdino::UsageError (exit 2); main() prints them as one line.
+//  - commands() is the one place where subcommands are registered (launch/commands.cpp).
+//  - A Command whose implementation is not there yet reports so and exits 1; it never
+//    pretends to have worked.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launch/flags.h"
+
+namespace xdino::launch {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual void declare(Flags& flags) = 0;
+  virtual int run(const Flags& flags) = 0;
+};
+
+struct CommandInfo {
+  std::string name;
+  std::string summary;
+  std::unique_ptr<Command> (*make)();  // nullptr: not implemented in this build yet
+  std::string pending_issue;           // where the missing implementation is tracked
+};
+
+const std::vector<CommandInfo>& commands();
+
+// Parses `args` (everything after the subcommand name) and runs the subcommand.
+int run_command(const std::string& name, const std::vector<std::string>& args);
+
+void print_usage(std::ostream& os);
+
+// Factories, one per file launch/cmd_<name>.cpp.
+std::unique_ptr<Command> make_train_command();
+
+}  // namespace xdino::launch

@@ -1,0 +1,322 @@
+#include "launch/flags.h"
+
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace po = boost::program_options;
+
+namespace xdino::launch {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Splits INI list values ("0.4 1.0", "0.4,1.0") into tokens; command-line tokens pass through.
+std::vector<std::string> split_list(const std::vector<std::string>& tokens) {
+  std::vector<std::string> out;
+  for (const std::string& t : tokens) {
+    std::string cur;
+    for (char c : t) {
+      if (c == ',' || std::isspace(static_cast<unsigned char>(c))) {
+        if (!cur.empty()) out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (!cur.empty()) out.push_back(cur);
+  }
+  return out;
+}
+
+const std::string& single(const std::vector<std::string>& tokens, const std::string& name) {
+  XDINO_CHECK_ARG(tokens.size() == 1, "--", name, " takes one value, got ", tokens.size());
+  return tokens[0];
+}
+
+[[noreturn]] void bad_value(const std::string& name, const std::string& value,
+                            const std::string& expected, const std::string& where) {
+  XDINO_FAIL_ARG("bad value '", value, "' for --", name, where, ": expected ", expected);
+}
+
+double parse_double(const std::string& name, const std::string& s, const std::string& where) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || std::isnan(v))
+    bad_value(name, s, "a number (FLOAT), e.g. 0.0005", where);
+  return v;
+}
+
+int64_t parse_int(const std::string& name, const std::string& s, const std::string& where) {
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
+    bad_value(name, s, "an integer (INT)", where);
+  return v;
+}
+
+bool parse_bool(const std::string& name, const std::string& s, const std::string& where) {
+  const std::string v = lower(s);
+  if (v == "true" || v == "on" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "off" || v == "0" || v == "no") return false;
+  bad_value(name, s, "a boolean (true/false, on/off, 1/0)", where);
+}
+
+template <typename T, typename Render>
+std::string join(const std::vector<T>& v, Render render) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? " " : "") + render(v[i]);
+  return out;
+}
+
+}  // namespace
+
+std::string format_double(double v) {
+  // Python's repr(float): the shortest digits that parse back to v, in fixed notation when
+  // the decimal exponent is in (-4, 16], else scientific ("0.0005", "3.0", "1e-06").
+  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const std::string sci(buf, res.ptr);
+  const auto e_pos = sci.find('e');
+  std::string mantissa = sci.substr(0, e_pos);
+  const int exponent = std::stoi(sci.substr(e_pos + 1));
+  std::string sign;
+  if (mantissa[0] == '-') {
+    sign = "-";
+    mantissa.erase(0, 1);
+  }
+  std::string digits;
+  for (char c : mantissa)
+    if (c != '.') digits += c;
+  const int decpt = exponent + 1;
+  const int n = static_cast<int>(digits.size());
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) return sign + "0." + std::string(-decpt, '0') + digits;
+    if (decpt >= n) return sign + digits + std::string(decpt - n, '0') + ".0";
+    return sign + digits.substr(0, decpt) + "." + digits.substr(decpt);
+  }
+  std::string out = sign + digits.substr(0, 1);
+  if (n > 1) out += "." + digits.substr(1);
+  char exp_text[16];
+  std::snprintf(exp_text, sizeof exp_text, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+  return out + exp_text;
+}
+
+Flags::Flags(std::string command) : command_(std::move(command)) {}
+
+Flags& Flags::add_flag(Flag flag) {
+  XDINO_CHECK(find(flag.name) == nullptr && flag.name != "config" && flag.name != "help",
+              "flag --", flag.name, " declared twice in 'dino ", command_, "'");
+  flags_.push_back(std::move(flag));
+  return *this;
+}
+
+const Flags::Flag* Flags::find(const std::string& name) const {
+  for (const Flag& f : flags_)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> Flags::names() const {
+  std::vector<std::string> out;
+  for (const Flag& f : flags_) out.push_back(f.name);
+  return out;
+}
+
+Flags& Flags::add(const std::string& name, bool* field, const std::string& help) {
+  return add_flag({name, help, "BOOL", false,
+                   [=](const std::vector<std::string>& t) {
+                     *field = parse_bool(name, single(t, name), "");
+                   },
+                   [=] { return std::string(*field ? "true" : "false"); }});
+}
+
+Flags& Flags::add(const std::string& name, int* field, const std::string& help) {
+  return add_flag({name, help, "INT", false,
+                   [=](const std::vector<std::string>& t) {
+                     const int64_t v = parse_int(name, single(t, name), "");
+                     XDINO_CHECK_ARG(v >= INT32_MIN && v <= INT32_MAX, "value ", v, " for --",
+                                     name, " is out of range for INT");
+                     *field = static_cast<int>(v);
+                   },
+                   [=] { return std::to_string(*field); }});
+}
+
+Flags& Flags::add(const std::string& name, int64_t* field, const std::string& help) {
+  return add_flag({name, help, "INT", false,
+                   [=](const std::vector<std::string>& t) {
+                     *field = parse_int(name, single(t, name), "");
+                   },
+                   [=] { return std::to_string(*field); }});
+}
+
+Flags& Flags::add(const std::string& name, double* field, const std::string& help) {
+  return add_flag({name, help, "FLOAT", false,
+                   [=](const std::vector<std::string>& t) {
+                     *field = parse_double(name, single(t, name), "");
+                   },
+                   [=] { return format_double(*field); }});
+}
+
+Flags& Flags::add(const std::string& name, std::string* field, const std::string& help) {
+  return add_flag({name, help, "STR", false,
+                   [=](const std::vector<std::string>& t) { *field = single(t, name); },
+                   [=] { return *field; }});
+}
+
+Flags& Flags::add(const std::string& name, std::vector<int64_t>* field, const std::string& help) {
+  return add_flag({name, help, "INT...", true,
+                   [=](const std::vector<std::string>& t) {
+                     field->clear();
+                     for (const auto& s : t) field->push_back(parse_int(name, s, ""));
+                   },
+                   [=] { return join(*field, [](int64_t v) { return std::to_string(v); }); }});
+}
+
+Flags& Flags::add(const std::string& name, std::vector<double>* field, const std::string& help) {
+  return add_flag({name, help, "FLOAT...", true,
+                   [=](const std::vector<std::string>& t) {
+                     field->clear();
+                     for (const auto& s : t) field->push_back(parse_double(name, s, ""));
+                   },
+                   [=] { return join(*field, format_double); }});
+}
+
+Flags& Flags::add(const std::string& name, std::vector<std::string>* field,
+                  const std::string& help) {
+  return add_flag({name, help, "STR...", true,
+                   [=](const std::vector<std::string>& t) { *field = t; },
+                   [=] { return join(*field, [](const std::string& s) { return s; }); }});
+}
+
+void Flags::assign(const Flag& flag, const std::vector<std::string>& tokens,
+                   const std::string& where) {
+  try {
+    flag.assign(flag.list ? split_list(tokens) : tokens);
+  } catch (const UsageError& e) {
+    if (where.empty()) throw;
+    // Name the file the bad value came from.
+    throw UsageError(std::string(e.what()) + " (in " + where + ")");
+  }
+  set_by_user_.insert(flag.name);
+}
+
+bool Flags::parse(const std::vector<std::string>& args) {
+  po::options_description desc;
+  desc.add_options()("help,h", "")("config", po::value<std::vector<std::string>>(), "");
+  for (const Flag& f : flags_) {
+    if (f.list)
+      desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>()->multitoken(), "");
+    else
+      desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>(), "");
+  }
+
+  po::parsed_options cli(&desc);
+  try {
+    cli = po::command_line_parser(args)
+              .options(desc)
+              .style(po::command_line_style::default_style &
+                     ~po::command_line_style::allow_guessing)
+              .run();
+  } catch (const po::unknown_option& e) {
+    std::string name = e.get_option_name();
+    while (!name.empty() && name[0] == '-') name.erase(0, 1);
+    XDINO_FAIL_ARG("unknown flag '", name, "' for 'dino ", command_, "' (see 'dino ", command_,
+                   " --help')");
+  } catch (const po::too_many_positional_options_error&) {
+    XDINO_FAIL_ARG("unexpected argument for 'dino ", command_,
+                   "': flags take the form --name value (see 'dino ", command_, " --help')");
+  } catch (const po::error& e) {
+    XDINO_FAIL_ARG("dino ", command_, ": ", e.what());
+  }
+
+  // Highest precedence last: files in the order given, then the command line.
+  std::vector<std::pair<std::string, std::vector<std::string>>> cli_values;
+  for (const po::option& o : cli.options) {
+    if (o.string_key == "help") return false;
+    if (o.string_key == "config") {
+      for (const auto& v : o.value) config_files_.push_back(v);
+      continue;
+    }
+    cli_values.emplace_back(o.string_key, o.value);
+  }
+
+  for (const std::string& file : config_files_) {
+    XDINO_CHECK_ARG(std::filesystem::is_regular_file(file), "config file '", file,
+                    "' not found (--config)");
+    std::ifstream in(file);
+    XDINO_CHECK_ARG(in.good(), "cannot read config file '", file, "'");
+    po::parsed_options parsed(&desc);
+    try {
+      parsed = po::parse_config_file(in, desc, /*allow_unregistered=*/true);
+    } catch (const po::error& e) {
+      XDINO_FAIL_ARG("config file '", file, "': ", e.what());
+    }
+    for (const po::option& o : parsed.options) {
+      std::string key = o.string_key;
+      const auto dot = key.find('.');
+      if (dot != std::string::npos) {
+        const std::string section = key.substr(0, dot);
+        if (section != command_) {
+          XDINO_CHECK_ARG(other_sections_.count(section) > 0, "unknown section [", section,
+                          "] in config file '", file, "': sections name subcommands");
+          continue;
+        }
+        key = key.substr(dot + 1);
+      }
+      XDINO_CHECK_ARG(key != "config" && key != "help", "key '", key,
+                      "' is not allowed in config file '", file, "'");
+      const Flag* flag = find(key);
+      if (flag == nullptr) {
+        XDINO_CHECK_ARG(dot == std::string::npos && known_elsewhere_.count(key) > 0,
+                        "unknown key '", key, "' in config file '", file, "' for 'dino ",
+                        command_, "' (see 'dino ", command_, " --help')");
+        continue;
+      }
+      assign(*flag, o.value, "config file '" + file + "'");
+    }
+  }
+  for (const auto& [name, tokens] : cli_values) assign(*find(name), tokens, "");
+  return true;
+}
+
+void Flags::print_help(std::ostream& os, const std::string& summary) const {
+  os << "usage: dino " << command_ << " [--config FILE.ini]... [--flag value]...\n\n"
+     << summary << "\n\n"
+     << "Flags (an INI file given with --config may set any of them; the command line wins):\n";
+  for (const Flag& f : flags_) {
+    std::string head = "  --" + f.name + " " + f.type;
+    if (head.size() < 36) head.resize(36, ' ');
+    else head += "\n" + std::string(36, ' ');
+    const std::string def = f.render();
+    os << head << f.help << " [default: " << (def.empty() ? "\"\"" : def) << "]\n";
+  }
+  os << "  --config FILE.ini                 read flags from an INI file (repeatable; later "
+        "files win)\n"
+     << "  --help                            show this help\n";
+}
+
+std::string Flags::to_ini() const {
+  std::ostringstream os;
+  os << "# Effective configuration of 'dino " << command_
+     << "'. Rerun with: dino " << command_ << " --config config.ini\n";
+  os << "[" << command_ << "]\n";
+  for (const Flag& f : flags_) os << f.name << " = " << f.render() << "\n";
+  return os.str();
+}
+
+}  // namespace xdino::launch

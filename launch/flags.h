@@ -1,0 +1,81 @@
+// Typed command-line and INI flags for one subcommand, on Boost.Program_options.
+//
+// Contract:
+//  - add(name, &field, help) binds --name to `field`; the field's current value is the default
+//    (so defaults live in the library's option structs, next to the code that uses them).
+//    Supported field types: bool, int, int64_t, double, std::string and std::vector of
+//    int64_t, double or std::string (lists take several tokens on the command line, or one
+//    "a b c" / "a,b,c" value in an INI file).
+//  - parse(args) reads the command line and every --config FILE (repeatable). Precedence:
+//    command line > last --config > ... > first --config > defaults.
+//  - INI files: `key = value`; keys before any section apply to every subcommand that has them
+//    (a key no subcommand knows is an error); keys in [name] apply only to subcommand `name`.
+//  - Unknown flags/keys, bad values and missing files throw xdino::UsageError with one line
+//    naming the flag and what is expected (exit code 2 in main).
+//  - to_ini() renders the effective configuration, which parse() can read back unchanged.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace xdino::launch {
+
+class Flags {
+ public:
+  explicit Flags(std::string command);
+
+  Flags& add(const std::string& name, bool* field, const std::string& help);
+  Flags& add(const std::string& name, int* field, const std::string& help);
+  Flags& add(const std::string& name, int64_t* field, const std::string& help);
+  Flags& add(const std::string& name, double* field, const std::string& help);
+  Flags& add(const std::string& name, std::string* field, const std::string& help);
+  Flags& add(const std::string& name, std::vector<int64_t>* field, const std::string& help);
+  Flags& add(const std::string& name, std::vector<double>* field, const std::string& help);
+  Flags& add(const std::string& name, std::vector<std::string>* field, const std::string& help);
+
+  // Keys of other subcommands: an INI key outside any section is only an error if it is
+  // unknown to every subcommand.
+  void set_known_elsewhere(std::set<std::string> keys) { known_elsewhere_ = std::move(keys); }
+  // Section names that belong to other subcommands (skipped, not errors).
+  void set_other_sections(std::set<std::string> names) { other_sections_ = std::move(names); }
+
+  // Parses the arguments after the subcommand name. Returns false if --help was given.
+  bool parse(const std::vector<std::string>& args);
+
+  bool is_set(const std::string& name) const { return set_by_user_.count(name) > 0; }
+  const std::string& command() const { return command_; }
+  std::vector<std::string> names() const;
+  const std::vector<std::string>& config_files() const { return config_files_; }
+
+  void print_help(std::ostream& os, const std::string& summary) const;
+  std::string to_ini() const;
+
+ private:
+  struct Flag {
+    std::string name;
+    std::string help;
+    std::string type;  // shown in help and in error messages: "FLOAT", "INT", "BOOL", ...
+    bool list = false;
+    std::function<void(const std::vector<std::string>&)> assign;
+    std::function<std::string()> render;
+  };
+  Flags& add_flag(Flag flag);
+  const Flag* find(const std::string& name) const;
+  void assign(const Flag& flag, const std::vector<std::string>& tokens, const std::string& where);
+
+  std::string command_;
+  std::vector<Flag> flags_;
+  std::set<std::string> known_elsewhere_;
+  std::set<std::string> other_sections_;
+  std::set<std::string> set_by_user_;
+  std::vector<std::string> config_files_;
+};
+
+// Shortest text that parses back to the same double ("0.0005", "1e-06", "3").
+std::string format_double(double v);
+
+}  // namespace xdino::launch

@@ -1,0 +1,54 @@
+// `dino`: parses the subcommand, runs it, and turns every failure into one line + exit code
+// (2: usage or configuration, 1: runtime).
+#include <unistd.h>
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "core/check.h"
+#include "launch/command.h"
+
+namespace {
+
+// Idle OpenMP threads spin by default; on small machines that costs milliseconds per
+// parallel region. libgomp reads OMP_WAIT_POLICY once, when it is loaded (before main), so
+// the only way to set it for ourselves is to re-execute with it in the environment.
+void ensure_passive_openmp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then run with the spinning default
+}
+
+std::string first_line(const char* what) {
+  std::string s(what);
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ensure_passive_openmp(argv);
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    xdino::launch::print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string sub = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  const std::string who = sub[0] == '-' ? "dino" : "dino " + sub;
+  try {
+    return xdino::launch::run_command(sub, args);
+  } catch (const xdino::UsageError& e) {
+    std::cerr << who << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << who << ": error: " << first_line(e.what_without_backtrace()) << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << who << ": error: " << first_line(e.what()) << "\n";
+    return 1;
+  }
+}

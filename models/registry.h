@@ -1,0 +1,29 @@
+// Building backbones by name.
+//
+// Contract: create_backbone(arch, options) returns a freshly initialised model (official init,
+// spec xcit.md section 12) or throws xdino::UsageError naming the unknown arch and listing the
+// known ones. Names: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8},
+// vit_{tiny,small,base} (patch from options.patch_size, as in DINO), pixels.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/backbone.h"
+
+namespace xdino::models {
+
+struct BackboneOptions {
+  int64_t num_classes = 0;      // 0: forward() returns the (B, C) feature
+  double drop_path_rate = 0.0;  // stochastic depth (student: 0.1 in DINO)
+  int64_t patch_size = 16;      // ViT only; XCiT names carry their patch size
+  int64_t img_size = 224;       // ViT position grid / pixels resize target
+};
+
+std::shared_ptr<Backbone> create_backbone(const std::string& arch,
+                                          const BackboneOptions& options = {});
+
+std::vector<std::string> backbone_names();
+
+}  // namespace xdino::models

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages xcit-dino needs, only those missing, as root or through sudo.
+#   scripts/setup.sh           build + run dependencies (LibTorch, OpenBLAS, OpenCV, HDF5, faiss,
+#                              Boost.Program_options, GoogleTest, Fashion-MNIST, cmake, g++)
+#   scripts/setup.sh --tests   the same, plus what the tests compare against (Python torch/h5py)
+set -euo pipefail
+
+packages=(
+  cmake g++ ninja-build pkg-config
+  libtorch-dev            # LibTorch 1.13 (CPU)
+  libopenblas0-pthread    # optimized BLAS: Debian's libtorch calls whatever libblas.so.3 is
+  libopencv-dev           # image decoding and resampling
+  libhdf5-dev             # feature files and dataset shards
+  zlib1g-dev              # gzip'd IDX files
+  libfaiss-dev            # k-NN
+  libboost-program-options-dev
+  libgtest-dev
+  dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist
+)
+if [[ "${1:-}" == "--tests" ]]; then
+  packages+=(python3-torch python3-h5py python3-numpy)  # cross-checks against Python torch
+elif [[ -n "${1:-}" ]]; then
+  echo "usage: scripts/setup.sh [--tests]" >&2
+  exit 2
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages already installed"
+else
+  if [[ $(id -u) -eq 0 ]]; then
+    sudo=()
+  elif command -v sudo >/dev/null; then
+    sudo=(sudo)
+  else
+    echo "setup: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${#missing[@]} missing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: done"
+fi
+
+# Debian's libtorch multiplies matrices with whatever libblas.so.3 the alternatives system
+# selects; make sure that is OpenBLAS and not the ~40x slower reference implementation.
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+case "$blas" in
+  *openblas*|*blis*|*mkl*|*atlas*) echo "setup: BLAS is $blas" ;;
+  *) echo "setup: warning: libblas.so.3 is '$blas' (reference BLAS?); run" \
+          "'update-alternatives --config libblas.so.3-x86_64-linux-gnu' and pick OpenBLAS" >&2 ;;
+esac

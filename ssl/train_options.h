@@ -1,0 +1,59 @@
+// Options of DINO pretraining (`dino train`), with the defaults of the official main_dino.py.
+//
+// Contract: a plain value type; the library reads it, launch/ binds command-line flags to its
+// fields (the member initialisers below are the defaults users see in `dino train --help`).
+// Names follow main_dino.py exactly; fields marked "ours" have no official counterpart.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xdino::ssl {
+
+struct TrainOptions {
+  // Model.
+  std::string arch = "vit_small";
+  int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name
+  int64_t out_dim = 65536;
+  bool norm_last_layer = true;
+  double momentum_teacher = 0.996;
+  bool use_bn_in_head = false;
+
+  // Temperatures.
+  double warmup_teacher_temp = 0.04;
+  double teacher_temp = 0.04;
+  int64_t warmup_teacher_temp_epochs = 0;
+
+  // Optimisation.
+  bool use_fp16 = true;
+  double weight_decay = 0.04;
+  double weight_decay_end = 0.4;
+  double clip_grad = 3.0;
+  int64_t batch_size_per_gpu = 64;
+  int64_t epochs = 100;
+  int64_t freeze_last_layer = 1;
+  double lr = 0.0005;
+  int64_t warmup_epochs = 10;
+  double min_lr = 1e-6;
+  std::string optimizer = "adamw";
+  double drop_path_rate = 0.1;
+
+  // Multi-crop.
+  std::vector<double> global_crops_scale = {0.4, 1.0};
+  int64_t local_crops_number = 8;
+  std::vector<double> local_crops_scale = {0.05, 0.4};
+  int64_t global_crops_size = 224;  // ours: hard-coded 224 in main_dino.py
+  int64_t local_crops_size = 96;    // ours: hard-coded 96 in main_dino.py
+
+  // Run.
+  std::string data_path = "/path/to/imagenet/train/";
+  std::string output_dir = ".";
+  int64_t saveckp_freq = 20;
+  int64_t seed = 0;
+  int64_t num_workers = 10;
+  std::string dist_url = "env://";
+  int64_t local_rank = 0;
+};
+
+}  // namespace xdino::ssl

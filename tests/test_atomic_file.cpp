@@ -1,0 +1,78 @@
+// Atomic writes: a failing writer never damages the existing file nor leaves litter.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("xdino_test_" + name + "_" +
+                                              std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+size_t count_files(const fs::path& dir) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(AtomicFile, ReplacesContent) {
+  const fs::path dir = fresh_dir("replace");
+  const fs::path file = dir / "checkpoint.pth";
+  xdino::write_file_atomically(file, "old");
+  xdino::write_file_atomically(file, "new content");
+  EXPECT_EQ(xdino::read_file(file), "new content");
+  EXPECT_EQ(count_files(dir), 1u);
+  fs::remove_all(dir);
+}
+
+TEST(AtomicFile, FailingWriterLeavesOldFileIntact) {
+  const fs::path dir = fresh_dir("fail");
+  const fs::path file = dir / "checkpoint.pth";
+  xdino::write_file_atomically(file, "precious");
+  EXPECT_THROW(xdino::write_atomically(file,
+                                       [](const fs::path& tmp) {
+                                         std::ofstream(tmp) << "half-writ";
+                                         throw std::runtime_error("disk on fire");
+                                       }),
+               std::runtime_error);
+  EXPECT_EQ(xdino::read_file(file), "precious");
+  EXPECT_EQ(count_files(dir), 1u) << "the temporary file must be removed";
+  fs::remove_all(dir);
+}
+
+TEST(AtomicFile, WriterThatProducesNothingFails) {
+  const fs::path dir = fresh_dir("nothing");
+  EXPECT_THROW(xdino::write_atomically(dir / "x", [](const fs::path&) {}), xdino::Error);
+  EXPECT_EQ(count_files(dir), 0u);
+  fs::remove_all(dir);
+}
+
+TEST(AtomicFile, MissingFolderIsNamed) {
+  try {
+    xdino::write_file_atomically("/nonexistent_xdino_dir/file.txt", "x");
+    FAIL();
+  } catch (const xdino::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nonexistent_xdino_dir"), std::string::npos);
+  }
+}
+
+TEST(AtomicFile, ReadMissingFileNamesPath) {
+  try {
+    xdino::read_file("/nonexistent_xdino_file");
+    FAIL();
+  } catch (const xdino::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nonexistent_xdino_file"), std::string::npos);
+  }
+}

@@ -1,0 +1,40 @@
+// The check macro: type of the exception, the message carries the values and the condition.
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+
+namespace {
+
+void check_positive(int v) { XDINO_CHECK(v > 0, "value must be positive, got ", v); }
+void check_arg(int v) { XDINO_CHECK_ARG(v != 3, "bad --n ", v); }
+
+}  // namespace
+
+TEST(Check, PassingCheckDoesNotThrow) { EXPECT_NO_THROW(check_positive(1)); }
+
+TEST(Check, FailingCheckNamesValueAndCondition) {
+  try {
+    check_positive(-7);
+    FAIL() << "expected a throw";
+  } catch (const xdino::UsageError&) {
+    FAIL() << "a runtime check must not be a usage error";
+  } catch (const xdino::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("value must be positive, got -7"), std::string::npos) << what;
+    EXPECT_NE(what.find("check 'v > 0' failed at tests/test_check.cpp:"), std::string::npos)
+        << what;
+  }
+}
+
+TEST(Check, ArgCheckThrowsUsageError) {
+  EXPECT_THROW(check_arg(3), xdino::UsageError);
+  EXPECT_NO_THROW(check_arg(4));
+}
+
+TEST(Check, MessagesStayOnOneLine) {
+  try {
+    XDINO_FAIL("first\nsecond");
+  } catch (const xdino::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+}

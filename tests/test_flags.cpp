@@ -1,0 +1,208 @@
+// Flag parsing: defaults, INI files, override order, sections, errors that name the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/check.h"
+#include "launch/flags.h"
+
+namespace fs = std::filesystem;
+using xdino::launch::Flags;
+
+namespace {
+
+struct Opts {
+  double lr = 0.0005;
+  int64_t epochs = 100;
+  bool use_fp16 = true;
+  std::string arch = "vit_small";
+  std::vector<double> scale = {0.4, 1.0};
+  std::vector<std::string> runs;
+};
+
+void declare(Flags& f, Opts& o) {
+  f.add("lr", &o.lr, "learning rate")
+      .add("epochs", &o.epochs, "epochs")
+      .add("use_fp16", &o.use_fp16, "fp16")
+      .add("arch", &o.arch, "architecture")
+      .add("global_crops_scale", &o.scale, "scale")
+      .add("runs", &o.runs, "run folders");
+}
+
+std::string write_ini(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() /
+                     ("xdino_flags_" + std::to_string(::getpid()) + "_" + name + ".ini");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string error_of(Flags& f, const std::vector<std::string>& args) {
+  try {
+    f.parse(args);
+  } catch (const xdino::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Flags, DefaultsComeFromTheFields) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  ASSERT_TRUE(f.parse({}));
+  EXPECT_DOUBLE_EQ(o.lr, 0.0005);
+  EXPECT_FALSE(f.is_set("lr"));
+}
+
+TEST(Flags, CommandLineValuesOfEveryType) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  ASSERT_TRUE(f.parse({"--lr", "1e-3", "--epochs", "7", "--use_fp16", "false", "--arch",
+                       "xcit_small_12_p16", "--global_crops_scale", "0.3", "0.9", "--runs",
+                       "a", "b", "c"}));
+  EXPECT_DOUBLE_EQ(o.lr, 1e-3);
+  EXPECT_EQ(o.epochs, 7);
+  EXPECT_FALSE(o.use_fp16);
+  EXPECT_EQ(o.arch, "xcit_small_12_p16");
+  EXPECT_EQ(o.scale, (std::vector<double>{0.3, 0.9}));
+  EXPECT_EQ(o.runs, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(f.is_set("lr"));
+}
+
+TEST(Flags, BooleansAcceptOfficialSpellings) {
+  for (const auto& [text, value] : std::vector<std::pair<std::string, bool>>{
+           {"on", true}, {"1", true}, {"True", true}, {"off", false}, {"0", false}}) {
+    Opts o;
+    o.use_fp16 = !value;
+    Flags f("train");
+    declare(f, o);
+    f.parse({"--use_fp16", text});
+    EXPECT_EQ(o.use_fp16, value) << text;
+  }
+}
+
+TEST(Flags, OverrideOrderFilesThenCommandLine) {
+  const std::string a = write_ini("a", "lr = 0.1\nepochs = 5\narch = from_a\n");
+  const std::string b = write_ini("b", "lr = 0.2\nglobal_crops_scale = 0.5, 0.8\n");
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  ASSERT_TRUE(f.parse({"--config", a, "--config", b, "--arch", "from_cli"}));
+  EXPECT_DOUBLE_EQ(o.lr, 0.2);  // later file wins
+  EXPECT_EQ(o.epochs, 5);       // earlier file still applies where the later is silent
+  EXPECT_EQ(o.arch, "from_cli");  // command line wins over every file
+  EXPECT_EQ(o.scale, (std::vector<double>{0.5, 0.8}));
+  // The command line wins even when it comes before --config.
+  Opts o2;
+  Flags f2("train");
+  declare(f2, o2);
+  f2.parse({"--lr", "0.3", "--config", b});
+  EXPECT_DOUBLE_EQ(o2.lr, 0.3);
+}
+
+TEST(Flags, SectionsSelectTheSubcommand) {
+  const std::string ini =
+      write_ini("sections", "epochs = 3\n[train]\nlr = 0.01\n[knn]\nlr = 0.5\nnb_knn = 20\n");
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  f.set_other_sections({"knn", "train"});
+  ASSERT_TRUE(f.parse({"--config", ini}));
+  EXPECT_DOUBLE_EQ(o.lr, 0.01);
+  EXPECT_EQ(o.epochs, 3);
+}
+
+TEST(Flags, UnknownKeysAreNamed) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  EXPECT_NE(error_of(f, {"--bogus", "1"}).find("'bogus'"), std::string::npos);
+  const std::string ini = write_ini("unknown", "lrr = 0.1\n");
+  const std::string msg = error_of(f, {"--config", ini});
+  EXPECT_NE(msg.find("unknown key 'lrr'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(ini), std::string::npos) << msg;
+}
+
+TEST(Flags, KeysOfOtherSubcommandsAreIgnoredAtTopLevel) {
+  const std::string ini = write_ini("shared", "lr = 0.1\nnb_knn = 10 20\n");
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  f.set_known_elsewhere({"nb_knn"});
+  ASSERT_TRUE(f.parse({"--config", ini}));
+  EXPECT_DOUBLE_EQ(o.lr, 0.1);
+}
+
+TEST(Flags, UnknownSectionIsAnError) {
+  const std::string ini = write_ini("badsection", "[trian]\nlr = 0.1\n");
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  EXPECT_NE(error_of(f, {"--config", ini}).find("[trian]"), std::string::npos);
+}
+
+TEST(Flags, BadValuesNameFlagAndType) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  std::string msg = error_of(f, {"--lr", "fast"});
+  EXPECT_NE(msg.find("--lr"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("FLOAT"), std::string::npos) << msg;
+  msg = error_of(f, {"--epochs", "2.5"});
+  EXPECT_NE(msg.find("INT"), std::string::npos) << msg;
+  msg = error_of(f, {"--use_fp16", "maybe"});
+  EXPECT_NE(msg.find("boolean"), std::string::npos) << msg;
+  const std::string ini = write_ini("badvalue", "epochs = many\n");
+  msg = error_of(f, {"--config", ini});
+  EXPECT_NE(msg.find(ini), std::string::npos) << "a bad value in a file names the file: " << msg;
+}
+
+TEST(Flags, MissingConfigFileIsNamed) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  EXPECT_NE(error_of(f, {"--config", "/no/such.ini"}).find("/no/such.ini"), std::string::npos);
+}
+
+TEST(Flags, HelpStopsParsing) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  EXPECT_FALSE(f.parse({"--help"}));
+  std::ostringstream os;
+  f.print_help(os, "summary");
+  EXPECT_NE(os.str().find("--lr FLOAT"), std::string::npos);
+  EXPECT_NE(os.str().find("[default: 0.0005]"), std::string::npos);
+}
+
+TEST(Flags, EffectiveConfigRoundTrips) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  f.parse({"--lr", "0.00123", "--global_crops_scale", "0.25", "1", "--runs", "x", "y"});
+  const std::string ini = write_ini("effective", f.to_ini());
+  Opts back;
+  back.lr = 9;
+  back.scale = {};
+  Flags g("train");
+  declare(g, back);
+  ASSERT_TRUE(g.parse({"--config", ini}));
+  EXPECT_DOUBLE_EQ(back.lr, 0.00123);
+  EXPECT_EQ(back.scale, o.scale);
+  EXPECT_EQ(back.runs, o.runs);
+  EXPECT_EQ(g.to_ini(), f.to_ini());
+}
+
+TEST(Flags, FormatDoubleMatchesPythonRepr) {
+  EXPECT_EQ(xdino::launch::format_double(0.0005), "0.0005");
+  EXPECT_EQ(xdino::launch::format_double(3.0), "3.0");
+  EXPECT_EQ(xdino::launch::format_double(1e-6), "1e-06");
+  EXPECT_EQ(xdino::launch::format_double(-0.04), "-0.04");
+  EXPECT_EQ(xdino::launch::format_double(65536), "65536.0");
+  EXPECT_EQ(xdino::launch::format_double(1e16), "1e+16");
+  EXPECT_EQ(std::stod(xdino::launch::format_double(0.1 + 0.2)), 0.1 + 0.2);
+}
