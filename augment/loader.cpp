@@ -26,18 +26,23 @@ void serial_intra_op_in_this_thread() {
   if (set_threads != nullptr) set_threads(1);
 }
 
-std::exception_ptr as_error(std::exception_ptr e) {
+// xdino errors keep their type (a UsageError from a transform still exits 2); others become
+// xdino::Error with their first line and the sample they failed on.
+std::exception_ptr as_error(std::exception_ptr e, const std::string& context) {
+  auto wrap = [&](const std::string& what) {
+    return std::make_exception_ptr(
+        Error("data loader worker (" + context + "): " + what.substr(0, what.find('\n'))));
+  };
   try {
     std::rethrow_exception(e);
   } catch (const Error&) {
     return e;
   } catch (const c10::Error& c) {
-    return std::make_exception_ptr(
-        Error(std::string("data loader worker: ") + c.what_without_backtrace()));
+    return wrap(c.what_without_backtrace());
   } catch (const std::exception& s) {
-    return std::make_exception_ptr(Error(std::string("data loader worker: ") + s.what()));
+    return wrap(s.what());
   } catch (...) {
-    return std::make_exception_ptr(Error("data loader worker: unknown exception"));
+    return wrap("unknown exception");
   }
 }
 
@@ -127,7 +132,7 @@ void DataLoader::worker_loop() {
     try {
       sample = produce(index, epoch);
     } catch (...) {
-      failure = as_error(std::current_exception());
+      failure = as_error(std::current_exception(), "sample " + dataset_->path(index));
     }
 
     lock.lock();
@@ -151,7 +156,7 @@ void DataLoader::worker_loop() {
     try {
       batch = collate(epoch, b, full);
     } catch (...) {
-      failure = as_error(std::current_exception());
+      failure = as_error(std::current_exception(), "batch " + std::to_string(b));
     }
     full = Pending();  // free the per-sample views outside the lock
 
