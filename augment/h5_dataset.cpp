@@ -132,6 +132,10 @@ H5Dataset::~H5Dataset() {
     if (s->fd >= 0) ::close(s->fd);
 }
 
+int64_t H5Dataset::direct_shards() const {
+  return std::count_if(shards_.begin(), shards_.end(), [](const auto& s) { return s->fd >= 0; });
+}
+
 std::string H5Dataset::location() const {
   return shards_.size() == 1 ? shards_[0]->file
                              : shards_[0]->file + " (+" + std::to_string(shards_.size() - 1) +

@@ -50,6 +50,8 @@ class H5Dataset : public Dataset {
   // The encoded bytes of sample i, as packed.
   std::string encoded(int64_t i) const;
   int64_t num_shards() const { return static_cast<int64_t>(shards_.size()); }
+  // Shards whose images are read with pread() rather than through HDF5.
+  int64_t direct_shards() const;
 
  private:
   struct Shard;

@@ -162,7 +162,7 @@ PackResult pack_image_folder(const PackOptions& o) {
     sizes.push_back(static_cast<int64_t>(size));
     result.bytes += static_cast<int64_t>(size);
   }
-  const int64_t limit = o.shard_size_mb << 20;
+  const int64_t limit = std::max<int64_t>(1, static_cast<int64_t>(o.shard_size_mb * (1 << 20)));
   std::vector<size_t> bounds{0};  // shard k = items [bounds[k], bounds[k + 1])
   int64_t in_shard = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {

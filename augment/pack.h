@@ -25,7 +25,7 @@ struct PackOptions {
   std::string data_path;
   std::string split = "train";
   std::string output_dir = ".";
-  int64_t shard_size_mb = 4096;
+  double shard_size_mb = 4096;  // fractions allowed (tests use KB-sized shards)
   bool check_images = false;
   int64_t max_samples = 0;  // class-balanced subset, as DatasetOptions::max_samples
   int64_t num_workers = 0;  // decoding threads for check_images; 0: hardware cores

@@ -21,6 +21,7 @@ const std::vector<CommandInfo>& commands() {
       {"info", "parameter count and FLOPs of an architecture at a resolution", nullptr, "#3"},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
+      {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
   };
   return list;
 }
