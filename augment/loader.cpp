@@ -62,6 +62,8 @@ DataLoader::DataLoader(DatasetPtr dataset, SampleTransform transform, LoaderOpti
   XDINO_CHECK_ARG(options.prefetch_batches >= 1, "prefetch_batches must be at least 1, got ",
                   options.prefetch_batches);
   XDINO_CHECK(static_cast<bool>(transform_), "the data loader needs a sample transform");
+  XDINO_CHECK(!transform_.writes_in_place() || !transform_.shapes().empty(),
+              "a writing sample transform needs the shapes of its views");
   int64_t threads = options.num_workers;
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (int64_t t = 0; t < threads; ++t) workers_.emplace_back([this] { worker_loop(); });
@@ -118,19 +120,16 @@ void DataLoader::worker_loop() {
     const int64_t epoch = epoch_;
     const int64_t index = order_[static_cast<size_t>(pos)];
     const int64_t b = pos / bs;
-    if (pos % bs == 0) {
-      Pending& p = pending_[b];
-      p.remaining = batch_length(b);
-      p.views.resize(static_cast<size_t>(p.remaining));
-      p.labels.resize(static_cast<size_t>(p.remaining));
-      p.indices.resize(static_cast<size_t>(p.remaining));
-    }
+    const size_t slot = static_cast<size_t>(pos - b * bs);
+    if (slot == 0) start_batch(b);
+    std::vector<torch::Tensor> slots;
+    for (const torch::Tensor& v : pending_.at(b).batch_views) slots.push_back(v[slot]);
     lock.unlock();
 
     Sample sample;
     std::exception_ptr failure;
     try {
-      sample = produce(index, epoch);
+      sample = produce(index, epoch, transform_.writes_in_place() ? &slots : nullptr);
     } catch (...) {
       failure = as_error(std::current_exception(), "sample " + dataset_->path(index));
     }
@@ -143,8 +142,7 @@ void DataLoader::worker_loop() {
       continue;
     }
     Pending& p = pending_.at(b);
-    const size_t slot = static_cast<size_t>(pos - b * bs);
-    p.views[slot] = std::move(sample.views);
+    if (!transform_.writes_in_place()) p.sample_views[slot] = std::move(sample.views);
     p.labels[slot] = sample.label;
     p.indices[slot] = sample.index;
     if (--p.remaining > 0) continue;
@@ -154,7 +152,7 @@ void DataLoader::worker_loop() {
 
     Batch batch;
     try {
-      batch = collate(epoch, b, full);
+      batch = finish(epoch, b, full);
     } catch (...) {
       failure = as_error(std::current_exception(), "batch " + std::to_string(b));
     }
@@ -171,12 +169,34 @@ void DataLoader::worker_loop() {
   }
 }
 
-DataLoader::Sample DataLoader::produce(int64_t index, int64_t epoch) {
+void DataLoader::start_batch(int64_t b) {
+  Pending& p = pending_[b];
+  const int64_t length = batch_length(b);
+  p.remaining = length;
+  p.labels.resize(static_cast<size_t>(length));
+  p.indices.resize(static_cast<size_t>(length));
+  if (!transform_.writes_in_place()) {
+    p.sample_views.resize(static_cast<size_t>(length));
+    return;
+  }
+  for (const std::vector<int64_t>& shape : transform_.shapes()) {
+    std::vector<int64_t> sizes{length};
+    sizes.insert(sizes.end(), shape.begin(), shape.end());
+    p.batch_views.push_back(
+        torch::empty(sizes, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(pin_)));
+  }
+}
+
+DataLoader::Sample DataLoader::produce(int64_t index, int64_t epoch,
+                                       const std::vector<torch::Tensor>* slots) {
   Sample s;
   Rng rng(sample_seed(static_cast<uint64_t>(options_.seed), static_cast<uint64_t>(epoch),
                       static_cast<uint64_t>(index)));
   const Image image = load_readable(index, &s.index);
-  s.views = transform_(image, rng);
+  if (slots != nullptr)
+    transform_.write(image, rng, *slots);
+  else
+    s.views = transform_(image, rng);
   s.label = dataset_->label(s.index);
   return s;
 }
@@ -215,18 +235,30 @@ Image DataLoader::load_readable(int64_t index, int64_t* loaded) {
   XDINO_FAIL("no readable image in ", dataset_->describe());
 }
 
-Batch DataLoader::collate(int64_t epoch, int64_t position, Pending& p) const {
+Batch DataLoader::finish(int64_t epoch, int64_t position, Pending& p) const {
   Batch batch;
   batch.epoch = epoch;
   batch.position = position;
-  const size_t n = p.views.size();
-  const size_t num_views = p.views[0].size();
+  batch.labels = torch::tensor(p.labels, torch::kLong);
+  batch.indices = torch::tensor(p.indices, torch::kLong);
+  if (pin_) {
+    batch.labels = batch.labels.pin_memory();
+    batch.indices = batch.indices.pin_memory();
+  }
+  if (transform_.writes_in_place()) {
+    batch.views = std::move(p.batch_views);
+    return batch;
+  }
+  // Returning transforms: stack view v of every sample, as the official collate does.
+  const auto& views = p.sample_views;
+  const size_t n = views.size();
+  const size_t num_views = views[0].size();
   XDINO_CHECK(num_views > 0, "the sample transform returned no view");
   auto options = [&](const torch::Tensor& t) {
     return torch::TensorOptions().dtype(t.dtype()).pinned_memory(pin_);
   };
   for (size_t v = 0; v < num_views; ++v) {
-    const torch::Tensor& first = p.views[0][v];
+    const torch::Tensor& first = views[0][v];
     XDINO_CHECK(first.defined() && first.device().is_cpu(), "view ", v,
                 " of the sample transform is not a CPU tensor");
     std::vector<int64_t> shape{static_cast<int64_t>(n)};
@@ -235,22 +267,16 @@ Batch DataLoader::collate(int64_t epoch, int64_t position, Pending& p) const {
     const size_t bytes = first.nbytes();
     auto* dst = static_cast<char*>(out.data_ptr());
     for (size_t s = 0; s < n; ++s) {
-      XDINO_CHECK(p.views[s].size() == num_views, "the sample transform returned ",
-                  p.views[s].size(), " views for dataset index ", p.indices[s], " and ",
-                  num_views, " for index ", p.indices[0]);
-      const torch::Tensor t = p.views[s][v].contiguous();
+      XDINO_CHECK(views[s].size() == num_views, "the sample transform returned ",
+                  views[s].size(), " views for dataset index ", p.indices[s], " and ", num_views,
+                  " for index ", p.indices[0]);
+      const torch::Tensor t = views[s][v].contiguous();
       XDINO_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "view ", v,
                   " has shape ", t.sizes(), " for dataset index ", p.indices[s], " but ",
                   first.sizes(), " for index ", p.indices[0], ": views cannot be batched");
       std::memcpy(dst + s * bytes, t.data_ptr(), bytes);
     }
     batch.views.push_back(std::move(out));
-  }
-  batch.labels = torch::tensor(p.labels, torch::kLong);
-  batch.indices = torch::tensor(p.indices, torch::kLong);
-  if (pin_) {
-    batch.labels = batch.labels.pin_memory();
-    batch.indices = batch.indices.pin_memory();
   }
   return batch;
 }

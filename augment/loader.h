@@ -2,10 +2,10 @@
 // consumer; the equivalent of torch DataLoader(dataset, sampler=DistributedSampler, ...).
 //
 // Contract:
-//  - SampleTransform maps one decoded image to its views (float32 (3,S,S) CPU tensors, any
-//    count: 10 for DINO's multi-crop, 1 for the eval transform). It is called concurrently
-//    from the worker threads, so it must be thread-safe (const, no shared mutable state), and
-//    draws all its randomness from the Rng it is given.
+//  - The SampleTransform (sample_transform.h) maps one decoded image to its views: 10 for
+//    DINO's multi-crop, 1 for the eval transform. It runs concurrently on the worker threads
+//    and draws all its randomness from the Rng it is given. A writing transform fills slots
+//    of the batch tensors directly; a returning one is collated (copied) into them.
 //  - Per epoch, this rank's samples are DistributedSampler(n, rank, world, shuffle, seed)
 //    .indices(epoch), cut into batches of batch_size in that order (the last, short one
 //    dropped with drop_last). Sample i of epoch e is transformed with
@@ -44,11 +44,10 @@
 
 #include "augment/dataset.h"
 #include "augment/random.h"
+#include "augment/sample_transform.h"
 #include "augment/sampler.h"
 
 namespace xdino::augment {
-
-using SampleTransform = std::function<std::vector<torch::Tensor>(const Image& image, Rng& rng)>;
 
 struct LoaderOptions {
   int64_t batch_size = 64;
@@ -101,7 +100,8 @@ class DataLoader {
 
  private:
   struct Pending {
-    std::vector<std::vector<torch::Tensor>> views;
+    std::vector<torch::Tensor> batch_views;               // writing transforms
+    std::vector<std::vector<torch::Tensor>> sample_views;  // returning transforms
     std::vector<int64_t> labels, indices;
     int64_t remaining = 0;
   };
@@ -114,9 +114,10 @@ class DataLoader {
   void worker_loop();
   bool can_claim() const;
   int64_t batch_length(int64_t batch) const;
-  Sample produce(int64_t index, int64_t epoch);
+  void start_batch(int64_t batch);
+  Sample produce(int64_t index, int64_t epoch, const std::vector<torch::Tensor>* slots);
   Image load_readable(int64_t index, int64_t* loaded);
-  Batch collate(int64_t epoch, int64_t position, Pending& pending) const;
+  Batch finish(int64_t epoch, int64_t position, Pending& pending) const;
 
   DatasetPtr dataset_;
   SampleTransform transform_;

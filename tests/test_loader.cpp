@@ -126,6 +126,29 @@ TEST(Loader, BatchesEqualSerialRecomputationForAnyThreadCount) {
   }
 }
 
+TEST(Loader, WritingTransformsFillTheBatchSlotsWithTheSameResult) {
+  const auto data = std::make_shared<SyntheticDataset>(30);
+  const SampleTransform writing({{3, 8, 8}, {3, 4, 4}},
+                                [](const Image& m, Rng& rng, const std::vector<torch::Tensor>& out) {
+                                  const std::vector<torch::Tensor> v = two_crops(m, rng);
+                                  for (size_t k = 0; k < v.size(); ++k) {
+                                    EXPECT_TRUE(out[k].is_contiguous());
+                                    out[k].copy_(v[k]);
+                                  }
+                                });
+  EXPECT_TRUE(writing.writes_in_place());
+  DataLoader returning_loader(data, two_crops, options(4, 2));
+  DataLoader writing_loader(data, writing, options(4, 3));
+  const std::vector<Batch> a = whole_epoch(returning_loader, 2);
+  const std::vector<Batch> b = whole_epoch(writing_loader, 2);
+  expect_same(a, b);
+  ASSERT_EQ(b.size(), 7u);
+  EXPECT_NE(b[0].views[0].data_ptr(), b[1].views[0].data_ptr());
+  // The writing kind also works standalone (allocating its views), e.g. for previews.
+  Rng rng(1);
+  EXPECT_EQ(writing(data->load(0), rng)[1].sizes(), (std::vector<int64_t>{3, 4, 4}));
+}
+
 TEST(Loader, StartingMidEpochReproducesTheRestExactly) {
   const auto data = std::make_shared<SyntheticDataset>(40);
   DataLoader loader(data, two_crops, options(3, 2));
