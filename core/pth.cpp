@@ -1,0 +1,111 @@
+#include "core/pth.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/pth_pickle.h"
+#include "core/pth_zip.h"
+
+namespace xdino {
+namespace {
+
+bool little_endian_host() {
+  const uint16_t probe = 1;
+  return *reinterpret_cast<const uint8_t*>(&probe) == 1;
+}
+
+// Recognises what a non-zip file is, so the error can say what to do.
+void check_zip_magic(const std::filesystem::path& path, const std::string& where) {
+  std::ifstream in(path, std::ios::binary);
+  XDINO_CHECK(in.good(), "cannot open ", where, ": ", std::strerror(errno));
+  unsigned char head[4] = {0, 0, 0, 0};
+  in.read(reinterpret_cast<char*>(head), 4);
+  const std::streamsize got = in.gcount();
+  XDINO_CHECK(got > 0, where, " is empty");
+  if (got == 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4) return;
+  XDINO_CHECK(head[0] != 0x80, where,
+              " is a legacy (PyTorch < 1.6) torch.save file, which this loader does not read; ",
+              "convert it once with torch.save(torch.load(f), f) in PyTorch >= 1.6");
+  XDINO_FAIL(where, " is not a torch.save file (it does not start with a zip header)");
+}
+
+void swap_bytes(at::Tensor& t) {
+  const size_t element = t.element_size();
+  if (element == 1) return;
+  auto* p = static_cast<uint8_t*>(t.data_ptr());
+  for (int64_t i = 0; i < t.numel(); ++i, p += element) std::reverse(p, p + element);
+}
+
+}  // namespace
+
+c10::IValue load_pth(const std::filesystem::path& path) {
+  const std::string where = "'" + path.string() + "'";
+  check_zip_magic(path, where);
+  pth::ZipReader zip(path);
+
+  // Records live under one folder: "archive/" (torch >= 2) or the file's stem (torch 1.x).
+  const pth::ZipEntry* pickle = nullptr;
+  bool torchscript = false;
+  for (const pth::ZipEntry& e : zip.entries()) {
+    const size_t slash = e.name.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string rest = e.name.substr(slash + 1);
+    if (rest == "data.pkl") pickle = &e;
+    if (rest == "constants.pkl" || rest.rfind("code/", 0) == 0) torchscript = true;
+  }
+  XDINO_CHECK(!torchscript, where, " is a TorchScript archive (torch.jit.save), not a ",
+              "torch.save file; save the module's state_dict() with torch.save instead");
+  XDINO_CHECK(pickle != nullptr, where, " is a zip file without data.pkl, not a torch.save file");
+  const std::string prefix = pickle->name.substr(0, pickle->name.size() - 8);
+
+  bool swap = false;
+  if (const pth::ZipEntry* order = zip.find(prefix + "byteorder")) {
+    const std::string value = zip.read_string(*order);
+    XDINO_CHECK(value == "little" || value == "big", where, " has an unknown byteorder record '",
+                value, "'");
+    swap = (value == "little") != little_endian_host();
+  }
+
+  const pth::StorageLoader load_storage = [&](const std::string& key, at::ScalarType dtype,
+                                              int64_t numel) {
+    const std::string name = prefix + "data/" + key;
+    const pth::ZipEntry* entry = zip.find(name);
+    XDINO_CHECK(entry != nullptr, where, " is damaged: storage record '", name, "' is missing");
+    XDINO_CHECK(uint64_t(numel) <= entry->size || entry->size == 0, where, " is damaged: storage '",
+                name, "' claims ", numel, " elements but holds ", entry->size, " bytes");
+    const uint64_t nbytes = uint64_t(numel) * at::elementSize(dtype);
+    XDINO_CHECK(entry->size == nbytes, where, " is damaged: storage record '", name, "' holds ",
+                entry->size, " bytes but its ", numel, " ", dtype, " elements need ", nbytes);
+    at::Tensor storage = at::empty({numel}, at::TensorOptions().dtype(dtype));
+    zip.read(*entry, storage.data_ptr());
+    if (swap) swap_bytes(storage);
+    return storage;
+  };
+  return pth::unpickle(zip.read_string(*pickle), load_storage, where);
+}
+
+void save_pth(const std::filesystem::path& path, const c10::IValue& value) {
+  const std::string where = "'" + path.string() + "'";
+  const pth::Pickled pickled = pth::pickle(value, where);
+  write_atomically(path, [&](const std::filesystem::path& tmp) {
+    pth::ZipWriter zip(tmp);
+    zip.add("archive/data.pkl", pickled.bytes.data(), pickled.bytes.size());
+    const std::string order = little_endian_host() ? "little" : "big";
+    zip.add("archive/byteorder", order.data(), order.size());
+    for (const pth::PickledStorage& s : pickled.storages) {
+      // Device storages come to the host one at a time; host ones are written in place.
+      const at::Tensor host = s.data.device().is_cpu() ? s.data : s.data.cpu();
+      zip.add("archive/data/" + s.key, host.data_ptr(), host.nbytes());
+    }
+    zip.add("archive/version", "3\n", 2);
+    zip.finish();
+  });
+}
+
+}  // namespace xdino
