@@ -22,6 +22,7 @@ bool little_endian_host() {
 
 // Recognises what a non-zip file is, so the error can say what to do.
 void check_zip_magic(const std::filesystem::path& path, const std::string& where) {
+  XDINO_CHECK(!std::filesystem::is_directory(path), where, " is a folder, not a .pth file");
   std::ifstream in(path, std::ios::binary);
   XDINO_CHECK(in.good(), "cannot open ", where, ": ", std::strerror(errno));
   unsigned char head[4] = {0, 0, 0, 0};

@@ -1,11 +1,12 @@
 // The pickler of save_pth: protocol 2, the opcodes Python's pickle emits for the same values.
+#include "core/pth_pickle.h"
+
 #include <ATen/ATen.h>
 
 #include <cstring>
 #include <unordered_map>
 
 #include "core/check.h"
-#include "core/pth_pickle.h"
 
 namespace xdino::pth {
 namespace {
@@ -19,18 +20,27 @@ struct StorageName {
   at::ScalarType dtype;
   const char* name;
 };
-constexpr StorageName kStorages[] = {
-    {at::kFloat, "FloatStorage"},       {at::kDouble, "DoubleStorage"},
-    {at::kHalf, "HalfStorage"},         {at::kBFloat16, "BFloat16Storage"},
-    {at::kLong, "LongStorage"},         {at::kInt, "IntStorage"},
-    {at::kShort, "ShortStorage"},       {at::kChar, "CharStorage"},
-    {at::kByte, "ByteStorage"},         {at::kBool, "BoolStorage"},
-    {at::kComplexFloat, "ComplexFloatStorage"}, {at::kComplexDouble, "ComplexDoubleStorage"}};
+constexpr StorageName kStorages[] = {{at::kFloat, "FloatStorage"},
+                                     {at::kDouble, "DoubleStorage"},
+                                     {at::kHalf, "HalfStorage"},
+                                     {at::kBFloat16, "BFloat16Storage"},
+                                     {at::kLong, "LongStorage"},
+                                     {at::kInt, "IntStorage"},
+                                     {at::kShort, "ShortStorage"},
+                                     {at::kChar, "CharStorage"},
+                                     {at::kByte, "ByteStorage"},
+                                     {at::kBool, "BoolStorage"},
+                                     {at::kComplexFloat, "ComplexFloatStorage"},
+                                     {at::kComplexDouble, "ComplexDoubleStorage"}};
 
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<uint8_t>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    const size_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xE  ? 3
+                     : (c >> 3) == 0x1E ? 4
+                                        : 0;
     if (n == 0 || i + n > s.size() || (n == 2 && c < 0xC2)) return false;
     for (size_t k = 1; k < n; ++k)
       if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
@@ -103,8 +113,10 @@ class Pickler {
       const auto u = static_cast<uint64_t>(v);
       while (n > 1) {
         const uint8_t last = uint8_t(u >> (8 * (n - 1))), prev = uint8_t(u >> (8 * (n - 2)));
-        if ((last == 0x00 && !(prev & 0x80)) || (last == 0xFF && (prev & 0x80))) --n;
-        else break;
+        if ((last == 0x00 && !(prev & 0x80)) || (last == 0xFF && (prev & 0x80)))
+          --n;
+        else
+          break;
       }
       op(0x8a);
       le(uint64_t(n), 1);
@@ -156,7 +168,8 @@ class Pickler {
     if (seen != tensors_.end()) return memo_get(seen->second);
     XDINO_CHECK(t.layout() == at::kStrided && !t.is_quantized() && !t.is_conj() && !t.is_neg(),
                 "cannot save ", where_, ": only dense tensors can be saved, got a ", t.layout(),
-                " tensor", t.is_conj() || t.is_neg() ? " with a conj/neg bit (call resolve_conj())" : "");
+                " tensor",
+                t.is_conj() || t.is_neg() ? " with a conj/neg bit (call resolve_conj())" : "");
     const std::string cls = storage_class(t.scalar_type());
     XDINO_CHECK(!cls.empty(), "cannot save ", where_, ": tensors of dtype ", t.scalar_type(),
                 " have no torch.save storage type");
@@ -167,8 +180,8 @@ class Pickler {
       slot = {std::to_string(out_.storages.size()), t.scalar_type()};
       const int64_t numel = int64_t(storage.nbytes() / element);
       out_.storages.push_back(
-          {slot.first, at::empty({0}, t.options().requires_grad(false))
-                           .set_(storage, 0, {numel}, {1})});
+          {slot.first,
+           at::empty({0}, t.options().requires_grad(false)).set_(storage, 0, {numel}, {1})});
     }
     XDINO_CHECK(slot.second == t.scalar_type(), "cannot save ", where_,
                 ": two tensors view one storage as ", slot.second, " and ", t.scalar_type(),
@@ -232,8 +245,8 @@ class Pickler {
   }
 
   void write(const IValue& v, int depth) {
-    XDINO_CHECK(depth < kMaxDepth, "cannot save ", where_, ": values nest deeper than ",
-                kMaxDepth, " levels (a container holding itself?)");
+    XDINO_CHECK(depth < kMaxDepth, "cannot save ", where_, ": values nest deeper than ", kMaxDepth,
+                " levels (a container holding itself?)");
     if (v.isNone()) return op('N');
     if (v.isBool()) return op(v.toBool() ? 0x88 : 0x89);
     if (v.isInt()) return integer(v.toInt());

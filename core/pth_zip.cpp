@@ -20,7 +20,7 @@ constexpr uint32_t kEndSig = 0x06054b50;
 constexpr uint32_t kEnd64Sig = 0x06064b50;
 constexpr uint32_t kLocator64Sig = 0x07064b50;
 constexpr uint32_t k32 = 0xFFFFFFFFu;
-constexpr uint64_t kAlign = 64;  // PyTorch aligns record data to 64 bytes
+constexpr uint64_t kAlign = 64;           // PyTorch aligns record data to 64 bytes
 constexpr uint16_t kPadFieldId = 0x4246;  // "FB", the padding field PyTorch's writer uses
 constexpr uint16_t kZip64FieldId = 0x0001;
 
@@ -110,16 +110,16 @@ ZipReader::~ZipReader() {
 }
 
 void ZipReader::read_at(uint64_t offset, void* dst, uint64_t size, const char* what) const {
-  XDINO_CHECK(offset <= file_size_ && size <= file_size_ - offset, where_, " is truncated or damaged: ",
-              what, " needs bytes ", offset, "..", offset + size, " but the file has ",
-              file_size_, " bytes");
+  XDINO_CHECK(offset <= file_size_ && size <= file_size_ - offset, where_,
+              " is truncated or damaged: ", what, " needs bytes ", offset, "..", offset + size,
+              " but the file has ", file_size_, " bytes");
   auto* out = static_cast<char*>(dst);
   while (size > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, 1u << 30));
     const ssize_t got = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    XDINO_CHECK(got > 0, "cannot read ", where_, " (", what, "): ",
-                got < 0 ? std::strerror(errno) : "unexpected end of file");
+    XDINO_CHECK(got > 0, "cannot read ", where_, " (", what,
+                "): ", got < 0 ? std::strerror(errno) : "unexpected end of file");
     out += got;
     offset += static_cast<uint64_t>(got);
     size -= static_cast<uint64_t>(got);
@@ -183,8 +183,8 @@ void ZipReader::read_directory() {
       if (id == kZip64FieldId) {
         for (uint64_t* field : {&entry.size, &csize, &entry.header_offset}) {
           if (*field != k32) continue;
-          XDINO_CHECK(v + 8 <= v_end, where_, " is damaged: short ZIP64 field for '",
-                      entry.name, "'");
+          XDINO_CHECK(v + 8 <= v_end, where_, " is damaged: short ZIP64 field for '", entry.name,
+                      "'");
           *field = get64(v);
           v += 8;
         }
@@ -214,8 +214,8 @@ const ZipEntry* ZipReader::find(std::string_view name) const {
 void ZipReader::read(const ZipEntry& entry, void* dst) const {
   unsigned char h[30];
   read_at(entry.header_offset, h, sizeof h, entry.name.c_str());
-  XDINO_CHECK(get32(h) == kLocalSig, where_, " is damaged: no zip header for entry '",
-              entry.name, "'");
+  XDINO_CHECK(get32(h) == kLocalSig, where_, " is damaged: no zip header for entry '", entry.name,
+              "'");
   const uint64_t data = entry.header_offset + 30 + get16(h + 26) + get16(h + 28);
   // Read in slices and checksum each while it is still in cache.
   constexpr uint64_t kSlice = 8u << 20;

@@ -28,7 +28,7 @@ uint32_t crc32(uint32_t crc, const void* data, size_t size);
 
 struct ZipEntry {
   std::string name;
-  uint64_t size = 0;           // bytes (stored: compressed == uncompressed)
+  uint64_t size = 0;  // bytes (stored: compressed == uncompressed)
   uint32_t crc = 0;
   uint64_t header_offset = 0;  // of the local file header
   uint16_t method = 0;         // 0 = stored

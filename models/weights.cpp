@@ -14,11 +14,13 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string remove_all(std::string s, const std::string& part) {
-  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at)) s.erase(at, part.size());
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at))
+    s.erase(at, part.size());
   return s;
 }
 
@@ -62,8 +64,7 @@ c10::IValue to_ivalue(const StateDict& state) {
 }
 
 StateDict from_ivalue(const c10::IValue& value, const std::string& source) {
-  XDINO_CHECK(value.isGenericDict(), source, " is a ", value.tagKind(),
-              ", not a dict of tensors");
+  XDINO_CHECK(value.isGenericDict(), source, " is a ", value.tagKind(), ", not a dict of tensors");
   StateDict out;
   for (const auto& item : value.toGenericDict()) {
     XDINO_CHECK(item.key().isString(), source, " has a key of type ", item.key().tagKind(),
@@ -131,8 +132,7 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
                            const std::string& checkpoint_key, bool strict) {
   const std::string where = "'" + path.string() + "'";
   const c10::IValue file = load_pth(path);
-  XDINO_CHECK(file.isGenericDict(), where, " holds a ", file.tagKind(),
-              ", not a dict of weights");
+  XDINO_CHECK(file.isGenericDict(), where, " holds a ", file.tagKind(), ", not a dict of weights");
   const auto top = file.toGenericDict();
   std::string taken;
   for (const std::string& key : {checkpoint_key, std::string("model"), std::string("state_dict")}) {
@@ -149,7 +149,8 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
 
   const StateDict model = state_dict(module);
   bool model_has_head = false;
-  for (const auto& item : model) model_has_head = model_has_head || starts_with(item.key(), "head.");
+  for (const auto& item : model)
+    model_has_head = model_has_head || starts_with(item.key(), "head.");
 
   StateDict state;
   std::vector<std::string> ignored;

@@ -141,8 +141,7 @@ TEST(PthRoundTrip, NestedValuesComeBackBitIdentical) {
     EXPECT_EQ(tensor_bytes(b.at(item.key()).toTensor()), tensor_bytes(item.value().toTensor()));
   }
   const at::Tensor nan_bias = b.at("sd").toGenericDict().at("bias").toTensor();
-  EXPECT_EQ(tensor_bytes(nan_bias),
-            tensor_bytes(a.at("sd").toGenericDict().at("bias").toTensor()));
+  EXPECT_EQ(tensor_bytes(nan_bias), tensor_bytes(a.at("sd").toGenericDict().at("bias").toTensor()));
   // The three views still share one storage.
   EXPECT_EQ(b.at("view").toTensor().storage().unsafeGetStorageImpl(),
             b.at("base").toTensor().storage().unsafeGetStorageImpl());
@@ -188,9 +187,9 @@ TEST(PthSave, WritesPyTorchsLayoutWith64ByteAlignedRecords) {
   const xdino::pth::ZipReader zip(dir / "c.pth");
   std::vector<std::string> names;
   for (const auto& e : zip.entries()) names.push_back(e.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"archive/data.pkl", "archive/byteorder",
-                                             "archive/data/0", "archive/data/1",
-                                             "archive/version"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"archive/data.pkl", "archive/byteorder", "archive/data/0",
+                                      "archive/data/1", "archive/version"}));
   const std::string bytes = xdino::read_file(dir / "c.pth");
   for (const auto& e : zip.entries()) EXPECT_EQ(data_offset(bytes, e) % 64, 0u) << e.name;
   EXPECT_EQ(zip.read_string(*zip.find("archive/version")), "3\n");
@@ -206,8 +205,8 @@ TEST(PthSave, UnsupportedValueFailsAndLeavesTheOldFile) {
   v.insert("sparse", torch::eye(2).to_sparse());
   expect_one_line_naming(error_of([&] { xdino::save_pth(file, v); }), file, "dense");
   auto w = xdino::testing::any_dict();
-  w.insert("two dtypes", c10::ivalue::Tuple::create(
-                             {torch::zeros({2}, torch::kInt), torch::zeros({2}).view(torch::kInt)}));
+  w.insert("two dtypes", c10::ivalue::Tuple::create({torch::zeros({2}, torch::kInt),
+                                                     torch::zeros({2}).view(torch::kInt)}));
   EXPECT_NO_THROW(xdino::save_pth(dir / "same_dtype.pth", w));
   auto x = xdino::testing::any_dict();
   const at::Tensor f = torch::zeros({2});
@@ -223,8 +222,8 @@ TEST(PthErrors, MissingEmptyGarbageLegacyAndTorchScriptFilesAreNamed) {
   expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "nope.pth"); }), dir / "nope.pth",
                          "No such file");
   xdino::write_file_atomically(dir / "empty.pth", "");
-  expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "empty.pth"); }),
-                         dir / "empty.pth", "empty");
+  expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "empty.pth"); }), dir / "empty.pth",
+                         "empty");
   xdino::write_file_atomically(dir / "garbage.pth", std::string(1000, '\x17'));
   expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "garbage.pth"); }),
                          dir / "garbage.pth", "not a torch.save file");
@@ -236,8 +235,8 @@ TEST(PthErrors, MissingEmptyGarbageLegacyAndTorchScriptFilesAreNamed) {
     zip.add("m/constants.pkl", "\x80\x02N.", 4);
     zip.finish();
   }
-  expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "script.pt"); }),
-                         dir / "script.pt", "TorchScript");
+  expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "script.pt"); }), dir / "script.pt",
+                         "TorchScript");
   fs::remove_all(dir);
 }
 
@@ -283,7 +282,8 @@ TEST(PthErrors, BadPicklesNameTheOpcodeOffset) {
   f = write("nostop.pth", bin("\x80\x02}"));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "before its STOP");
   f = write("storage.pth", bin("\x80\x02(X\x07\x00\x00\x00storagecfoo\nBar\nX\x01\x00\x00\x00"
-                               "0X\x03\x00\x00\x00" "cpuK\x01tQ."));
+                               "0X\x03\x00\x00\x00"
+                               "cpuK\x01tQ."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "storage class foo.Bar");
   fs::remove_all(dir);
 }
@@ -293,7 +293,8 @@ TEST(Crc32, MatchesTheZipCheckValueAndChains) {
   std::string data(1000, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 + 7);
   const uint32_t whole = xdino::pth::crc32(0, data.data(), data.size());
-  EXPECT_EQ(xdino::pth::crc32(xdino::pth::crc32(0, data.data(), 333), data.data() + 333, 667), whole);
+  EXPECT_EQ(xdino::pth::crc32(xdino::pth::crc32(0, data.data(), 333), data.data() + 333, 667),
+            whole);
   // Bitwise reference: the definition, one bit at a time.
   uint32_t c = ~0u;
   for (const char ch : data) {

@@ -36,8 +36,10 @@ struct NetImpl : nn::Module {
     register_module("embed", nn::Linear(nn::LinearOptions(2, width).bias(false)));
     register_parameter("cls_token", torch::randn({1, 1, width}));
     register_module("blocks", nn::ModuleList(Block(), Block()));
-    if (classifier) register_module("head", nn::Linear(4, 3));
-    else register_module("head", nn::Identity());
+    if (classifier)
+      register_module("head", nn::Linear(4, 3));
+    else
+      register_module("head", nn::Identity());
     register_module("pos", nn::Conv2d(nn::Conv2dOptions(4, 4, 1)));
   }
 };
@@ -47,10 +49,9 @@ TORCH_MODULE(Net);
 std::vector<std::string> expected_keys() {
   std::vector<std::string> keys = {"cls_token", "embed.weight"};
   for (const std::string b : {"blocks.0.", "blocks.1."})
-    for (const char* k :
-         {"gamma", "temperature", "scale", "norm.weight", "norm.bias", "mlp.0.weight",
-          "mlp.0.bias", "mlp.2.weight", "mlp.2.bias", "bn.weight", "bn.bias", "bn.running_mean",
-          "bn.running_var", "bn.num_batches_tracked"})
+    for (const char* k : {"gamma", "temperature", "scale", "norm.weight", "norm.bias",
+                          "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias", "bn.weight",
+                          "bn.bias", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"})
       keys.push_back(b + k);
   keys.push_back("pos.weight");
   keys.push_back("pos.bias");
@@ -234,8 +235,8 @@ TEST(LoadPretrained, DinoTrainingCheckpointTeacherOrStudent) {
   expect_bit_identical(xdino::models::state_dict(*model), s);
 
   // No usable key: the error names the file and suggests --checkpoint_key.
-  const std::string msg = error_of(
-      [&] { xdino::models::load_pretrained(*model, dir / "checkpoint.pth", ""); });
+  const std::string msg =
+      error_of([&] { xdino::models::load_pretrained(*model, dir / "checkpoint.pth", ""); });
   EXPECT_NE(msg.find((dir / "checkpoint.pth").string()), std::string::npos) << msg;
   EXPECT_NE(msg.find("--checkpoint_key"), std::string::npos) << msg;
   fs::remove_all(dir);
@@ -267,7 +268,8 @@ TEST(LoadPretrained, BackboneOnlyAndSupervisedFiles) {
   Net wide(6);
   const std::string msg =
       error_of([&] { xdino::models::load_pretrained(*wide, dir / "supervised.pth"); });
-  EXPECT_NE(msg.find((dir / "supervised.pth").string() + "' (key 'model'): checkpoint key "
+  EXPECT_NE(msg.find((dir / "supervised.pth").string() +
+                     "' (key 'model'): checkpoint key "
                      "'cls_token' has shape [1, 1, 4] but the model expects [1, 1, 6]"),
             std::string::npos)
       << msg;

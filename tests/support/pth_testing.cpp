@@ -1,6 +1,7 @@
 #include "tests/support/pth_testing.h"
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -11,7 +12,6 @@
 #include "core/pth_pickle.h"
 #include "core/pth_zip.h"
 #include "tests/support/process.h"
-#include <unistd.h>
 
 namespace xdino::testing {
 namespace {
@@ -42,17 +42,28 @@ std::string number(double x) {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kLong: return "torch.int64";
-    case at::kInt: return "torch.int32";
-    case at::kShort: return "torch.int16";
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kBool: return "torch.bool";
-    default: return std::string("unsupported:") + c10::toString(t);
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kLong:
+      return "torch.int64";
+    case at::kInt:
+      return "torch.int32";
+    case at::kShort:
+      return "torch.int16";
+    case at::kChar:
+      return "torch.int8";
+    case at::kByte:
+      return "torch.uint8";
+    case at::kBool:
+      return "torch.bool";
+    default:
+      return std::string("unsupported:") + c10::toString(t);
   }
 }
 
@@ -82,8 +93,10 @@ class Describer {
       const auto dict = v.toGenericDict();
       const bool object = dict.size() > 0 && dict.begin()->key().isString() &&
                           dict.begin()->key().toStringRef() == "__class__";
-      if (object) add(path + " object " + dict.begin()->value().toStringRef());
-      else add(path + " dict " + std::to_string(dict.size()));
+      if (object)
+        add(path + " object " + dict.begin()->value().toStringRef());
+      else
+        add(path + " dict " + std::to_string(dict.size()));
       bool first = true;
       for (const auto& item : dict) {
         if (object && first) {
@@ -94,8 +107,10 @@ class Describer {
         std::string key = k.isString() ? escaped(k.toStringRef())
                           : k.isInt()  ? std::to_string(k.toInt())
                                        : "?";
-        if (object) run(item.value(), path + "." + key);
-        else run(item.value(), path + "/" + (k.isString() ? "s:" : k.isInt() ? "i:" : "x:") + key);
+        if (object)
+          run(item.value(), path + "." + key);
+        else
+          run(item.value(), path + "/" + (k.isString() ? "s:" : k.isInt() ? "i:" : "x:") + key);
       }
       return;
     }
@@ -118,8 +133,8 @@ class Describer {
     const at::Tensor as = floating ? flat.to(at::kDouble) : flat.to(at::kLong);
     for (int64_t i = 0; i < as.numel(); ++i) {
       if (i) values += ",";
-      values += floating ? number(as.data_ptr<double>()[i])
-                         : std::to_string(as.data_ptr<int64_t>()[i]);
+      values +=
+          floating ? number(as.data_ptr<double>()[i]) : std::to_string(as.data_ptr<int64_t>()[i]);
     }
     add(path + " tensor " + dtype_name(t.scalar_type()) + " size=" + list_text(t.sizes()) +
         " stride=" + list_text(t.strides()) + " offset=" + std::to_string(t.storage_offset()) +
@@ -149,8 +164,13 @@ std::vector<std::string> split_lines(const std::string& text) {
 }
 
 bool python_torch_available() {
+  // find_spec locates the packages without importing torch (which takes seconds).
   static const bool available =
-      run_process({kPython, "-c", "import torch, numpy"}, {}, 120).exit_code == 0;
+      run_process({kPython, "-c",
+                   "import importlib.util as u, sys; "
+                   "sys.exit(u.find_spec('torch') is None or u.find_spec('numpy') is None)"},
+                  {}, 60)
+          .exit_code == 0;
   return available;
 }
 
@@ -172,8 +192,10 @@ std::map<std::string, std::vector<std::string>> expected_descriptions() {
   std::map<std::string, std::vector<std::string>> out;
   std::string line, file;
   while (std::getline(in, line)) {
-    if (line.rfind("# ", 0) == 0) file = line.substr(2);
-    else if (!line.empty()) out[file].push_back(line);
+    if (line.rfind("# ", 0) == 0)
+      file = line.substr(2);
+    else if (!line.empty())
+      out[file].push_back(line);
   }
   return out;
 }

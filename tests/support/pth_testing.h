@@ -6,7 +6,7 @@
 //    (GenericDicts whose first key is "__class__") list their entries, tensors print dtype,
 //    sizes, strides, offset, requires_grad, a storage number (shared storages share it) and
 //    every element (%.17g for floating types). Strings print raw bytes, escaped.
-//  - python_torch_available() is true when /usr/bin/python3 can import torch (checked once).
+//  - python_torch_available() is true when /usr/bin/python3 has torch and numpy installed.
 //  - run_pth_tool(args) runs pth_tool.py with /usr/bin/python3; throws on a non-zero exit with
 //    the script's stderr in the message.
 //  - fresh_dir(name) makes an empty folder under the system temp folder, unique per process.

@@ -2,6 +2,7 @@
 """Python side of the .pth tests: what torch.save writes and what torch.load reads.
 
   pth_tool.py describe FILE...          torch.load each FILE, print its description
+  pth_tool.py describe-safe FILE...     the same with torch.load(weights_only=True)
   pth_tool.py write-mixed DIR PROTO...  torch.save the mixed object as DIR/p<PROTO>.pth for each
                                         protocol; print "# p<PROTO>.pth" and its description
   pth_tool.py module-keys               state_dict keys of the nested module in test_weights
@@ -127,9 +128,10 @@ def mixed():
 
 def main(argv):
     cmd = argv[1]
-    if cmd == 'describe':
+    if cmd in ('describe', 'describe-safe'):
         for path in argv[2:]:
-            print('\n'.join(description(torch.load(path, map_location='cpu'))))
+            obj = torch.load(path, map_location='cpu', weights_only=cmd == 'describe-safe')
+            print('\n'.join(description(obj)))
     elif cmd == 'write-mixed':
         for proto in argv[3:]:
             obj = mixed()
