@@ -1,14 +1,19 @@
 #include "core/pth.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <unordered_map>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/pth_crc.h"
 #include "core/pth_pickle.h"
 #include "core/pth_zip.h"
 
@@ -43,6 +48,45 @@ void swap_bytes(at::Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i, p += element) std::reverse(p, p + element);
 }
 
+// Reads every storage record ("<folder>/data/<key>") into its own byte buffer, in slices spread
+// over the intra-op threads, and checks each record's CRC-32. Returns key -> bytes.
+std::unordered_map<std::string, at::Tensor> read_storages(const pth::ZipReader& zip,
+                                                          const std::string& folder) {
+  constexpr uint64_t kSlice = 4u << 20;
+  struct Slice {
+    size_t record;
+    uint64_t offset, size;
+    uint32_t crc = 0;
+  };
+  std::vector<const pth::ZipEntry*> entries;
+  std::vector<at::Tensor> buffers;
+  std::vector<Slice> slices;
+  for (const pth::ZipEntry& e : zip.entries()) {
+    if (e.name.compare(0, folder.size(), folder) != 0) continue;
+    for (uint64_t offset = 0; offset < e.size; offset += kSlice)
+      slices.push_back({entries.size(), offset, std::min(kSlice, e.size - offset)});
+    entries.push_back(&e);
+    buffers.push_back(at::empty({int64_t(e.size)}, at::kByte));
+  }
+  // One task per thread, each taking the next slice until none is left (sizes vary a lot).
+  std::atomic<size_t> next{0};
+  at::parallel_for(0, std::max<int64_t>(1, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    for (size_t i = next++; i < slices.size(); i = next++) {
+      Slice& s = slices[i];
+      s.crc = zip.read_range(*entries[s.record], s.offset, s.size,
+                             buffers[s.record].data_ptr<uint8_t>() + s.offset);
+    }
+  });
+  std::vector<uint32_t> crcs(entries.size(), 0);
+  for (const Slice& s : slices) crcs[s.record] = pth::crc32_combine(crcs[s.record], s.crc, s.size);
+  std::unordered_map<std::string, at::Tensor> out;
+  for (size_t r = 0; r < entries.size(); ++r) {
+    zip.check_crc(*entries[r], crcs[r]);
+    out.emplace(entries[r]->name.substr(folder.size()), std::move(buffers[r]));
+  }
+  return out;
+}
+
 }  // namespace
 
 c10::IValue load_pth(const std::filesystem::path& path) {
@@ -73,18 +117,19 @@ c10::IValue load_pth(const std::filesystem::path& path) {
     swap = (value == "little") != little_endian_host();
   }
 
+  const std::unordered_map<std::string, at::Tensor> records = read_storages(zip, prefix + "data/");
   const pth::StorageLoader load_storage = [&](const std::string& key, at::ScalarType dtype,
                                               int64_t numel) {
-    const std::string name = prefix + "data/" + key;
-    const pth::ZipEntry* entry = zip.find(name);
-    XDINO_CHECK(entry != nullptr, where, " is damaged: storage record '", name, "' is missing");
-    XDINO_CHECK(uint64_t(numel) <= entry->size || entry->size == 0, where, " is damaged: storage '",
-                name, "' claims ", numel, " elements but holds ", entry->size, " bytes");
-    const uint64_t nbytes = uint64_t(numel) * at::elementSize(dtype);
-    XDINO_CHECK(entry->size == nbytes, where, " is damaged: storage record '", name, "' holds ",
-                entry->size, " bytes but its ", numel, " ", dtype, " elements need ", nbytes);
-    at::Tensor storage = at::empty({numel}, at::TensorOptions().dtype(dtype));
-    zip.read(*entry, storage.data_ptr());
+    const auto it = records.find(key);
+    XDINO_CHECK(it != records.end(), where, " is damaged: storage record '", prefix, "data/", key,
+                "' is missing");
+    const uint64_t size = uint64_t(it->second.numel());
+    const uint64_t element = at::elementSize(dtype);
+    XDINO_CHECK(uint64_t(numel) <= size / element && size == uint64_t(numel) * element, where,
+                " is damaged: storage record '", prefix, "data/", key, "' holds ", size,
+                " bytes but its ", numel, " ", dtype, " elements need ", uint64_t(numel) * element);
+    at::Tensor storage = at::empty({0}, at::TensorOptions().dtype(dtype))
+                             .set_(it->second.storage(), 0, {numel}, {1});
     if (swap) swap_bytes(storage);
     return storage;
   };

@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 
 #include "core/check.h"
+#include "core/pth_crc.h"
 
 namespace xdino::pth {
 namespace {
@@ -23,26 +23,6 @@ constexpr uint32_t k32 = 0xFFFFFFFFu;
 constexpr uint64_t kAlign = 64;           // PyTorch aligns record data to 64 bytes
 constexpr uint16_t kPadFieldId = 0x4246;  // "FB", the padding field PyTorch's writer uses
 constexpr uint16_t kZip64FieldId = 0x0001;
-
-// --- CRC-32, slicing by 16 (a 100 MB checkpoint costs a few tens of ms) ---
-using CrcTables = std::array<std::array<uint32_t, 256>, 16>;
-
-CrcTables make_crc_tables() {
-  CrcTables t{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-    t[0][i] = c;
-  }
-  for (size_t s = 1; s < 16; ++s)
-    for (uint32_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
-  return t;
-}
-
-const CrcTables& crc_tables() {
-  static const CrcTables tables = make_crc_tables();
-  return tables;
-}
 
 uint32_t load_le32(const unsigned char* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
@@ -67,24 +47,6 @@ void put64(std::string& s, uint64_t v) {
 std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
 
 }  // namespace
-
-uint32_t crc32(uint32_t crc, const void* data, size_t size) {
-  const CrcTables& t = crc_tables();
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-  while (size >= 16) {
-    const uint32_t a = load_le32(p) ^ c, b = load_le32(p + 4), d = load_le32(p + 8),
-                   e = load_le32(p + 12);
-    c = t[15][a & 0xFF] ^ t[14][(a >> 8) & 0xFF] ^ t[13][(a >> 16) & 0xFF] ^ t[12][a >> 24] ^
-        t[11][b & 0xFF] ^ t[10][(b >> 8) & 0xFF] ^ t[9][(b >> 16) & 0xFF] ^ t[8][b >> 24] ^
-        t[7][d & 0xFF] ^ t[6][(d >> 8) & 0xFF] ^ t[5][(d >> 16) & 0xFF] ^ t[4][d >> 24] ^
-        t[3][e & 0xFF] ^ t[2][(e >> 8) & 0xFF] ^ t[1][(e >> 16) & 0xFF] ^ t[0][e >> 24];
-    p += 16;
-    size -= 16;
-  }
-  while (size-- > 0) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xFF];
-  return ~c;
-}
 
 // ------------------------------------ reader ------------------------------------
 
@@ -211,12 +173,30 @@ const ZipEntry* ZipReader::find(std::string_view name) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
-void ZipReader::read(const ZipEntry& entry, void* dst) const {
+uint64_t ZipReader::data_offset(const ZipEntry& entry) const {
   unsigned char h[30];
   read_at(entry.header_offset, h, sizeof h, entry.name.c_str());
   XDINO_CHECK(get32(h) == kLocalSig, where_, " is damaged: no zip header for entry '", entry.name,
               "'");
-  const uint64_t data = entry.header_offset + 30 + get16(h + 26) + get16(h + 28);
+  return entry.header_offset + 30 + get16(h + 26) + get16(h + 28);
+}
+
+uint32_t ZipReader::read_range(const ZipEntry& entry, uint64_t offset, uint64_t size,
+                               void* dst) const {
+  XDINO_CHECK(offset <= entry.size && size <= entry.size - offset, "range ", offset, "+", size,
+              " is outside entry '", entry.name, "' of ", where_);
+  read_at(data_offset(entry) + offset, dst, size, entry.name.c_str());
+  return crc32(0, dst, size);
+}
+
+void ZipReader::check_crc(const ZipEntry& entry, uint32_t crc) const {
+  // PyTorch >= 2.5 may store 0 instead of a CRC (serialization.set_crc32_options(False)).
+  XDINO_CHECK(crc == entry.crc || entry.crc == 0, where_, " is damaged: entry '", entry.name,
+              "' fails its CRC-32 check");
+}
+
+void ZipReader::read(const ZipEntry& entry, void* dst) const {
+  const uint64_t data = data_offset(entry);
   // Read in slices and checksum each while it is still in cache.
   constexpr uint64_t kSlice = 8u << 20;
   uint32_t crc = 0;
@@ -227,9 +207,7 @@ void ZipReader::read(const ZipEntry& entry, void* dst) const {
     crc = crc32(crc, out + done, n);
     done += n;
   }
-  // PyTorch >= 2.5 may store 0 instead of a CRC (serialization.set_crc32_options(False)).
-  XDINO_CHECK(crc == entry.crc || entry.crc == 0, where_, " is damaged: entry '", entry.name,
-              "' fails its CRC-32 check");
+  check_crc(entry, crc);
 }
 
 std::string ZipReader::read_string(const ZipEntry& entry) const {

@@ -11,7 +11,7 @@
 //    PyTorch's writer does (so torch.load(mmap=True) works too), and finish() writes the central
 //    directory. ZIP64 records are used where a size or an offset needs them, or for every entry
 //    with force_zip64 (tests). Writes stream straight from the caller's buffers.
-//  - crc32() is the zip CRC-32 (polynomial 0xEDB88320), chainable: crc32(crc32(0, a), b).
+//  - read_range() may be called from several threads at once (it uses pread only).
 #pragma once
 
 #include <cstddef>
@@ -23,8 +23,6 @@
 #include <vector>
 
 namespace xdino::pth {
-
-uint32_t crc32(uint32_t crc, const void* data, size_t size);
 
 struct ZipEntry {
   std::string name;
@@ -46,12 +44,17 @@ class ZipReader {
   const ZipEntry* find(std::string_view name) const;
   // Copies the entry's `size` bytes to `dst`, verifying the CRC-32.
   void read(const ZipEntry& entry, void* dst) const;
+  // `size` bytes at `offset` within the entry's data, into dst; returns their CRC-32.
+  uint32_t read_range(const ZipEntry& entry, uint64_t offset, uint64_t size, void* dst) const;
+  // Throws unless `crc` (of the whole entry) matches the stored one.
+  void check_crc(const ZipEntry& entry, uint32_t crc) const;
   std::string read_string(const ZipEntry& entry) const;
   // The file as messages name it.
   const std::string& where() const { return where_; }
 
  private:
   void read_at(uint64_t offset, void* dst, uint64_t size, const char* what) const;
+  uint64_t data_offset(const ZipEntry& entry) const;
   void read_directory();
 
   std::string where_;

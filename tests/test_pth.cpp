@@ -10,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/pth.h"
+#include "core/pth_crc.h"
 #include "core/pth_pickle.h"
 #include "core/pth_zip.h"
 #include "tests/support/pth_testing.h"
@@ -18,21 +19,11 @@ namespace fs = std::filesystem;
 using c10::IValue;
 using xdino::testing::describe;
 
+using xdino::testing::error_of;
+
 namespace {
 
 fs::path fixture(const std::string& name) { return xdino::testing::pickle_data_dir() + "/" + name; }
-
-// The message of the Error `fn` throws (fails the test when it throws nothing).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const xdino::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no xdino::Error thrown";
-  return "";
-}
 
 void expect_one_line_naming(const std::string& message, const fs::path& file,
                             const std::string& what) {
@@ -302,4 +293,46 @@ TEST(Crc32, MatchesTheZipCheckValueAndChains) {
     for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
   }
   EXPECT_EQ(whole, ~c);
+  EXPECT_EQ(xdino::pth::crc32_portable(0, data.data(), data.size()), ~c);
+  // Joining the CRCs of pieces, empty ones included.
+  for (const size_t cut : {size_t(0), size_t(1), size_t(16), size_t(999), size_t(1000)}) {
+    const uint32_t a = xdino::pth::crc32(0, data.data(), cut);
+    const uint32_t b = xdino::pth::crc32(0, data.data() + cut, data.size() - cut);
+    EXPECT_EQ(xdino::pth::crc32_combine(a, b, data.size() - cut), whole) << cut;
+  }
+}
+
+TEST(Crc32, FoldingPathAgreesWithTheTablesAtEveryLengthAndAlignment) {
+  std::string data(5000, '\0');
+  uint32_t state = 12345;
+  for (char& ch : data) ch = static_cast<char>((state = state * 1103515245u + 12345u) >> 23);
+  for (size_t start = 0; start < 17; ++start)
+    for (size_t size = 0; size + start <= 700; ++size)
+      ASSERT_EQ(xdino::pth::crc32(0x1234u, data.data() + start, size),
+                xdino::pth::crc32_portable(0x1234u, data.data() + start, size))
+          << start << "+" << size;
+  EXPECT_EQ(xdino::pth::crc32(0, data.data(), data.size()),
+            xdino::pth::crc32_portable(0, data.data(), data.size()));
+}
+
+TEST(PthLoad, RecordsReadInParallelSlicesAreExactAndChecked) {
+  const fs::path dir = xdino::testing::fresh_dir("pth_parallel");
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  auto v = xdino::testing::any_dict();
+  const at::Tensor big = torch::randn({3 << 20});  // 12 MB: three 4 MB slices
+  v.insert("big", big);
+  v.insert("small", torch::arange(5));
+  xdino::save_pth(dir / "big.pth", v);
+  const auto loaded = xdino::load_pth(dir / "big.pth").toGenericDict();
+  EXPECT_EQ(tensor_bytes(loaded.at("big").toTensor()), tensor_bytes(big));
+  EXPECT_TRUE(torch::equal(loaded.at("small").toTensor(), torch::arange(5)));
+  std::string bytes = xdino::read_file(dir / "big.pth");
+  const xdino::pth::ZipReader zip(dir / "big.pth");
+  bytes[data_offset(bytes, *zip.find("archive/data/0")) + (6 << 20)] ^= 1;  // middle slice
+  xdino::write_file_atomically(dir / "bad.pth", bytes);
+  expect_one_line_naming(error_of([&] { xdino::load_pth(dir / "bad.pth"); }), dir / "bad.pth",
+                         "'archive/data/0' fails its CRC-32 check");
+  at::set_num_threads(threads);
+  fs::remove_all(dir);
 }

@@ -15,6 +15,8 @@ namespace nn = torch::nn;
 using xdino::models::LoadReport;
 using xdino::models::StateDict;
 
+using xdino::testing::error_of;
+
 namespace {
 
 // The structure of pth_tool.py's Net: children registered before parameters, a buffer, a
@@ -78,17 +80,6 @@ void expect_bit_identical(const StateDict& a, const StateDict& b) {
     EXPECT_EQ(item.value().scalar_type(), other.scalar_type());
     EXPECT_TRUE(torch::equal(item.value(), other));
   }
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const xdino::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no xdino::Error thrown";
-  return "";
 }
 
 // `sd` with every key prefixed, as a GenericDict (how DDP/MultiCropWrapper name them).

@@ -11,6 +11,8 @@
 //    the script's stderr in the message.
 //  - fresh_dir(name) makes an empty folder under the system temp folder, unique per process.
 //  - save_pth_zip64(path, value) writes what save_pth writes, with ZIP64 records on every entry.
+//  - error_of(fn) runs fn and returns the message of the xdino::Error it throws, or a message
+//    saying none was thrown (which no expectation on a real message matches).
 //  - expected_descriptions() reads tests/data/pickle/expected.txt: file name -> lines.
 #pragma once
 
@@ -20,6 +22,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "core/check.h"
 
 namespace xdino::testing {
 
@@ -34,6 +38,16 @@ std::map<std::string, std::vector<std::string>> expected_descriptions();
 // An empty dict with keys and values of any type, as load_pth makes them.
 c10::impl::GenericDict any_dict();
 std::filesystem::path fresh_dir(const std::string& name);
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no xdino::Error was thrown)";
+}
 void save_pth_zip64(const std::filesystem::path& path, const c10::IValue& value);
 
 }  // namespace xdino::testing
