@@ -18,6 +18,8 @@
 //                      then its attributes; "__args__" / "__state__" when it was built from
 //                      constructor arguments or a non-dict state}
 //    Tensor dtypes: float32/64, float16, bfloat16, int64/32/16/8, uint8, bool, complex64/128.
+//    Storage records are read in slices over the intra-op threads (at::get_num_threads()) and
+//    each record's CRC-32 is verified (except where the file stores 0, as PyTorch >= 2.5 may).
 //  - save_pth(path, value) writes `value` atomically (temp file + rename) as a zip-format file,
 //    pickle protocol 2, that Python's torch.load (1.6 .. 2.x) opens into the same values:
 //    GenericDicts load as dict (a dict whose first key is "__class__" as an instance of that
