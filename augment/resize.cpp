@@ -78,7 +78,7 @@ void compute_taps(int in_size, int out_size, Interpolation filter, Taps& taps) {
 // first transposed to column-major (for every input column, the 3*rows bytes of that column),
 // so that each output column is a weighted sum of whole input columns: the same contiguous
 // kernel as the vertical pass, vectorised across rows and channels.
-constexpr int kBlockRows = 16;
+constexpr int kBlockRows = 64;
 constexpr int kBlockLanes = 3 * kBlockRows;
 
 // Output columns [x0, x0 + out_w) of the resampled rows.
@@ -94,10 +94,10 @@ void horizontal_pass(const uint8_t* src, size_t src_step, int rows, int in_w, co
   for (int r0 = 0; r0 < rows; r0 += kBlockRows) {
     const int nr = std::min(kBlockRows, rows - r0);
     const int lanes = 3 * nr;
-    for (int r = 0; r < nr; ++r) {
-      const uint8_t* row = src + (r0 + r) * src_step + 3 * c0;
-      uint8_t* col = columns.data() + 3 * r;
-      for (int x = 0; x < c1 - c0; ++x) std::memcpy(col + x * lanes, row + 3 * x, 3);
+    const uint8_t* block = src + r0 * src_step + 3 * c0;
+    uint8_t* col = columns.data();
+    for (int x = 0; x < c1 - c0; ++x) {
+      for (int r = 0; r < nr; ++r, col += 3) std::memcpy(col, block + r * src_step + 3 * x, 3);
     }
     for (int x = 0; x < out_w; ++x) {
       const uint8_t* in = columns.data() + static_cast<size_t>(taps.start[x0 + x] - c0) * lanes;
@@ -105,10 +105,10 @@ void horizontal_pass(const uint8_t* src, size_t src_step, int rows, int in_w, co
       uint8_t* out = out_columns.data() + static_cast<size_t>(x) * lanes;
       simd::weighted_rows(in, lanes, k, taps.count[x0 + x], out, lanes);
     }
-    for (int r = 0; r < nr; ++r) {
-      uint8_t* row = dst + (r0 + r) * dst_step;
-      const uint8_t* col = out_columns.data() + 3 * r;
-      for (int x = 0; x < out_w; ++x) std::memcpy(row + 3 * x, col + x * lanes, 3);
+    const uint8_t* out_col = out_columns.data();
+    uint8_t* out_block = dst + r0 * dst_step;
+    for (int x = 0; x < out_w; ++x) {
+      for (int r = 0; r < nr; ++r, out_col += 3) std::memcpy(out_block + r * dst_step + 3 * x, out_col, 3);
     }
   }
 }

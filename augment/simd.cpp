@@ -54,4 +54,50 @@ void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, ui
   }
 }
 
+namespace {
+
+inline int luma(const uint8_t* p) { return (p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16; }
+
+inline uint8_t blend_value(int d, int v, float alpha) {
+  const float t = static_cast<float>(d) + alpha * static_cast<float>(v - d);
+  return static_cast<uint8_t>(static_cast<int>(std::clamp(t, 0.0f, 255.0f)));
+}
+
+}  // namespace
+
+XDINO_SIMD_CLONES
+uint64_t luma_sum(const uint8_t* rgb, int n) {
+  uint64_t sum = 0;
+  for (int i = 0; i < n; ++i) sum += static_cast<uint32_t>(luma(rgb + 3 * i));
+  return sum;
+}
+
+XDINO_SIMD_CLONES
+void grayscale(uint8_t* rgb, int n) {
+  for (int i = 0; i < n; ++i) {
+    const uint8_t l = static_cast<uint8_t>(luma(rgb + 3 * i));
+    rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = l;
+  }
+}
+
+XDINO_SIMD_CLONES
+void blend_constant(uint8_t* v, int n, int degenerate, float alpha) {
+  for (int i = 0; i < n; ++i) v[i] = blend_value(degenerate, v[i], alpha);
+}
+
+XDINO_SIMD_CLONES
+void saturate(uint8_t* rgb, int n, float alpha) {
+  for (int i = 0; i < n; ++i) {
+    const int l = luma(rgb + 3 * i);
+    rgb[3 * i] = blend_value(l, rgb[3 * i], alpha);
+    rgb[3 * i + 1] = blend_value(l, rgb[3 * i + 1], alpha);
+    rgb[3 * i + 2] = blend_value(l, rgb[3 * i + 2], alpha);
+  }
+}
+
+XDINO_SIMD_CLONES
+void solarize(uint8_t* v, int n, int threshold) {
+  for (int i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(v[i] >= threshold ? 255 - v[i] : v[i]);
+}
+
 }  // namespace xdino::augment::simd

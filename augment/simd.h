@@ -20,4 +20,17 @@ void weighted_rows(const uint8_t* in, ptrdiff_t stride, const int32_t* k, int ta
 void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, uint8_t* out,
               int n);
 
+// Pillow's luma of n RGB pixels: (19595 R + 38470 G + 7471 B + 32768) >> 16.
+uint64_t luma_sum(const uint8_t* rgb, int n);
+void grayscale(uint8_t* rgb, int n);  // every pixel becomes (L, L, L)
+
+// Pillow's blend with factor alpha, in place: v = trunc(clip(d + alpha * (v - d))) in single
+// precision, with d a constant (blend_constant, n values) or each pixel's luma (saturate, n
+// RGB pixels).
+void blend_constant(uint8_t* v, int n, int degenerate, float alpha);
+void saturate(uint8_t* rgb, int n, float alpha);
+
+// v >= threshold becomes 255 - v, n values.
+void solarize(uint8_t* v, int n, int threshold);
+
 }  // namespace xdino::augment::simd
