@@ -31,7 +31,8 @@ void blur_rows(Image& image, const BoxWeights& b, int passes) {
   const int w = image.cols, pad = b.radius + 1, inner = 2 * b.radius + 1;
   thread_local std::vector<uint8_t> padded;
   padded.resize(3 * static_cast<size_t>(w + 2 * pad));
-  std::vector<const uint8_t*> taps(inner + 2);
+  thread_local std::vector<const uint8_t*> taps;
+  taps.resize(inner + 2);
   for (int i = 0; i < inner + 2; ++i) taps[i] = padded.data() + 3 * i;
   for (int y = 0; y < image.rows; ++y) {
     uint8_t* row = image.ptr<uint8_t>(y);
@@ -53,7 +54,8 @@ void blur_columns(Image& image, const BoxWeights& b, int passes) {
   thread_local std::vector<uint8_t> buffer_a, buffer_b;
   buffer_a.resize(line * h);
   buffer_b.resize(line * h);
-  std::vector<const uint8_t*> taps(inner + 2);
+  thread_local std::vector<const uint8_t*> taps;
+  taps.resize(inner + 2);
   const uint8_t* in = image.data;
   for (int pass = 0; pass < passes; ++pass) {
     uint8_t* out = pass == passes - 1 ? image.data : (pass % 2 == 0 ? buffer_a : buffer_b).data();

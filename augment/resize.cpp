@@ -51,7 +51,8 @@ void compute_taps(int in_size, int out_size, Interpolation filter, Taps& taps) {
   taps.start.resize(out_size);
   taps.count.resize(out_size);
   taps.k.assign(static_cast<size_t>(out_size) * ksize, 0);
-  std::vector<double> w(ksize);
+  thread_local std::vector<double> w;
+  w.resize(ksize);
   for (int xx = 0; xx < out_size; ++xx) {
     const double center = (xx + 0.5) * scale;
     const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -26,7 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include "augment/blur.h"
+#include "augment/color.h"
+#include "augment/crop.h"
 #include "augment/multicrop.h"
+#include "augment/resize.h"
 #include "augment/random.h"
 
 namespace fs = std::filesystem;
@@ -160,6 +165,55 @@ std::map<std::string, Rate> run_torchvision(const Args& a, const std::string& jp
   return out;
 }
 
+// CPU microseconds per call of each stage on one decoded JPEG: where the time goes.
+void print_stages(const std::string& jpeg) {
+  const xa::Image image = load_jpeg(&jpeg);
+  const cv::Rect global_box(image.cols / 10, image.rows / 10, image.cols * 4 / 5,
+                            image.rows * 4 / 5);
+  const cv::Rect local_box(image.cols / 4, image.rows / 4, image.cols * 2 / 5, image.rows / 2);
+  xa::Image global, local, work;
+  xa::resize(image, global_box, cv::Size(224, 224), xa::Interpolation::kBicubic, global);
+  std::vector<float> tensor(3 * 224 * 224);
+  const xa::Normalizer normalize;
+  const xa::MultiCropAugmentation aug;
+  std::vector<std::vector<float>> crops;
+  std::vector<float*> slots;
+  for (int64_t c = 0; c < aug.num_crops(); ++c) crops.emplace_back(3 * aug.crop_size(c) * aug.crop_size(c));
+  for (auto& c : crops) slots.push_back(c.data());
+  uint64_t index = 0;
+  const std::vector<std::pair<std::string, std::function<void()>>> stages = {
+      {"decode JPEG + BGR->RGB", [&] { load_jpeg(&jpeg); }},
+      {"resize 80% box -> 224 (bicubic)",
+       [&] { xa::resize(image, global_box, {224, 224}, xa::Interpolation::kBicubic, work); }},
+      {"resize 20% box -> 96 (bicubic)",
+       [&] { xa::resize(image, local_box, {96, 96}, xa::Interpolation::kBicubic, local); }},
+      {"hflip 224", [&] { xa::hflip(work = global.clone()); }},
+      {"brightness 224", [&] { xa::adjust_brightness(work = global.clone(), 1.2); }},
+      {"contrast 224", [&] { xa::adjust_contrast(work = global.clone(), 0.8); }},
+      {"saturation 224", [&] { xa::adjust_saturation(work = global.clone(), 1.1); }},
+      {"hue 224", [&] { xa::adjust_hue(work = global.clone(), -0.07); }},
+      {"grayscale 224", [&] { xa::to_grayscale(work = global.clone()); }},
+      {"gaussian blur 224, sigma 1.5", [&] { xa::gaussian_blur(work = global.clone(), 1.5); }},
+      {"solarize 224", [&] { xa::solarize(work = global.clone(), 128); }},
+      {"copy 224 (included above)", [&] { work = global.clone(); }},
+      {"to tensor + normalize 224", [&] { normalize(global, tensor.data()); }},
+      {"multi-crop, 10 crops (no decode)",
+       [&] {
+         xa::Rng rng(xa::sample_seed(0, 0, index++));
+         aug(image, rng, slots.data());
+       }},
+  };
+  std::printf("\nStages on %s (%dx%d), CPU time per call:\n\n| stage | us |\n|---|---|\n",
+              fs::path(jpeg).filename().c_str(), image.cols, image.rows);
+  for (const auto& [name, run] : stages) {
+    run();
+    const int reps = 200;
+    const double start = thread_cpu_seconds();
+    for (int r = 0; r < reps; ++r) run();
+    std::printf("| %s | %.1f |\n", name.c_str(), (thread_cpu_seconds() - start) / reps * 1e6);
+  }
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -229,5 +283,6 @@ int main(int argc, char** argv) {
                   ratio(o.cpu, tv.cpu));
     }
   }
+  if (!files.empty()) print_stages(files[files.size() > 1 ? 1 : 0]);
   return 0;
 }
