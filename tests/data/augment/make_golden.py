@@ -23,6 +23,7 @@ import os
 import sys
 
 import numpy as np
+import PIL
 import torch
 import torchvision.transforms.functional as F
 from PIL import Image, ImageFilter, ImageOps
@@ -192,7 +193,7 @@ def main():
     with open(os.path.join(HERE, "cases.txt"), "w") as f:
         f.write("# op input parameters... output -- written by make_golden.py\n")
         f.write("\n".join(g.lines) + "\n")
-    print(f"{g.count} goldens, torchvision {torch.__version__}", file=sys.stderr)
+    print(f"{g.count} goldens, torch {torch.__version__}, Pillow {PIL.__version__}", file=sys.stderr)
 
 
 if __name__ == "__main__":
