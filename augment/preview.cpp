@@ -6,8 +6,10 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "augment/pipelines.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/log.h"
 
 namespace xdino::augment {
 
@@ -71,6 +73,26 @@ void write_png(const std::string& path, const Image& rgb) {
   XDINO_CHECK(cv::imencode(".png", bgr, png), "cannot encode ", path, " as PNG");
   write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(png.data()),
                                                png.size()));
+}
+
+std::vector<int64_t> write_preview(const PreviewOptions& o) {
+  XDINO_CHECK_ARG(!o.data_path.empty(), "--data_path is required: the images to preview");
+  XDINO_CHECK_ARG(o.transform == "multicrop" || o.transform == "eval" || o.transform == "linear",
+                  "--transform must be multicrop, eval or linear, not '", o.transform, "'");
+  XDINO_CHECK_ARG(o.num_images >= 1 || !o.indices.empty(), "--num_images must be at least 1");
+  const DatasetPtr dataset = open_dataset(o.data_path, o.split);
+  std::vector<int64_t> indices = o.indices;
+  if (indices.empty()) indices = balanced_subset(*dataset, o.num_images);
+  for (int64_t i : indices)
+    XDINO_CHECK_ARG(i >= 0 && i < dataset->size(), "--indices: ", i, " is not an index of the ",
+                    dataset->size(), " images of ", dataset->location());
+  const SampleTransform transform = o.transform == "multicrop" ? multi_crop_transform(o.multi_crop)
+                                    : o.transform == "eval"    ? eval_transform({})
+                                                               : linear_train_transform({});
+  const Normalization n = o.transform == "multicrop" ? o.multi_crop.normalization : Normalization{};
+  write_png(o.output, views_grid(preview_rows(*dataset, transform, indices, o.seed, o.epoch),
+                                 {n.mean.begin(), n.mean.end()}, {n.std.begin(), n.std.end()}));
+  return indices;
 }
 
 }  // namespace xdino::augment

@@ -10,6 +10,10 @@
 //    would use in `epoch` (sample_seed(seed, epoch, index)), so the picture shows exactly the
 //    crops training sees.
 //  - write_png() encodes an Image (RGB) as PNG and writes it atomically.
+//  - write_preview() is `dino preview`: opens the dataset, picks the images (the given
+//    indices, else a class-balanced pick of num_images, see balanced_subset), runs the chosen
+//    pipeline ("multicrop": MultiCropAugmentation with `multi_crop`; "eval": EvalTransform;
+//    "linear": LinearTrainTransform) and writes the grid. Bad options throw UsageError.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,6 +23,7 @@
 
 #include "augment/dataset.h"
 #include "augment/loader.h"
+#include "augment/multicrop.h"
 
 namespace xdino::augment {
 
@@ -35,5 +40,20 @@ std::vector<std::vector<torch::Tensor>> preview_rows(const Dataset& dataset,
                                                      int64_t seed, int64_t epoch);
 
 void write_png(const std::string& path, const Image& rgb);
+
+struct PreviewOptions {
+  std::string data_path;
+  std::string split = "train";
+  std::string output = "preview.png";
+  int64_t num_images = 4;
+  std::vector<int64_t> indices;  // dataset indices; empty: a class-balanced pick
+  int64_t seed = 0;
+  int64_t epoch = 0;
+  std::string transform = "multicrop";  // multicrop, eval or linear
+  MultiCropOptions multi_crop;
+};
+
+// Returns the dataset indices drawn, one row each.
+std::vector<int64_t> write_preview(const PreviewOptions& options);
 
 }  // namespace xdino::augment

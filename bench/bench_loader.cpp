@@ -6,11 +6,10 @@
 //   direct:   for each image: read + decode, then the transform, on the calling thread;
 //   loader:   DataLoader with 1, 2, ... worker threads (up to the core count), one epoch,
 //             consumer taking batches as fast as they come;
-// for a multi-crop shaped like DINO's (2 x 224 + 8 x 96 random resized crops with OpenCV's
-// bicubic resize and a flip, normalised, written into the batch in place: a stand-in of the
-// same cost class as the PIL-exact MultiCropAugmentation) and an eval-shaped transform
-// (resize the short side to 256, centre crop 224), both returning and writing. The ratio
-// loader / (workers x direct) is the loader's efficiency: 1.0 means it adds nothing.
+// for DINO's multi-crop (MultiCropAugmentation: 2 x 224 + 8 x 96, written into the batch in
+// place) and the eval transform (resize 256, centre crop 224), the latter also as a returning
+// transform (a tensor per sample, collated by copy). The ratio loader / (workers x direct) is
+// the loader's efficiency: 1.0 means it adds nothing.
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -24,6 +23,7 @@
 
 #include "augment/image_folder.h"
 #include "augment/loader.h"
+#include "augment/pipelines.h"
 #include "core/atomic_file.h"
 
 namespace fs = std::filesystem;
@@ -49,48 +49,6 @@ fs::path make_images(int count) {
                                  std::string(jpeg.begin(), jpeg.end()));
   }
   return root;
-}
-
-// Random resized crop of `size` (scale range, ratio 3/4..4/3), maybe flipped, normalised.
-void crop_into(const Image& image, Rng& rng, double lo, double hi, int size, float* out) {
-  const double area = image.rows * image.cols * rng.uniform(lo, hi);
-  const double ratio = std::exp(rng.uniform(std::log(3.0 / 4), std::log(4.0 / 3)));
-  const int w = std::clamp(static_cast<int>(std::sqrt(area * ratio)), 1, image.cols);
-  const int h = std::clamp(static_cast<int>(std::sqrt(area / ratio)), 1, image.rows);
-  const cv::Rect box(static_cast<int>(rng.randint(0, image.cols - w)),
-                     static_cast<int>(rng.randint(0, image.rows - h)), w, h);
-  cv::Mat crop;
-  cv::resize(image(box), crop, cv::Size(size, size), 0, 0, cv::INTER_CUBIC);
-  if (rng.uniform() < 0.5) cv::flip(crop, crop, 1);
-  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-  for (int c = 0; c < 3; ++c)
-    for (int r = 0; r < size; ++r) {
-      const uint8_t* row = crop.ptr<uint8_t>(r);
-      for (int q = 0; q < size; ++q)
-        out[(c * size + r) * size + q] = (row[q * 3 + c] / 255.0f - mean[c]) / std[c];
-    }
-}
-
-SampleTransform multi_crop_standin() {
-  std::vector<std::vector<int64_t>> shapes;
-  for (int k = 0; k < 10; ++k) shapes.push_back({3, k < 2 ? 224 : 96, k < 2 ? 224 : 96});
-  return SampleTransform(shapes, [](const Image& image, Rng& rng,
-                                    const std::vector<torch::Tensor>& out) {
-    for (size_t k = 0; k < out.size(); ++k)
-      crop_into(image, rng, k < 2 ? 0.4 : 0.05, k < 2 ? 1.0 : 0.4, k < 2 ? 224 : 96,
-                out[k].data_ptr<float>());
-  });
-}
-
-void eval_into(const Image& image, float* out) {
-  const double s = 256.0 / std::min(image.rows, image.cols);
-  cv::Mat resized;
-  cv::resize(image, resized, cv::Size(static_cast<int>(image.cols * s), static_cast<int>(image.rows * s)),
-             0, 0, cv::INTER_CUBIC);
-  const cv::Mat crop = resized(cv::Rect((resized.cols - 224) / 2, (resized.rows - 224) / 2, 224, 224));
-  for (int c = 0; c < 3; ++c)
-    for (int r = 0; r < 224; ++r)
-      for (int q = 0; q < 224; ++q) out[(c * 224 + r) * 224 + q] = crop.ptr<uint8_t>(r)[q * 3 + c] / 255.0f;
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -150,18 +108,13 @@ int main(int argc, char** argv) {
                 return bytes;
               }()) / count / 1024.0,
               static_cast<long long>(batch), cores);
-  const SampleTransform eval_writing({{3, 224, 224}}, [](const Image& image, Rng&,
-                                                         const std::vector<torch::Tensor>& out) {
-    eval_into(image, out[0].data_ptr<float>());
-  });
-  const SampleTransform eval_returning = [](const Image& image, Rng&) {
-    torch::Tensor t = torch::empty({3, 224, 224});
-    eval_into(image, t.data_ptr<float>());
-    return std::vector<torch::Tensor>{t};
+  const auto eval = std::make_shared<const EvalTransform>();
+  const SampleTransform eval_returning = [eval](const Image& image, Rng&) {
+    return std::vector<torch::Tensor>{(*eval)(image)};
   };
   const std::vector<std::pair<std::string, SampleTransform>> transforms = {
-      {"multi-crop (writing)", multi_crop_standin()},
-      {"eval (writing)", eval_writing},
+      {"multi-crop (writing)", multi_crop_transform({})},
+      {"eval (writing)", eval_transform({})},
       {"eval (returning)", eval_returning}};
   for (const auto& [name, t] : transforms) {
     // Best of 3 for everything: other processes on the machine only ever slow a run down.

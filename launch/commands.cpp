@@ -24,6 +24,8 @@ const std::vector<CommandInfo>& commands() {
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
       {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
+      {"preview", "PNG of the augmented views of a few images, one row per image",
+       make_preview_command, ""},
   };
   return list;
 }

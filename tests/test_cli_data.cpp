@@ -1,6 +1,7 @@
-// The data subcommands of the dino binary: `dino pack` (and its errors).
+// The data subcommands of the dino binary: `dino pack` and `dino preview` (and their errors).
 #include <gtest/gtest.h>
 
+#include "augment/decode.h"
 #include "augment/h5_dataset.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -34,4 +35,22 @@ TEST(CliPack, BadInvocationsExitTwoWithOneLine) {
   const auto help = run_process({dino_binary(), "pack", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("--shard_size_mb"), std::string::npos) << help.out;
+}
+
+TEST(CliPreview, WritesAPngOfTheMultiCropViews) {
+  const fs::path out = xdino::testing::fresh_dir("cli_preview");
+  const auto r = run_process({dino_binary(), "preview", "--data_path",
+                              xdino::testing::fixture("datasets/folder").string(), "--output",
+                              (out / "crops.png").string(), "--num_images", "2",
+                              "--local_crops_number", "2", "--global_crops_size", "64",
+                              "--local_crops_size", "32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const xdino::augment::Image png = xdino::augment::read_image(out / "crops.png");
+  EXPECT_EQ(png.cols, 4 + 2 * (64 + 4) + 2 * (32 + 4));
+  EXPECT_EQ(png.rows, 4 + 2 * (64 + 4));
+  const auto bad = run_process({dino_binary(), "preview", "--data_path", out.string(),
+                                "--transform", "sharpen"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--transform"), std::string::npos) << bad.err;
+  fs::remove_all(out);
 }
