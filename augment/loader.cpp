@@ -179,12 +179,37 @@ void DataLoader::start_batch(int64_t b) {
     p.sample_views.resize(static_cast<size_t>(length));
     return;
   }
+  std::vector<std::vector<int64_t>> sizes;
   for (const std::vector<int64_t>& shape : transform_.shapes()) {
-    std::vector<int64_t> sizes{length};
-    sizes.insert(sizes.end(), shape.begin(), shape.end());
-    p.batch_views.push_back(
-        torch::empty(sizes, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(pin_)));
+    sizes.push_back({length});
+    sizes.back().insert(sizes.back().end(), shape.begin(), shape.end());
   }
+  p.batch_views = take_buffers(sizes, std::vector<torch::ScalarType>(sizes.size(), torch::kFloat));
+}
+
+std::vector<torch::Tensor> DataLoader::take_buffers(
+    const std::vector<std::vector<int64_t>>& sizes, const std::vector<torch::ScalarType>& dtypes) {
+  auto matches = [&](const std::vector<torch::Tensor>& set) {
+    if (set.size() != sizes.size()) return false;
+    for (size_t v = 0; v < set.size(); ++v)
+      if (set[v].sizes() != c10::IntArrayRef(sizes[v]) || set[v].scalar_type() != dtypes[v] ||
+          set[v].use_count() != 1 ||            // the consumer still holds the batch
+          set[v].storage().use_count() != 1)    // ... or a slice or view of it
+        return false;
+    return true;
+  };
+  if (!pin_)
+    for (const std::vector<torch::Tensor>& set : pool_)
+      if (matches(set)) return set;
+  std::vector<torch::Tensor> set;
+  for (size_t v = 0; v < sizes.size(); ++v)
+    set.push_back(
+        torch::empty(sizes[v], torch::TensorOptions().dtype(dtypes[v]).pinned_memory(pin_)));
+  // Pinned memory is pooled by CUDA's host allocator, which also waits for pending
+  // non_blocking copies before reuse; reusing it here could overwrite data in flight.
+  if (!pin_ && static_cast<int64_t>(pool_.size()) < options_.prefetch_batches + 2)
+    pool_.push_back(set);
+  return set;
 }
 
 DataLoader::Sample DataLoader::produce(int64_t index, int64_t epoch,
@@ -235,7 +260,7 @@ Image DataLoader::load_readable(int64_t index, int64_t* loaded) {
   XDINO_FAIL("no readable image in ", dataset_->describe());
 }
 
-Batch DataLoader::finish(int64_t epoch, int64_t position, Pending& p) const {
+Batch DataLoader::finish(int64_t epoch, int64_t position, Pending& p) {
   Batch batch;
   batch.epoch = epoch;
   batch.position = position;
@@ -254,29 +279,36 @@ Batch DataLoader::finish(int64_t epoch, int64_t position, Pending& p) const {
   const size_t n = views.size();
   const size_t num_views = views[0].size();
   XDINO_CHECK(num_views > 0, "the sample transform returned no view");
-  auto options = [&](const torch::Tensor& t) {
-    return torch::TensorOptions().dtype(t.dtype()).pinned_memory(pin_);
-  };
+  std::vector<std::vector<int64_t>> sizes;
+  std::vector<torch::ScalarType> dtypes;
   for (size_t v = 0; v < num_views; ++v) {
     const torch::Tensor& first = views[0][v];
     XDINO_CHECK(first.defined() && first.device().is_cpu(), "view ", v,
                 " of the sample transform is not a CPU tensor");
-    std::vector<int64_t> shape{static_cast<int64_t>(n)};
-    for (int64_t d : first.sizes()) shape.push_back(d);
-    torch::Tensor out = torch::empty(shape, options(first));
-    const size_t bytes = first.nbytes();
-    auto* dst = static_cast<char*>(out.data_ptr());
     for (size_t s = 0; s < n; ++s) {
       XDINO_CHECK(views[s].size() == num_views, "the sample transform returned ",
                   views[s].size(), " views for dataset index ", p.indices[s], " and ", num_views,
                   " for index ", p.indices[0]);
-      const torch::Tensor t = views[s][v].contiguous();
+      const torch::Tensor& t = views[s][v];
       XDINO_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "view ", v,
                   " has shape ", t.sizes(), " for dataset index ", p.indices[s], " but ",
                   first.sizes(), " for index ", p.indices[0], ": views cannot be batched");
+    }
+    sizes.push_back({static_cast<int64_t>(n)});
+    for (int64_t d : first.sizes()) sizes.back().push_back(d);
+    dtypes.push_back(first.scalar_type());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch.views = take_buffers(sizes, dtypes);
+  }
+  for (size_t v = 0; v < num_views; ++v) {
+    const size_t bytes = views[0][v].nbytes();
+    auto* dst = static_cast<char*>(batch.views[v].data_ptr());
+    for (size_t s = 0; s < n; ++s) {
+      const torch::Tensor t = views[s][v].contiguous();
       std::memcpy(dst + s * bytes, t.data_ptr(), bytes);
     }
-    batch.views.push_back(std::move(out));
   }
   return batch;
 }

@@ -14,7 +14,9 @@
 //  - Batch::views[v] is (B, ...) = view v of every sample stacked (the official collate of a
 //    list of views); labels and indices are (B) int64. Batches are in page-locked memory when
 //    pin_memory and CUDA is available, so .to(cuda, non_blocking=true) overlaps.
-//  - At most prefetch_batches batches are being built or waiting at any time.
+//  - At most prefetch_batches batches are being built or waiting at any time. Unpinned batch
+//    memory is reused once the consumer has dropped every reference to a batch (its
+//    tensors and any slice of them); a batch still referenced is never overwritten.
 //  - A sample whose load() throws xdino::Error (corrupt, truncated, unreadable) is reported
 //    once by log::warn with the reason and path, remembered, counted in stats(), and replaced
 //    by the next readable sample in dataset order (index + 1, + 2, ... wrapping), transformed
@@ -117,7 +119,11 @@ class DataLoader {
   void start_batch(int64_t batch);
   Sample produce(int64_t index, int64_t epoch, const std::vector<torch::Tensor>* slots);
   Image load_readable(int64_t index, int64_t* loaded);
-  Batch finish(int64_t epoch, int64_t position, Pending& pending) const;
+  Batch finish(int64_t epoch, int64_t position, Pending& pending);
+  // Batch tensors of these sizes: a pooled set the consumer has released, or new ones.
+  // Requires mutex_.
+  std::vector<torch::Tensor> take_buffers(const std::vector<std::vector<int64_t>>& sizes,
+                                          const std::vector<torch::ScalarType>& dtypes);
 
   DatasetPtr dataset_;
   SampleTransform transform_;
@@ -140,6 +146,9 @@ class DataLoader {
   std::map<int64_t, Batch> ready_;
   std::exception_ptr error_;
   LoaderStats stats_;
+  // Unpinned batch buffers for reuse once released: fresh memory costs page faults, ~10-30%
+  // of the multi-crop's CPU time (bench/RESULTS.md).
+  std::vector<std::vector<torch::Tensor>> pool_;
 
   mutable std::mutex bad_mutex_;
   std::unordered_set<int64_t> bad_;

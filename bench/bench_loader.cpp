@@ -8,12 +8,15 @@
 //             consumer taking batches as fast as they come;
 // for DINO's multi-crop (MultiCropAugmentation: 2 x 224 + 8 x 96, written into the batch in
 // place) and the eval transform (resize 256, centre crop 224), the latter also as a returning
-// transform (a tensor per sample, collated by copy). The ratio loader / (workers x direct) is
-// the loader's efficiency: 1.0 means it adds nothing.
+// transform (a tensor per sample, collated by copy). Wall-clock rates depend on what else
+// runs on the machine; images per CPU-second of the whole process (workers and consumer) do
+// not, and their ratio loader / direct is the loader's efficiency: 1.0 means it adds nothing.
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <time.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -55,11 +58,29 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Images per second of decode + transform on this thread.
-double direct_rate(const Dataset& data, const SampleTransform& t) {
+// CPU time of every thread of this process: unlike wall time, others' load does not inflate it.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Rate {
+  double wall = 0;  // images per second
+  double cpu = 0;   // images per CPU-second
+  double wait = 0;  // share of the time the consumer waited
+  void keep_best(const Rate& r) {
+    if (r.wall > wall) std::tie(wall, wait) = std::tie(r.wall, r.wait);
+    cpu = std::max(cpu, r.cpu);
+  }
+};
+
+// Decode + transform on this thread.
+Rate direct_rate(const Dataset& data, const SampleTransform& t) {
   std::vector<torch::Tensor> out;
   for (const auto& s : t.shapes()) out.push_back(torch::empty(s));
   const auto t0 = Clock::now();
+  const double c0 = cpu_seconds();
   for (int64_t i = 0; i < data.size(); ++i) {
     Rng rng(sample_seed(0, 0, static_cast<uint64_t>(i)));
     const Image image = data.load(i);
@@ -68,11 +89,11 @@ double direct_rate(const Dataset& data, const SampleTransform& t) {
     else
       t(image, rng);
   }
-  return static_cast<double>(data.size()) / seconds_since(t0);
+  const double n = static_cast<double>(data.size());
+  return {n / seconds_since(t0), n / (cpu_seconds() - c0), 0};
 }
 
-double loader_rate(const DatasetPtr& data, const SampleTransform& t, int64_t workers,
-                   int64_t batch, double* wait_share) {
+Rate loader_rate(const DatasetPtr& data, const SampleTransform& t, int64_t workers, int64_t batch) {
   LoaderOptions o;
   o.batch_size = batch;
   o.num_workers = workers;
@@ -82,12 +103,14 @@ double loader_rate(const DatasetPtr& data, const SampleTransform& t, int64_t wor
   }
   const xdino::augment::LoaderStats before = loader.stats();
   const auto t0 = Clock::now();
+  const double c0 = cpu_seconds();
   loader.start_epoch(1);
   int64_t images = 0;
   while (std::optional<Batch> b = loader.next()) images += b->size();
-  const double elapsed = seconds_since(t0);
-  *wait_share = (loader.stats().wait_seconds - before.wait_seconds) / elapsed;
-  return static_cast<double>(images) / elapsed;
+  const double elapsed = seconds_since(t0), cpu = cpu_seconds() - c0;
+  const double waited = loader.stats().wait_seconds - before.wait_seconds;
+  return {static_cast<double>(images) / elapsed, static_cast<double>(images) / cpu,
+          waited / elapsed};
 }
 
 }  // namespace
@@ -116,21 +139,20 @@ int main(int argc, char** argv) {
       {"multi-crop (writing)", multi_crop_transform({})},
       {"eval (writing)", eval_transform({})},
       {"eval (returning)", eval_returning}};
+  std::printf("%-22s %-10s %9s %11s %12s %9s\n", "transform", "how", "img/s", "img/CPU-s",
+              "CPU ratio", "waiting");
   for (const auto& [name, t] : transforms) {
     // Best of 3 for everything: other processes on the machine only ever slow a run down.
-    double direct = 0;
-    for (int r = 0; r < 3; ++r) direct = std::max(direct, direct_rate(*data, t));
-    std::printf("%-22s direct (1 thread): %7.1f img/s\n", name.c_str(), direct);
+    Rate direct;
+    for (int r = 0; r < 3; ++r) direct.keep_best(direct_rate(*data, t));
+    std::printf("%-22s %-10s %9.1f %11.1f %12s %9s\n", name.c_str(), "direct", direct.wall,
+                direct.cpu, "1", "");
     for (int w = 1; w <= cores; ++w) {
-      double wait = 0, rate = 0;
-      for (int r = 0; r < 3; ++r) {
-        double wait_r = 0;
-        const double rate_r = loader_rate(data, t, w, batch, &wait_r);
-        if (rate_r > rate) std::tie(rate, wait) = std::tie(rate_r, wait_r);
-      }
-      std::printf("%-22s loader %d worker%s: %7.1f img/s  = %.2f x %d x direct  "
-                  "(consumer waiting %.0f%% of the time)\n",
-                  name.c_str(), w, w > 1 ? "s" : " ", rate, rate / (w * direct), w, 100 * wait);
+      Rate rate;
+      for (int r = 0; r < 3; ++r) rate.keep_best(loader_rate(data, t, w, batch));
+      const std::string how = "loader " + std::to_string(w) + "w";
+      std::printf("%-22s %-10s %9.1f %11.1f %12.3f %8.0f%%\n", name.c_str(), how.c_str(),
+                  rate.wall, rate.cpu, rate.cpu / direct.cpu, 100 * rate.wait);
     }
   }
   fs::remove_all(root);

@@ -149,6 +149,33 @@ TEST(Loader, WritingTransformsFillTheBatchSlotsWithTheSameResult) {
   EXPECT_EQ(writing(data->load(0), rng)[1].sizes(), (std::vector<int64_t>{3, 4, 4}));
 }
 
+TEST(Loader, BatchMemoryIsReusedOnlyOnceTheConsumerLetsGo) {
+  const auto data = std::make_shared<SyntheticDataset>(64);
+  for (const SampleTransform& t :
+       {SampleTransform(two_crops),
+        SampleTransform({{3, 8, 8}, {3, 4, 4}}, [](const Image& m, Rng& rng,
+                                                   const std::vector<torch::Tensor>& out) {
+          const std::vector<torch::Tensor> v = two_crops(m, rng);
+          for (size_t k = 0; k < v.size(); ++k) out[k].copy_(v[k]);
+        })}) {
+    DataLoader loader(data, t, options(4, 2));
+    loader.start_epoch(0);
+    // Kept: a whole batch, and a slice of another. Neither may change until the epoch ends.
+    const Batch kept = *loader.next();
+    const torch::Tensor kept_copy = kept.views[0].clone();
+    torch::Tensor slice = loader.next()->views[1][2];
+    const torch::Tensor slice_copy = slice.clone();
+    int64_t batches = 2;
+    while (std::optional<Batch> b = loader.next()) {
+      EXPECT_NE(b->views[0].data_ptr(), kept.views[0].data_ptr());
+      ++batches;
+    }
+    EXPECT_EQ(batches, 16);
+    EXPECT_TRUE(torch::equal(kept.views[0], kept_copy));
+    EXPECT_TRUE(torch::equal(slice, slice_copy));
+  }
+}
+
 TEST(Loader, StartingMidEpochReproducesTheRestExactly) {
   const auto data = std::make_shared<SyntheticDataset>(40);
   DataLoader loader(data, two_crops, options(3, 2));
