@@ -18,7 +18,8 @@ const std::vector<CommandInfo>& commands() {
        nullptr, "#8"},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders", nullptr,
        "#7"},
-      {"info", "parameter count and FLOPs of an architecture at a resolution", nullptr, "#3"},
+      {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,
+       ""},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
   };
