@@ -97,10 +97,10 @@ AttentionImpl::AttentionImpl(int64_t dim, int64_t heads) : num_heads(heads) {
 
 Tensor AttentionImpl::forward(const Tensor& x, Tensor* cls_attention) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), h = num_heads, d = C / h;
-  const Tensor qkv5 = qkv(x).view({B, T, 3, h, d});
-  const Tensor q = qkv5.select(2, 0).transpose(1, 2);  // (B, h, T, d)
-  const Tensor k = qkv5.select(2, 1).transpose(1, 2);
-  const Tensor v = qkv5.select(2, 2).transpose(1, 2);
+  const auto parts = qkv(x).view({B, T, 3, h, d}).unbind(2);
+  const Tensor q = parts[0].transpose(1, 2);  // (B, h, T, d)
+  const Tensor k = parts[1].transpose(1, 2);
+  const Tensor v = parts[2].transpose(1, 2);
   const auto acc = accumulation_dtype(q.scalar_type());
   // Scaling q (T*d values) instead of the logits (T*T values).
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));

@@ -94,11 +94,13 @@ std::pair<int64_t, int64_t> ConvPatchEmbedImpl::grid(int64_t height, int64_t wid
 std::pair<Tensor, std::pair<int64_t, int64_t>> ConvPatchEmbedImpl::forward(const Tensor& images) {
   XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, "XCiT expects images (B, 3, H, W), got ",
               images.sizes());
-  // Channels-last keeps the final (B, C, Hp, Wp) -> (B, N, C) step a view, not a copy.
-  Tensor y = images.contiguous(at::MemoryFormat::ChannelsLast);
-  for (size_t i = 0; i < convs.size(); ++i) y = batch_norm(norms[i], convs[i](i == 0 ? y : torch::gelu(y)));
+  // NCHW: on CPU these strided convs run ~15% faster than in channels-last.
+  Tensor y = images;
+  for (size_t i = 0; i < convs.size(); ++i)
+    y = batch_norm(norms[i], convs[i](i == 0 ? y : torch::gelu(y)));
   const int64_t rows = y.size(2), cols = y.size(3);
-  Tensor tokens = y.permute({0, 2, 3, 1}).reshape({y.size(0), rows * cols, y.size(1)});
+  // (the copy costs ~C*N per image against ~1000x that for the convs)
+  Tensor tokens = y.flatten(2).transpose(1, 2).contiguous();
   return {tokens, {rows, cols}};
 }
 
@@ -151,15 +153,20 @@ XCAImpl::XCAImpl(int64_t dim, int64_t heads) : num_heads(heads) {
 
 Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   const int64_t B = x.size(0), N = x.size(1), C = x.size(2), h = num_heads, d = C / h;
-  const Tensor qkv5 = qkv(x).view({B, N, 3, h, d});
-  // (B, h, d, N) views of the qkv output; matmul reads them through strides.
-  const Tensor q = qkv5.select(2, 0).permute({0, 2, 3, 1});
-  const Tensor k = qkv5.select(2, 1).permute({0, 2, 3, 1});
-  const Tensor v = qkv5.select(2, 2).permute({0, 2, 3, 1});
+  // (B, h, d, N) views of the qkv output; matmul reads them through strides. unbind (not
+  // three selects) keeps the backward pass to one gradient buffer instead of three.
+  const auto parts = qkv(x).view({B, N, 3, h, d}).unbind(2);
+  const Tensor q = parts[0].permute({0, 2, 3, 1});
+  const Tensor k = parts[1].permute({0, 2, 3, 1});
+  const Tensor v = parts[2].permute({0, 2, 3, 1});
   const auto acc = accumulation_dtype(q.scalar_type());
-  // F.normalize: divide each channel's token vector by max(|.|_2, 1e-12).
-  const Tensor nq = at::linalg_vector_norm(q, 2, {-1}, true, acc).clamp_min(1e-12);
-  const Tensor nk = at::linalg_vector_norm(k, 2, {-1}, true, acc).clamp_min(1e-12);
+  // F.normalize divides each channel's token vector by max(|.|_2, 1e-12). square+sum is a
+  // vectorised reduction over these strided views; linalg_vector_norm is ~4x slower here.
+  const auto token_norm = [acc](const Tensor& t) {
+    return t.square().sum({-1}, /*keepdim=*/true, acc).sqrt().clamp_min(1e-12);
+  };
+  const Tensor nq = token_norm(q);
+  const Tensor nk = token_norm(k);
   Tensor logits;
   if (q.scalar_type() == torch::kHalf) {
     // float16 cannot hold the raw q.k^T sums of long sequences: normalise first, like the
@@ -174,10 +181,11 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   logits = logits * temperature.to(acc);
   const Tensor attn = torch::softmax(logits, -1);
   if (norms != nullptr) {
-    norms->q_raw = at::linalg_vector_norm(q, 2, {2}, false, acc);
-    norms->k_raw = at::linalg_vector_norm(k, 2, {2}, false, acc);
-    norms->q_hat = at::linalg_vector_norm(q.to(acc) / nq, 2, {2}, false, acc);
-    norms->k_hat = at::linalg_vector_norm(k.to(acc) / nk, 2, {2}, false, acc);
+    // Per token: over the d channels of each head, before and after the normalisation.
+    norms->q_raw = q.to(acc).square().sum(2).sqrt();
+    norms->k_raw = k.to(acc).square().sum(2).sqrt();
+    norms->q_hat = (q.to(acc) / nq).square().sum(2).sqrt();
+    norms->k_hat = (k.to(acc) / nk).square().sum(2).sqrt();
   }
   // (B, h, d, N) -> (B, N, h, d) -> (B, N, C): channel = head * d + i.
   const Tensor out = torch::matmul(attn.to(v.scalar_type()), v);
@@ -238,9 +246,11 @@ Tensor ClassAttentionImpl::forward(const Tensor& u, Tensor* attention) {
   // Only the CLS query is ever used: project q for token 0 alone, k and v for all tokens.
   const Tensor q = F::linear(u.select(1, 0), w.narrow(0, 0, C), b.narrow(0, 0, C))
                        .view({B, h, 1, d});
-  const Tensor kv = F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C)).view({B, T, 2, h, d});
-  const Tensor k = kv.select(2, 0).transpose(1, 2);  // (B, h, T, d)
-  const Tensor v = kv.select(2, 1).transpose(1, 2);
+  const auto kv = F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C))
+                      .view({B, T, 2, h, d})
+                      .unbind(2);
+  const Tensor k = kv[0].transpose(1, 2);  // (B, h, T, d)
+  const Tensor v = kv[1].transpose(1, 2);
   const auto acc = accumulation_dtype(q.scalar_type());
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const Tensor logits = torch::matmul(q, k.transpose(-2, -1)).to(acc) * scale;  // (B, h, 1, T)
