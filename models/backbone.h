@@ -22,10 +22,10 @@
 //    official detection/segmentation code uses); ViT: final-normed patch tokens (what DINO's
 //    avgpool averages).
 //  - cls_attention(x, layer): (B, heads, N+1) attention of the CLS query over [CLS, patches],
-//    rows summing to 1, float32. XCiT: class-attention layer `layer` of 2 (negative counts
+//    rows summing to 1, float32 (float64 for float64 models). XCiT: class-attention layer `layer` of 2 (negative counts
 //    from the end); ViT: CLS row of block `layer`'s self-attention. UsageError where undefined.
 //  - qk_norms(x, block): per-patch |q|, |k| (raw and after XCA's token-axis L2 normalisation),
-//    each (B, heads, N), float32, for XCA block `block`. XCiT only (UsageError otherwise).
+//    each (B, heads, N), float32 (float64 for float64 models), for XCA block `block`. XCiT only (UsageError otherwise).
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
 #pragma once

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/compat.h"
 #include "models/pixels.h"
 #include "models/registry.h"
 #include "models/vit.h"
@@ -210,6 +211,27 @@ TEST(ViT, DropPathRampsLinearly) {
   EXPECT_DOUBLE_EQ(m->blocks.front()->drop_path_rate, 0.0);
   EXPECT_NEAR(m->blocks[6]->drop_path_rate, 0.1 * 6 / 11, 1e-12);
   EXPECT_DOUBLE_EQ(m->blocks.back()->drop_path_rate, 0.1);
+}
+
+TEST(ViT, Bfloat16AndAutocastRunForwardAndBackward) {
+  auto m = tiny_vit(torch::kFloat, 5);
+  const Tensor img = torch::randn({2, 3, 24, 20});  // interpolated position embeddings
+  const Tensor want = [&] {
+    torch::NoGradGuard no_grad;
+    return m->forward(img);
+  }();
+  const double scale = want.abs().max().item<double>();
+  {
+    xdino::compat::AutocastGuard autocast(c10::DeviceType::CPU, torch::kBFloat16);
+    const Tensor y = m->forward(img).to(torch::kFloat);
+    EXPECT_LE((y - want).abs().max().item<double>(), 0.1 * scale);
+    y.pow(2).sum().backward();
+  }
+  for (const auto& p : m->parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  m->to(torch::kBFloat16);
+  const Tensor y = m->forward(img.to(torch::kBFloat16));
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_LE((y.to(torch::kFloat) - want).abs().max().item<double>(), 0.1 * scale);
 }
 
 TEST(Pixels, ResizedAndFlattenedImage) {
