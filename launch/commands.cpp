@@ -20,6 +20,8 @@ const std::vector<CommandInfo>& commands() {
        "#7"},
       {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,
        ""},
+      {"launch", "start N local processes of a multi-process run (like torchrun)",
+       make_launch_command, ""},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
   };
