@@ -40,8 +40,8 @@ Tensor residual_drop_path(const Tensor& x, const Tensor& y, const Tensor& gamma,
   return torch::addcmul(x, y, gamma);
 }
 
-Tensor batch_norm(nn::BatchNorm2d& bn, const Tensor& x) {
-  const auto dtype = bn->weight.defined() ? bn->weight.scalar_type() : x.scalar_type();
+Tensor batch_norm(BatchNorm& bn, const Tensor& x) {
+  const auto dtype = bn->weight.scalar_type();
   return bn(x.scalar_type() == dtype ? x : x.to(dtype));
 }
 
@@ -70,7 +70,7 @@ ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch
   // One "conv3x3" unit: Sequential [Conv2d(k3, s2, p1, no bias), BatchNorm2d].
   const auto add_unit = [&](int64_t in, int64_t out) {
     convs.push_back(nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(2).padding(1).bias(false)));
-    norms.push_back(nn::BatchNorm2d(out));
+    norms.push_back(BatchNorm(out));
     proj->push_back(nn::Sequential(convs.back(), norms.back()));
   };
   const int64_t first = patch == 16 ? embed_dim / 8 : embed_dim / 4;
@@ -196,7 +196,7 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
 
 LPIImpl::LPIImpl(int64_t dim) {
   conv1 = register_module("conv1", depthwise3x3(dim));
-  bn = register_module("bn", nn::BatchNorm2d(dim));
+  bn = register_module("bn", BatchNorm(dim));
   conv2 = register_module("conv2", depthwise3x3(dim));
 }
 

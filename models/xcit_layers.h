@@ -3,6 +3,7 @@
 //
 // Shapes: B batch, C channels, h heads, d = C/h, (Hp, Wp) token grid, N = Hp*Wp patch tokens,
 // T = N+1 tokens with CLS first. Token order is row-major over the grid (n = r*Wp + c).
+// BatchNorms are models::BatchNorm (SyncBatchNorm once given a communicator, spec section 13).
 // Every forward accepts float32, float64 or bfloat16/float16 tensors and runs under autocast;
 // softmax and the XCA norms are computed in float32 (float64 for float64 inputs), as PyTorch's
 // autocast does for the official model.
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "models/backbone.h"
+#include "models/batch_norm.h"
 
 namespace xdino::models {
 
@@ -55,7 +57,7 @@ struct ConvPatchEmbedImpl : torch::nn::Module {
   // Sequentials, so the outer list is a ModuleList with the same indices.
   torch::nn::ModuleList proj{nullptr};
   std::vector<torch::nn::Conv2d> convs;       // proj.{0,2,4,6}.0
-  std::vector<torch::nn::BatchNorm2d> norms;  // proj.{0,2,4,6}.1
+  std::vector<BatchNorm> norms;               // proj.{0,2,4,6}.1
 };
 TORCH_MODULE(ConvPatchEmbed);
 
@@ -90,7 +92,7 @@ struct LPIImpl : torch::nn::Module {
   explicit LPIImpl(int64_t dim);
   torch::Tensor forward(const torch::Tensor& x, int64_t rows, int64_t cols);
   torch::nn::Conv2d conv1{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};
+  BatchNorm bn{nullptr};
   torch::nn::Conv2d conv2{nullptr};
 };
 TORCH_MODULE(LPI);
@@ -142,7 +144,7 @@ TORCH_MODULE(ClassAttentionBlock);
 
 // bn(x), with x first cast to the BN parameters' dtype when they differ (CPU autocast hands
 // BN bfloat16 activations with float32 parameters, which LibTorch's CPU kernels reject).
-torch::Tensor batch_norm(torch::nn::BatchNorm2d& bn, const torch::Tensor& x);
+torch::Tensor batch_norm(BatchNorm& bn, const torch::Tensor& x);
 
 // Dtype in which softmax and norms run for activations of `dtype`: float64 stays float64,
 // everything else is float32.
