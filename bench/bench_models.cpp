@@ -11,9 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +18,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 
 #include "core/atomic_file.h"
@@ -70,8 +69,8 @@ int run_child(const std::string& arch, int64_t size) {
     const double c0 = cpu_ms();
     model->forward(image);
     cpu.push_back(cpu_ms() - c0);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());
@@ -122,8 +121,8 @@ double nice_step(double range, int ticks) {
 }
 
 // A line chart of y(tokens) for both models, drawn with OpenCV.
-void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points,
-                double Point::*value, const std::string& title, const std::string& unit) {
+void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points, double Point::*value,
+                const std::string& title, const std::string& unit) {
   const int left = area.x + 70, right = area.x + area.width - 20;
   const int top = area.y + 40, bottom = area.y + area.height - 50;
   double xmax = 0, ymax = 0;
@@ -139,7 +138,8 @@ void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points,
   const auto px = [&](double x) { return left + static_cast<int>((right - left) * x / xmax); };
   const auto py = [&](double y) { return bottom - static_cast<int>((bottom - top) * y / ymax); };
   const cv::Scalar black(0, 0, 0), grey(200, 200, 200);
-  cv::putText(img, title, {left, area.y + 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, black, 1, cv::LINE_AA);
+  cv::putText(img, title, {left, area.y + 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, black, 1,
+              cv::LINE_AA);
   char label[32];
   for (int i = 0; i <= yticks; ++i) {
     const double y = ystep * i;
@@ -183,8 +183,8 @@ int run_parent(const std::string& self, const std::filesystem::path& out_dir,
       points.push_back(measure(self, arch, size, threads));
       const Point& p = points.back();
       std::cerr << p.arch << " " << p.size << "x" << p.size << ": " << p.median_ms << " ms ("
-                << p.cpu_ms << " ms CPU), peak "
-                << p.peak_mb << " MiB (model loaded: " << p.model_mb << " MiB)\n";
+                << p.cpu_ms << " ms CPU), peak " << p.peak_mb
+                << " MiB (model loaded: " << p.model_mb << " MiB)\n";
     }
   std::ostringstream csv;
   csv << "arch,image_size,tokens,gflops,median_ms,median_cpu_ms,reps,rss_model_mib,"
@@ -209,8 +209,8 @@ int run_parent(const std::string& self, const std::filesystem::path& out_dir,
   cv::Mat img(420, 1000, CV_8UC3, cv::Scalar(255, 255, 255));
   draw_panel(img, {0, 0, 500, 420}, points, &Point::median_ms,
              "Inference time, batch 1, CPU (" + std::to_string(threads) + " threads)", "ms");
-  draw_panel(img, {500, 0, 500, 420}, points, &Point::peak_mb,
-             "Peak memory added by the forward", "MiB");
+  draw_panel(img, {500, 0, 500, 420}, points, &Point::peak_mb, "Peak memory added by the forward",
+             "MiB");
   std::vector<uchar> png;
   cv::imencode(".png", img, png);
   xdino::write_file_atomically(out_dir / "bench_models.png", std::string(png.begin(), png.end()));

@@ -1,5 +1,7 @@
 #include "models/backbone.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace xdino::models {
@@ -49,9 +51,19 @@ int64_t Backbone::num_parameters() const {
 
 int64_t resolve_index(int64_t index, int64_t count, const char* what) {
   XDINO_CHECK_ARG(index >= -count && index < count, what, " index ", index,
-                  " is out of range: the model has ", count, " (use 0..", count - 1,
-                  " or -1..-", count, ")");
+                  " is out of range: the model has ", count, " (use 0..", count - 1, " or -1..-",
+                  count, ")");
   return index < 0 ? index + count : index;
+}
+
+std::vector<int64_t> resolve_indices(const std::vector<int64_t>& indices, int64_t count,
+                                     const char* what, int64_t* last) {
+  std::vector<int64_t> out;
+  for (int64_t i : indices) {
+    out.push_back(resolve_index(i, count, what));
+    if (last != nullptr) *last = std::max(*last, out.back());
+  }
+  return out;
 }
 
 }  // namespace xdino::models

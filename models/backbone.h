@@ -22,10 +22,12 @@
 //    official detection/segmentation code uses); ViT: final-normed patch tokens (what DINO's
 //    avgpool averages).
 //  - cls_attention(x, layer): (B, heads, N+1) attention of the CLS query over [CLS, patches],
-//    rows summing to 1, float32 (float64 for float64 models). XCiT: class-attention layer `layer` of 2 (negative counts
-//    from the end); ViT: CLS row of block `layer`'s self-attention. UsageError where undefined.
+//    rows summing to 1, float32 (float64 for float64 models). XCiT: class-attention layer `layer`
+//    of 2 (negative counts from the end); ViT: CLS row of block `layer`'s self-attention.
+//    UsageError where undefined.
 //  - qk_norms(x, block): per-patch |q|, |k| (raw and after XCA's token-axis L2 normalisation),
-//    each (B, heads, N), float32 (float64 for float64 models), for XCA block `block`. XCiT only (UsageError otherwise).
+//    each (B, heads, N), float32 (float64 for float64 models), for XCA block `block`. XCiT only
+//    (UsageError otherwise).
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
 #pragma once
@@ -79,7 +81,7 @@ class Backbone : public torch::nn::Module {
   virtual int64_t embed_dim() const = 0;  // C, the width of forward()'s feature
   virtual int64_t patch_size() const = 0;
   virtual int64_t num_heads() const = 0;
-  virtual int64_t num_blocks() const = 0;  // main blocks (XCiT: XCA blocks)
+  virtual int64_t num_blocks() const = 0;                    // main blocks (XCiT: XCA blocks)
   virtual int64_t block_prefix_tokens() const { return 0; }  // leading non-patch tokens
   // Token grid (rows, cols) for an H x W input.
   virtual std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const = 0;
@@ -93,5 +95,8 @@ class Backbone : public torch::nn::Module {
 // Resolves a possibly negative block/layer index against `count`; UsageError naming `what`
 // when out of range.
 int64_t resolve_index(int64_t index, int64_t count, const char* what);
+// The same for a list; `last` (if given) becomes max(*last, largest resolved index).
+std::vector<int64_t> resolve_indices(const std::vector<int64_t>& indices, int64_t count,
+                                     const char* what, int64_t* last = nullptr);
 
 }  // namespace xdino::models

@@ -48,8 +48,8 @@ std::string format_info(const ModelInfo& i) {
      << "heads: " << i.num_heads << "\n"
      << "blocks: " << i.num_blocks << "\n"
      << "patch size: " << i.patch_size << "\n"
-     << "token grid: " << i.grid_rows << " x " << i.grid_cols << " ("
-     << i.grid_rows * i.grid_cols << " patch tokens)\n";
+     << "token grid: " << i.grid_rows << " x " << i.grid_cols << " (" << i.grid_rows * i.grid_cols
+     << " patch tokens)\n";
   return os.str();
 }
 

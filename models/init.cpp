@@ -7,8 +7,8 @@
 namespace xdino::models {
 
 torch::Tensor& trunc_normal_(torch::Tensor& t, double mean, double std, double a, double b) {
-  XDINO_CHECK(std > 0 && a < b, "trunc_normal_ needs std > 0 and a < b, got std=", std,
-              " a=", a, " b=", b);
+  XDINO_CHECK(std > 0 && a < b, "trunc_normal_ needs std > 0 and a < b, got std=", std, " a=", a,
+              " b=", b);
   torch::NoGradGuard no_grad;
   // Inverse-CDF sampling: uniform on [cdf(a), cdf(b)], mapped back through erfinv.
   const auto cdf = [](double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); };

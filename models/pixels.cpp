@@ -9,8 +9,8 @@ Pixels::Pixels(int64_t img_size) : size_(img_size) {
 }
 
 Probe Pixels::probe(torch::Tensor images, const ProbeRequest& request) {
-  XDINO_CHECK_ARG(request.blocks.empty() && !request.patch_tokens &&
-                      !request.cls_attention_layer && !request.qk_block,
+  XDINO_CHECK_ARG(request.blocks.empty() && !request.patch_tokens && !request.cls_attention_layer &&
+                      !request.qk_block,
                   "the pixels baseline has no blocks, tokens or attention maps to show");
   XDINO_CHECK(images.dim() == 4, "pixels expects images (B, C, H, W), got ", images.sizes());
   namespace F = torch::nn::functional;

@@ -53,8 +53,7 @@ std::vector<std::string> backbone_names() {
   return names;
 }
 
-std::shared_ptr<Backbone> create_backbone(const std::string& arch,
-                                          const BackboneOptions& options) {
+std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
   const auto& table = factories();
   const auto it = table.find(arch);
   if (it == table.end()) {

@@ -37,11 +37,11 @@ double vit_flops(const ViTConfig& c, int64_t height, int64_t width) {
   const double p = static_cast<double>(c.patch_size);
   const double N = static_cast<double>((height / c.patch_size) * (width / c.patch_size));
   const double T = N + 1;
-  double flops = C * 3 * p * p * N;  // patch conv
-  const double block = 2 * 5 * T * C   // norm1, norm2
-                       + 3 * T * C * C  // qkv
-                       + 2 * T * T * C  // q k^T and attn @ v
-                       + T * C * C      // proj
+  double flops = C * 3 * p * p * N;      // patch conv
+  const double block = 2 * 5 * T * C     // norm1, norm2
+                       + 3 * T * C * C   // qkv
+                       + 2 * T * T * C   // q k^T and attn @ v
+                       + T * C * C       // proj
                        + 8 * T * C * C;  // mlp
   flops += static_cast<double>(c.depth) * block;
   flops += 5 * T * C;  // final norm over all tokens
@@ -62,8 +62,8 @@ Tensor interpolate_pos_encoding(const Tensor& pos_embed, int64_t height, int64_t
   const double scale_w = (static_cast<double>(cols) + 0.1) / std::sqrt(static_cast<double>(n0));
   const auto out_h = static_cast<int64_t>(std::floor(static_cast<double>(side) * scale_h));
   const auto out_w = static_cast<int64_t>(std::floor(static_cast<double>(side) * scale_w));
-  XDINO_CHECK(out_h == rows && out_w == cols, "position-embedding resize gave ", out_h, "x",
-              out_w, " instead of ", rows, "x", cols);
+  XDINO_CHECK(out_h == rows && out_w == cols, "position-embedding resize gave ", out_h, "x", out_w,
+              " instead of ", rows, "x", cols);
   const auto acc = accumulation_dtype(pos_embed.scalar_type());
   Tensor grid = pos_embed.index({Slice(), Slice(1, None)})
                     .reshape({1, side, side, C})
@@ -166,12 +166,8 @@ Probe VisionTransformer::probe(Tensor images, const ProbeRequest& request) {
   XDINO_CHECK_ARG(!request.qk_block, "|Q|/|K| maps need XCA blocks; ", config_.name,
                   " has none (use an xcit_* architecture)");
   const int64_t depth = config_.depth;
-  std::vector<int64_t> wanted;
   int64_t last_block = -1;
-  for (int64_t b : request.blocks) {
-    wanted.push_back(resolve_index(b, depth, "block"));
-    last_block = std::max(last_block, wanted.back());
-  }
+  const std::vector<int64_t> wanted = resolve_indices(request.blocks, depth, "block", &last_block);
   std::optional<int64_t> attn_block;
   if (request.cls_attention_layer) {
     attn_block = resolve_index(*request.cls_attention_layer, depth, "attention block");
@@ -185,8 +181,7 @@ Probe VisionTransformer::probe(Tensor images, const ProbeRequest& request) {
   Tensor x = patch_embed(images);
   const auto dtype = torch::promote_types(x.scalar_type(), cls_token.scalar_type());
   x = torch::cat({cls_token.expand({B, 1, -1}).to(dtype), x.to(dtype)}, 1);
-  x = x + interpolate_pos_encoding(pos_embed, images.size(2), images.size(3),
-                                   config_.patch_size);
+  x = x + interpolate_pos_encoding(pos_embed, images.size(2), images.size(3), config_.patch_size);
   for (int64_t i = 0; i < depth; ++i) {
     x = blocks[i](x, attn_block == i ? &out.cls_attention : nullptr);
     for (size_t j = 0; j < wanted.size(); ++j)
@@ -202,8 +197,8 @@ Probe VisionTransformer::probe(Tensor images, const ProbeRequest& request) {
 
 Tensor VisionTransformer::linear_features(Tensor images, int64_t n_last_blocks,
                                           bool avgpool_patchtokens) {
-  XDINO_CHECK_ARG(n_last_blocks >= 1 && n_last_blocks <= config_.depth, "n_last_blocks must be in 1..",
-                  config_.depth, ", got ", n_last_blocks);
+  XDINO_CHECK_ARG(n_last_blocks >= 1 && n_last_blocks <= config_.depth,
+                  "n_last_blocks must be in 1..", config_.depth, ", got ", n_last_blocks);
   XDINO_CHECK_ARG(!avgpool_patchtokens || n_last_blocks == 1,
                   "avgpool_patchtokens needs n_last_blocks 1 (eval_linear.py cannot combine them)");
   std::vector<int64_t> indices;

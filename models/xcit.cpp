@@ -66,20 +66,20 @@ double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
     out *= 2;
   }
   const double N = static_cast<double>(h * w), T = N + 1;
-  flops += 64 * C * N;  // pos_embeder 1x1 conv
-  const double xca_block = 3 * 5 * N * C           // norm1, norm2, norm3
-                           + 3 * N * C * C         // qkv
-                           + 2 * N * C * d         // q^ k^T and attn @ v
-                           + N * C * C             // proj
+  flops += 64 * C * N;                                  // pos_embeder 1x1 conv
+  const double xca_block = 3 * 5 * N * C                // norm1, norm2, norm3
+                           + 3 * N * C * C              // qkv
+                           + 2 * N * C * d              // q^ k^T and attn @ v
+                           + N * C * C                  // proj
                            + 2 * 9 * N * C + 2 * N * C  // LPI convs + BN
-                           + 8 * N * C * C;        // mlp
+                           + 8 * N * C * C;             // mlp
   flops += static_cast<double>(c.depth) * xca_block;
-  const double ca_block = 5 * T * C                   // norm1 over all tokens
-                          + 3 * T * C * C             // qkv over all tokens
-                          + T * C                     // attn @ v (one query)
-                          + C * C                     // proj of CLS
+  const double ca_block = 5 * T * C                              // norm1 over all tokens
+                          + 3 * T * C * C                        // qkv over all tokens
+                          + T * C                                // attn @ v (one query)
+                          + C * C                                // proj of CLS
                           + (c.tokens_norm ? 5 * T * C : 5 * C)  // norm2
-                          + 8 * C * C;                // mlp of CLS
+                          + 8 * C * C;                           // mlp of CLS
   flops += static_cast<double>(c.cls_attn_layers) * ca_block;
   flops += 5 * T * C;  // final norm (applied to all tokens officially)
   flops += C * static_cast<double>(c.num_classes);
@@ -125,12 +125,8 @@ double XCiT::flops(int64_t height, int64_t width) const {
 
 Probe XCiT::probe(Tensor images, const ProbeRequest& request) {
   const int64_t depth = config_.depth;
-  std::vector<int64_t> wanted;
   int64_t last_block = request.patch_tokens ? depth - 1 : -1;
-  for (int64_t b : request.blocks) {
-    wanted.push_back(resolve_index(b, depth, "block"));
-    last_block = std::max(last_block, wanted.back());
-  }
+  const std::vector<int64_t> wanted = resolve_indices(request.blocks, depth, "block", &last_block);
   std::optional<int64_t> qk_block;
   if (request.qk_block) {
     qk_block = resolve_index(*request.qk_block, depth, "XCA block");

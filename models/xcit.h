@@ -29,10 +29,10 @@ struct XCiTConfig {
   int64_t embed_dim = 384;
   int64_t depth = 12;
   int64_t num_heads = 8;
-  double eta = 1.0;          // layer-scale init of every gamma
-  bool tokens_norm = true;   // class-attention norm2 on all tokens (false: CLS only, nano)
+  double eta = 1.0;         // layer-scale init of every gamma
+  bool tokens_norm = true;  // class-attention norm2 on all tokens (false: CLS only, nano)
   int64_t cls_attn_layers = 2;
-  int64_t num_classes = 0;   // 0: no head, forward returns the (B, C) feature
+  int64_t num_classes = 0;      // 0: no head, forward returns the (B, C) feature
   double drop_path_rate = 0.0;  // constant over the XCA blocks
 };
 

@@ -13,8 +13,9 @@ using torch::indexing::Slice;
 
 namespace {
 
-nn::LayerNorm layer_norm(int64_t dim) { return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6)); }
-
+nn::LayerNorm layer_norm(int64_t dim) {
+  return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6));
+}
 
 nn::Conv2d depthwise3x3(int64_t dim) {
   return nn::Conv2d(nn::Conv2dOptions(dim, dim, 3).padding(1).groups(dim).bias(true));
@@ -82,8 +83,7 @@ ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch
   register_module("proj", proj);
 }
 
-std::pair<int64_t, int64_t> ConvPatchEmbedImpl::grid(int64_t height, int64_t width,
-                                                     int64_t patch) {
+std::pair<int64_t, int64_t> ConvPatchEmbedImpl::grid(int64_t height, int64_t width, int64_t patch) {
   for (int64_t p = patch; p > 1; p /= 2) {
     height = (height + 1) / 2;
     width = (width + 1) / 2;
@@ -137,8 +137,8 @@ Tensor FourierPositionalEncodingImpl::forward(int64_t rows, int64_t cols) {
   const Tensor& w = token_projection->weight;
   Tensor map = features(rows, cols, w.scalar_type(), w.device());
   // The 1x1 conv as a linear map on (N, 64): same weights, no NCHW round trip.
-  Tensor pe = torch::nn::functional::linear(map.to(w.scalar_type()), w.flatten(1),
-                                            token_projection->bias);
+  Tensor pe =
+      torch::nn::functional::linear(map.to(w.scalar_type()), w.flatten(1), token_projection->bias);
   return pe.unsqueeze(0);
 }
 
@@ -171,8 +171,9 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   if (q.scalar_type() == torch::kHalf) {
     // float16 cannot hold the raw q.k^T sums of long sequences: normalise first, like the
     // official code.
-    logits = torch::matmul(q / nq.to(q.scalar_type()), (k / nk.to(k.scalar_type())).transpose(-2, -1))
-                 .to(acc);
+    logits =
+        torch::matmul(q / nq.to(q.scalar_type()), (k / nk.to(k.scalar_type())).transpose(-2, -1))
+            .to(acc);
   } else {
     // Normalising the d x d product instead of q and k is the same math without two passes
     // over (B, h, d, N) tensors and without keeping q^, k^ for the backward pass.
@@ -244,11 +245,10 @@ Tensor ClassAttentionImpl::forward(const Tensor& u, Tensor* attention) {
   const Tensor& w = qkv->weight;
   const Tensor& b = qkv->bias;
   // Only the CLS query is ever used: project q for token 0 alone, k and v for all tokens.
-  const Tensor q = F::linear(u.select(1, 0), w.narrow(0, 0, C), b.narrow(0, 0, C))
-                       .view({B, h, 1, d});
-  const auto kv = F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C))
-                      .view({B, T, 2, h, d})
-                      .unbind(2);
+  const Tensor q =
+      F::linear(u.select(1, 0), w.narrow(0, 0, C), b.narrow(0, 0, C)).view({B, h, 1, d});
+  const auto kv =
+      F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C)).view({B, T, 2, h, d}).unbind(2);
   const Tensor k = kv[0].transpose(1, 2);  // (B, h, T, d)
   const Tensor v = kv[1].transpose(1, 2);
   const auto acc = accumulation_dtype(q.scalar_type());

@@ -56,8 +56,8 @@ struct ConvPatchEmbedImpl : torch::nn::Module {
   // Official layout: a Sequential [unit, GELU, unit, GELU, ...]; LibTorch cannot nest
   // Sequentials, so the outer list is a ModuleList with the same indices.
   torch::nn::ModuleList proj{nullptr};
-  std::vector<torch::nn::Conv2d> convs;       // proj.{0,2,4,6}.0
-  std::vector<BatchNorm> norms;               // proj.{0,2,4,6}.1
+  std::vector<torch::nn::Conv2d> convs;  // proj.{0,2,4,6}.0
+  std::vector<BatchNorm> norms;          // proj.{0,2,4,6}.1
 };
 TORCH_MODULE(ConvPatchEmbed);
 

@@ -55,7 +55,7 @@ TEST(InfoCli, RectangularSizeAndViT) {
 TEST(InfoCli, BadArgumentsAreUsageErrors) {
   EXPECT_NE(info({"--arch", "xcit_tiny_48_p16"}, 2).find("unknown architecture"),
             std::string::npos);
-  EXPECT_NE(info({"--arch", "xcit_nano_12_p16", "--image_size", "1", "2", "3"}, 2)
-                .find("--image_size"),
-            std::string::npos);
+  EXPECT_NE(
+      info({"--arch", "xcit_nano_12_p16", "--image_size", "1", "2", "3"}, 2).find("--image_size"),
+      std::string::npos);
 }

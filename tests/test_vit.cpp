@@ -48,7 +48,8 @@ std::vector<Tensor> naive_vit_blocks(const Tensor& img, const naive::Params& p, 
   const int64_t T = x.size(1), d = C / heads;
   for (int64_t i = 0; i < depth; ++i) {
     const std::string pre = "blocks." + std::to_string(i) + ".";
-    const Tensor u = naive::layer_norm(x, p.at(pre + "norm1.weight"), p.at(pre + "norm1.bias"), 1e-6);
+    const Tensor u =
+        naive::layer_norm(x, p.at(pre + "norm1.weight"), p.at(pre + "norm1.bias"), 1e-6);
     const Tensor qkv = naive::linear(u, p.at(pre + "attn.qkv.weight"), p.at(pre + "attn.qkv.bias"));
     Tensor out = torch::zeros({B, T, C}, torch::kDouble);
     if (last_cls_attention) *last_cls_attention = torch::zeros({B, heads, T}, torch::kDouble);
@@ -61,8 +62,10 @@ std::vector<Tensor> naive_vit_blocks(const Tensor& img, const naive::Params& p, 
         if (last_cls_attention) (*last_cls_attention)[b][h].copy_(a[0]);
       }
     x = x + naive::linear(out, p.at(pre + "attn.proj.weight"), p.at(pre + "attn.proj.bias"));
-    const Tensor u2 = naive::layer_norm(x, p.at(pre + "norm2.weight"), p.at(pre + "norm2.bias"), 1e-6);
-    const Tensor hid = naive::gelu(naive::linear(u2, p.at(pre + "mlp.fc1.weight"), p.at(pre + "mlp.fc1.bias")));
+    const Tensor u2 =
+        naive::layer_norm(x, p.at(pre + "norm2.weight"), p.at(pre + "norm2.bias"), 1e-6);
+    const Tensor hid =
+        naive::gelu(naive::linear(u2, p.at(pre + "mlp.fc1.weight"), p.at(pre + "mlp.fc1.bias")));
     x = x + naive::linear(hid, p.at(pre + "mlp.fc2.weight"), p.at(pre + "mlp.fc2.bias"));
     outs.push_back(x);
   }
@@ -78,8 +81,8 @@ int64_t closed_form_params(int64_t C, int64_t patch, int64_t img = 224) {
 
 TEST(ViT, ParameterCountsMatchClosedFormAndPublishedSizes) {
   // Published (DINO README / XCiT Table 3): ViT-S 21M / 22M, ViT-B 85M / 87M (with head).
-  const std::map<std::string, int64_t> dims = {{"vit_tiny", 192}, {"vit_small", 384},
-                                               {"vit_base", 768}};
+  const std::map<std::string, int64_t> dims = {
+      {"vit_tiny", 192}, {"vit_small", 384}, {"vit_base", 768}};
   for (const auto& [name, C] : dims) {
     for (int64_t patch : {16, 8}) {
       BackboneOptions o;
@@ -95,9 +98,10 @@ TEST(ViT, ParameterCountsMatchClosedFormAndPublishedSizes) {
 }
 
 TEST(ViT, FlopsMatchTheSpec) {
-  const std::map<std::pair<std::string, int64_t>, double> spec = {
-      {{"vit_small", 16}, 4.61}, {{"vit_small", 8}, 22.44},
-      {{"vit_base", 16}, 17.58}, {{"vit_base", 8}, 78.22}};
+  const std::map<std::pair<std::string, int64_t>, double> spec = {{{"vit_small", 16}, 4.61},
+                                                                  {{"vit_small", 8}, 22.44},
+                                                                  {{"vit_base", 16}, 17.58},
+                                                                  {{"vit_base", 8}, 78.22}};
   for (const auto& [key, gflops] : spec) {
     const ViTConfig c = *find_vit_variant(key.first, key.second);
     EXPECT_NEAR(vit_flops(c, 224, 224) / 1e9, gflops, 0.01 * gflops) << key.first;
@@ -129,7 +133,8 @@ TEST(ViT, TinyForwardAndAttentionMatchNaive) {
     Tensor want_attn;
     const auto p = naive::params_of(*m);
     const auto outs = naive_vit_blocks(naive::f64(img), p, 3, 3, 4, &want_attn);
-    const Tensor want = naive::layer_norm(outs.back(), p.at("norm.weight"), p.at("norm.bias"), 1e-6);
+    const Tensor want =
+        naive::layer_norm(outs.back(), p.at("norm.weight"), p.at("norm.bias"), 1e-6);
     torch::NoGradGuard no_grad;
     EXPECT_LE(naive::max_abs_diff(m->forward(img), want.select(1, 0)), tol);
     EXPECT_LE(naive::max_abs_diff(m->cls_attention(img, -1), want_attn), tol);
@@ -188,16 +193,18 @@ TEST(ViT, LinearFeaturesFollowEvalLinear) {
   const auto norm = [&](const Tensor& x) { return m->norm(x); };
   // n = 2: [norm(cls of block 1), norm(cls of block 2)].
   const Tensor two = m->linear_features(img, 2, false);
-  EXPECT_TRUE(torch::allclose(two, torch::cat({norm(outs[1]).select(1, 0),
-                                               norm(outs[2]).select(1, 0)}, -1)));
+  EXPECT_TRUE(torch::allclose(
+      two, torch::cat({norm(outs[1]).select(1, 0), norm(outs[2]).select(1, 0)}, -1)));
   // avgpool: interleaved [cls_0, avg_0, cls_1, avg_1, ...].
   const Tensor pooled = m->linear_features(img, 1, true);
   ASSERT_EQ(pooled.sizes(), (std::vector<int64_t>{2, 24}));
   const Tensor normed = norm(outs[2]);
-  EXPECT_TRUE(torch::allclose(pooled.index({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}),
-                              normed.select(1, 0)));
-  EXPECT_TRUE(torch::allclose(pooled.index({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)}),
-                              normed.narrow(1, 1, 16).mean(1)));
+  EXPECT_TRUE(torch::allclose(
+      pooled.index({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}),
+      normed.select(1, 0)));
+  EXPECT_TRUE(torch::allclose(
+      pooled.index({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)}),
+      normed.narrow(1, 1, 16).mean(1)));
   EXPECT_TRUE(torch::allclose(m->linear_features(img, 1, false), m->forward(img)));
   EXPECT_THROW(m->linear_features(img, 2, true), xdino::UsageError);
   EXPECT_THROW(m->qk_norms(img, 0), xdino::UsageError);

@@ -92,8 +92,8 @@ TEST(ClassAttentionBlock, MatchesNaiveWithOfficialQuirks) {
       ClassAttentionBlock block = prepared(ClassAttentionBlock(16, 4, 1.0, tokens_norm), dtype, 5);
       const Tensor x = torch::randn({2, 7, 16}, dtype);
       Tensor attn, want_attn;
-      const Tensor want = naive::class_attention_block(x, naive::params_of(*block), "", 4,
-                                                       tokens_norm, &want_attn);
+      const Tensor want =
+          naive::class_attention_block(x, naive::params_of(*block), "", 4, tokens_norm, &want_attn);
       torch::NoGradGuard no_grad;
       const Tensor got = block(x, &attn);
       const std::string what = std::string("tokens_norm=") + (tokens_norm ? "true" : "false");
@@ -114,8 +114,8 @@ TEST(ClassAttentionBlock, PatchRowsAreDoubledNormalisedResidual) {
   const auto p = naive::params_of(*block);
   const Tensor xn = x.select(1, 2);
   const Tensor u = naive::layer_norm(xn, p.at("norm1.weight"), p.at("norm1.bias"), 1e-6);
-  const Tensor z = naive::layer_norm(xn + p.at("gamma1") * u, p.at("norm2.weight"),
-                                     p.at("norm2.bias"), 1e-6);
+  const Tensor z =
+      naive::layer_norm(xn + p.at("gamma1") * u, p.at("norm2.weight"), p.at("norm2.bias"), 1e-6);
   EXPECT_LE(naive::max_abs_diff(out.select(1, 2), 2 * z), 1e-12);
 }
 
@@ -148,8 +148,8 @@ TEST(ConvPatchEmbed, MatchesNaiveAndRoundsUpPerStage) {
     for (const auto& [dtype, tol] : kPrecisions) {
       ConvPatchEmbed embed = prepared(ConvPatchEmbed(patch, 32), dtype, 8);
       const Tensor img = torch::randn({2, 3, 37, 50}, dtype);  // not multiples of the patch
-      auto want = naive::conv_patch_embed(img, naive::params_of(*embed), "proj.",
-                                          patch == 16 ? 4 : 3);
+      auto want =
+          naive::conv_patch_embed(img, naive::params_of(*embed), "proj.", patch == 16 ? 4 : 3);
       torch::NoGradGuard no_grad;
       auto [tokens, grid] = embed(img);
       expect_close(tokens, want.first, tol, "patch embedding p" + std::to_string(patch));
@@ -176,9 +176,9 @@ TEST(XCABlock, GradientsMatchFiniteDifferences) {
   const auto loss = [&] { return (block(x, 2, 3) * r).sum(); };
   loss().backward();
   std::vector<std::pair<std::string, Tensor>> checked = {{"input", x}};
-  for (const char* name : {"attn.temperature", "attn.qkv.weight", "attn.proj.bias", "gamma1",
-                           "gamma3", "local_mp.conv1.weight", "local_mp.bn.weight",
-                           "norm2.weight", "mlp.fc1.weight"})
+  for (const char* name :
+       {"attn.temperature", "attn.qkv.weight", "attn.proj.bias", "gamma1", "gamma3",
+        "local_mp.conv1.weight", "local_mp.bn.weight", "norm2.weight", "mlp.fc1.weight"})
     checked.emplace_back(name, block->named_parameters()[name]);
   const double eps = 1e-6;
   torch::NoGradGuard no_grad;
@@ -216,7 +216,7 @@ TEST(DropPath, PerSampleMaskWithTheSpecRate) {
   EXPECT_TRUE((dropped | kept).all().item<bool>());
   const double frac = dropped.to(torch::kDouble).mean().item<double>();
   EXPECT_NEAR(frac, rate, 4 * std::sqrt(rate * (1 - rate) / B));  // 4 sigma
-  EXPECT_NEAR(out.mean().item<double>(), 2.0, 0.02);  // unbiased in expectation
+  EXPECT_NEAR(out.mean().item<double>(), 2.0, 0.02);              // unbiased in expectation
 }
 
 TEST(DropPath, IdentityInEvalModeAndAtRateZero) {

@@ -9,6 +9,8 @@
 
 #include "core/check.h"
 #include "core/compat.h"
+#include "models/batch_norm.h"
+#include "models/init.h"
 #include "models/registry.h"
 #include "models/xcit.h"
 #include "tests/support/naive_nn.h"
@@ -78,8 +80,8 @@ int64_t closed_form_params(int64_t C, int64_t depth, int64_t heads, int64_t patc
   n += 64 * C + C;                                                   // pos_embeder
   const int64_t xca_block = 3 * C + 3 * 2 * C + heads + (3 * C * C + 3 * C) + (C * C + C) +
                             (4 * C * C + 4 * C) + (4 * C * C + C) + (9 * C + C) * 2 + 2 * C;
-  const int64_t ca_block = 2 * C + 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) +
-                           (4 * C * C + 4 * C) + (4 * C * C + C);
+  const int64_t ca_block =
+      2 * C + 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C);
   return n + depth * xca_block + 2 * ca_block + 2 * C;
 }
 
@@ -169,12 +171,89 @@ TEST(XCiTModel, HeadExistsOnlyWithClassesBetweenNormAndPosEmbeder) {
   EXPECT_EQ(m->forward(torch::randn({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 1000}));
 }
 
+TEST(XCiTModel, OfficialInitialisation) {
+  // Spec section 12, on a depth-24 variant (eta 1e-5).
+  torch::manual_seed(30);
+  auto m = create_backbone("xcit_tiny_24_p16");
+  const auto params = m->named_parameters();
+  const auto std_of = [](const Tensor& t) { return t.std().item<double>(); };
+  for (const auto& item : params) {
+    const std::string& k = item.key();
+    const Tensor& t = item.value();
+    const auto ends = [&](const std::string& s) {
+      return k.size() >= s.size() && k.compare(k.size() - s.size(), s.size(), s) == 0;
+    };
+    const auto has = [&](const char* part) { return k.find(part) != std::string::npos; };
+    // PyTorch's default conv init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform, a=sqrt(5)).
+    const auto expect_default_conv = [&] {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(t.numel() / t.size(0)));
+      EXPECT_LE(t.abs().max().item<double>(), bound) << k;
+      EXPECT_GT(t.abs().max().item<double>(), 0.9 * bound) << k;
+    };
+    const auto expect_ones_zeros = [&] {
+      EXPECT_TRUE(torch::equal(t, ends("weight") ? torch::ones_like(t) : torch::zeros_like(t)))
+          << k;
+    };
+    if (has("gamma")) {
+      EXPECT_TRUE(torch::equal(t, torch::full_like(t, 1e-5))) << k;
+    } else if (ends("temperature")) {
+      EXPECT_TRUE(torch::equal(t, torch::ones_like(t))) << k;
+    } else if (has("patch_embed")) {
+      if (ends(".0.weight"))
+        expect_default_conv();
+      else
+        expect_ones_zeros();  // conv / BN
+    } else if (has("local_mp") || has("pos_embeder")) {
+      if (has("bn."))
+        expect_ones_zeros();
+      else if (ends("weight"))
+        expect_default_conv();
+    } else if (has("norm")) {
+      expect_ones_zeros();                            // LayerNorm
+    } else if (ends("weight") && k != "cls_token") {  // every Linear: qkv, proj, fc1, fc2
+      EXPECT_NEAR(std_of(t), 0.02, 0.002) << k;
+      EXPECT_NEAR(t.mean().item<double>(), 0.0, 0.002) << k;
+    } else if (ends("bias")) {
+      EXPECT_EQ(t.abs().max().item<double>(), 0.0) << k;
+    }
+  }
+  EXPECT_NEAR(std_of(params["cls_token"]), 0.02, 0.003);
+}
+
+TEST(XCiTModel, TruncatedNormalHonoursMaterialBounds) {
+  // N(0, 1) truncated to [-1, 1]: variance 1 - 2 phi(1) / (2 Phi(1) - 1) = 0.29112.
+  torch::manual_seed(31);
+  Tensor t = torch::empty({200000});
+  trunc_normal_(t, 0.0, 1.0, -1.0, 1.0);
+  EXPECT_LE(t.abs().max().item<double>(), 1.0);
+  EXPECT_NEAR(t.var().item<double>(), 0.29112, 0.005);
+  EXPECT_NEAR(t.mean().item<double>(), 0.0, 0.005);
+  // Shifted mean with absolute bounds (timm semantics): all samples in [a, b].
+  trunc_normal_(t, 2.0, 0.5, 1.5, 4.0);
+  EXPECT_GE(t.min().item<double>(), 1.5);
+  const auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
+  const auto Phi = [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); };
+  const double alpha = -1.0, beta = 4.0;  // (a - mean) / std, (b - mean) / std
+  EXPECT_NEAR(t.mean().item<double>(),
+              2.0 + 0.5 * (phi(alpha) - phi(beta)) / (Phi(beta) - Phi(alpha)), 0.005);
+}
+
+TEST(XCiTModel, EveryBatchNormCanBeSynchronised) {
+  // set_batch_norm_communicator reaches models::BatchNorm only: 4 in the p16 patch embedding
+  // and one per LPI.
+  auto m = create_backbone("xcit_small_12_p16");
+  int64_t count = 0;
+  for (const auto& module : m->modules())
+    count += dynamic_cast<BatchNormImpl*>(module.get()) ? 1 : 0;
+  EXPECT_EQ(count, 4 + 12);
+}
+
 TEST(XCiTModel, ParameterCountsOfAllVariantsMatchTheSpec) {
   // Spec section 1, millions with three decimals: p16 / p8.
   const std::map<std::string, std::pair<double, double>> spec = {
-      {"nano_12", {2.924, 2.920}},    {"tiny_12", {6.523, 6.514}},
-      {"small_12", {25.868, 25.828}}, {"tiny_24", {11.924, 11.914}},
-      {"small_24", {47.286, 47.246}}, {"medium_24", {83.883, 83.811}},
+      {"nano_12", {2.924, 2.920}},     {"tiny_12", {6.523, 6.514}},
+      {"small_12", {25.868, 25.828}},  {"tiny_24", {11.924, 11.914}},
+      {"small_24", {47.286, 47.246}},  {"medium_24", {83.883, 83.811}},
       {"large_24", {188.327, 188.164}}};
   ASSERT_EQ(xcit_variants().size(), 14u);
   for (const XCiTConfig& c : xcit_variants()) {
@@ -188,8 +267,8 @@ TEST(XCiTModel, ParameterCountsOfAllVariantsMatchTheSpec) {
 
 TEST(XCiTModel, FlopsMatchTheSpecTable) {
   const std::map<std::string, std::pair<double, double>> spec = {
-      {"nano_12", {0.56, 2.18}},   {"tiny_12", {1.25, 4.86}},     {"small_12", {4.87, 18.92}},
-      {"tiny_24", {2.35, 9.26}},   {"small_24", {9.15, 36.04}},   {"medium_24", {16.23, 63.93}},
+      {"nano_12", {0.56, 2.18}},    {"tiny_12", {1.25, 4.86}},   {"small_12", {4.87, 18.92}},
+      {"tiny_24", {2.35, 9.26}},    {"small_24", {9.15, 36.04}}, {"medium_24", {16.23, 63.93}},
       {"large_24", {36.09, 142.15}}};
   for (const XCiTConfig& c : xcit_variants()) {
     const std::string size = c.name.substr(5, c.name.rfind("_p") - 5);
@@ -309,5 +388,6 @@ TEST(XCiTModel, Bfloat16AndAutocastRunForwardAndBackward) {
   EXPECT_LE((y.to(torch::kFloat) - want).abs().max().item<double>(),
             0.1 * want.abs().max().item<double>());
   y.to(torch::kFloat).pow(2).sum().backward();
-  for (const auto& p : bf16->parameters()) EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  for (const auto& p : bf16->parameters())
+    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
 }

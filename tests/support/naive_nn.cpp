@@ -16,7 +16,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 Tensor gelu(const Tensor& x) {
   Tensor y = f64(x).clone();
   auto* p = y.data_ptr<double>();
-  for (int64_t i = 0; i < y.numel(); ++i) p[i] = 0.5 * p[i] * (1.0 + std::erf(p[i] / std::sqrt(2.0)));
+  for (int64_t i = 0; i < y.numel(); ++i)
+    p[i] = 0.5 * p[i] * (1.0 + std::erf(p[i] / std::sqrt(2.0)));
   return y;
 }
 
@@ -87,8 +88,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   return out;
 }
 
-Tensor batch_norm_eval(const Tensor& x, const Tensor& mean, const Tensor& var,
-                       const Tensor& weight, const Tensor& bias, double eps) {
+Tensor batch_norm_eval(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
+                       const Tensor& bias, double eps) {
   Tensor out = f64(x).clone();
   auto Y = out.accessor<double, 4>();
   const Tensor m = f64(mean), v = f64(var), w = f64(weight), b = f64(bias);

@@ -14,7 +14,8 @@ namespace xdino::testing::naive {
 torch::Tensor f64(const torch::Tensor& t);  // detached float64 CPU copy
 
 // y = x W^T + b over the last dim.
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias);
 // Exact GELU: x * Phi(x).
 torch::Tensor gelu(const torch::Tensor& x);
 // LayerNorm over the last dim, biased variance, eps inside the square root.

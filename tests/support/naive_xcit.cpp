@@ -153,7 +153,7 @@ Tensor ln(const Tensor& x, const Params& p, const std::string& name) {
 
 Tensor bn(const Tensor& x, const Params& p, const std::string& name) {
   return naive::batch_norm_eval(x, p.at(name + ".running_mean"), p.at(name + ".running_var"),
-                         p.at(name + ".weight"), p.at(name + ".bias"), 1e-5);
+                                p.at(name + ".weight"), p.at(name + ".bias"), 1e-5);
 }
 
 }  // namespace
@@ -207,7 +207,8 @@ Tensor class_attention_block(const Tensor& x0, const Params& p, const std::strin
         cls[b][h * d + j] = s;
       }
     }
-  const Tensor y0 = naive::linear(cls, p.at(pre + "attn.proj.weight"), p.at(pre + "attn.proj.bias"));
+  const Tensor y0 =
+      naive::linear(cls, p.at(pre + "attn.proj.weight"), p.at(pre + "attn.proj.bias"));
   const Tensor g1 = p.at(pre + "gamma1"), g2 = p.at(pre + "gamma2");
   Tensor out = x.clone();
   // attention output is [y0; u_1..u_N]: the patch rows get gamma1 * norm1(x_n) added.
@@ -247,7 +248,7 @@ Tensor fourier_features(int64_t rows, int64_t cols) {
 Tensor positional_encoding(const Params& p, const std::string& pre, int64_t rows, int64_t cols) {
   const Tensor w = p.at(pre + "token_projection.weight");
   return naive::linear(fourier_features(rows, cols), w.reshape({w.size(0), 64}),
-                p.at(pre + "token_projection.bias"))
+                       p.at(pre + "token_projection.bias"))
       .unsqueeze(0);
 }
 

@@ -34,10 +34,10 @@ torch::Tensor mlp(const torch::Tensor& x, const Params& p, const std::string& pr
 struct XcaNorms {
   torch::Tensor q_raw, k_raw, q_hat, k_hat;
 };
-torch::Tensor xca(const torch::Tensor& x, const Params& p, const std::string& prefix,
-                  int64_t heads, XcaNorms* norms = nullptr);
-torch::Tensor lpi(const torch::Tensor& x, const Params& p, const std::string& prefix,
-                  int64_t rows, int64_t cols);
+torch::Tensor xca(const torch::Tensor& x, const Params& p, const std::string& prefix, int64_t heads,
+                  XcaNorms* norms = nullptr);
+torch::Tensor lpi(const torch::Tensor& x, const Params& p, const std::string& prefix, int64_t rows,
+                  int64_t cols);
 torch::Tensor xca_block(const torch::Tensor& x, const Params& p, const std::string& prefix,
                         int64_t heads, int64_t rows, int64_t cols);
 // Class-attention block with the official quirks; `attention` gets (B, h, T).
@@ -49,8 +49,10 @@ torch::Tensor fourier_features(int64_t rows, int64_t cols);
 torch::Tensor positional_encoding(const Params& p, const std::string& prefix, int64_t rows,
                                   int64_t cols);  // (1, N, C)
 // images (B, 3, H, W) -> tokens (B, N, C) and grid.
-std::pair<torch::Tensor, std::pair<int64_t, int64_t>> conv_patch_embed(
-    const torch::Tensor& images, const Params& p, const std::string& prefix, int64_t units);
+std::pair<torch::Tensor, std::pair<int64_t, int64_t>> conv_patch_embed(const torch::Tensor& images,
+                                                                       const Params& p,
+                                                                       const std::string& prefix,
+                                                                       int64_t units);
 // The whole model (eval mode): final-normed CLS (B, C).
 torch::Tensor xcit(const torch::Tensor& images, const Params& p, int64_t patch, int64_t depth,
                    int64_t heads, bool tokens_norm, int64_t cls_layers = 2);
