@@ -18,9 +18,9 @@
 //    transformer blocks); negative indices count from the end (-1 = last). Out of range:
 //    xdino::UsageError. Block outputs are the tokens leaving the block, before any final norm:
 //    XCiT (B, N, C) patch tokens; ViT (B, 1+N, C) with CLS first (block_prefix_tokens() = 1).
-//  - patch_tokens(x): (B, N, C). XCiT: output of the last XCA block (the dense features the
-//    official detection/segmentation code uses); ViT: final-normed patch tokens (what DINO's
-//    avgpool averages).
+//  - patch_tokens(x): (B, N, C). XCiT: output of the last XCA block (what the class-attention
+//    layers read; the final norm is only ever applied to CLS); ViT: final-normed patch tokens
+//    (what DINO's avgpool averages).
 //  - cls_attention(x, layer): (B, heads, N+1) attention of the CLS query over [CLS, patches],
 //    rows summing to 1, float32 (float64 for float64 models). XCiT: class-attention layer `layer`
 //    of 2 (negative counts from the end); ViT: CLS row of block `layer`'s self-attention.
