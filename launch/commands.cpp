@@ -18,11 +18,15 @@ const std::vector<CommandInfo>& commands() {
        nullptr, "#8"},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders", nullptr,
        "#7"},
-      {"info", "parameter count and FLOPs of an architecture at a resolution", nullptr, "#3"},
+      {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,
+       ""},
       {"launch", "start N local processes of a multi-process run (like torchrun)",
        make_launch_command, ""},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
+      {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
+      {"preview", "PNG of the augmented views of a few images, one row per image",
+       make_preview_command, ""},
   };
   return list;
 }
