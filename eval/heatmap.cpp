@@ -89,14 +89,21 @@ cv::Mat tensor_to_image(const torch::Tensor& chw) {
   return wrap(hwc, CV_8UC3).clone();
 }
 
-cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height) {
+cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height, const std::string& title) {
   XDINO_CHECK(!rows.empty() && tile_height > 0, "make_grid needs rows");
-  constexpr int kLabelWidth = 150, kGap = 4, kCaption = 18;
+  constexpr int kGap = 4, kCaption = 18;
+  const int title_height = title.empty() ? 0 : 26;
+  auto text_width = [](const std::string& text, double scale) {
+    int baseline = 0;
+    return cv::getTextSize(text, cv::FONT_HERSHEY_SIMPLEX, scale, 1, &baseline).width;
+  };
+  int kLabelWidth = 60;  // wide enough for the longest label
+  for (const GridRow& r : rows) kLabelWidth = std::max(kLabelWidth, text_width(r.label, 0.45) + 14);
   const bool captions = std::any_of(rows.begin(), rows.end(),
                                     [](const GridRow& r) { return !r.captions.empty(); });
   const int row_height = tile_height + (captions ? kCaption : 0) + kGap;
   std::vector<std::vector<cv::Mat>> scaled(rows.size());
-  int width = kLabelWidth;
+  int width = std::max(kLabelWidth, title.empty() ? 0 : text_width(title, 0.5) + 12);
   for (size_t r = 0; r < rows.size(); ++r) {
     int w = kLabelWidth;
     for (const cv::Mat& tile : rows[r].tiles) {
@@ -109,10 +116,13 @@ cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height) {
     }
     width = std::max(width, w);
   }
-  cv::Mat grid(static_cast<int>(rows.size()) * row_height + kGap, width, CV_8UC3,
+  cv::Mat grid(title_height + static_cast<int>(rows.size()) * row_height + kGap, width, CV_8UC3,
                cv::Scalar(255, 255, 255));
+  if (!title.empty())
+    cv::putText(grid, title, cv::Point(6, 18), cv::FONT_HERSHEY_SIMPLEX, 0.5, cv::Scalar(0, 0, 0),
+                1, cv::LINE_AA);
   for (size_t r = 0; r < rows.size(); ++r) {
-    const int top = kGap + static_cast<int>(r) * row_height;
+    const int top = title_height + kGap + static_cast<int>(r) * row_height;
     cv::putText(grid, rows[r].label, cv::Point(6, top + tile_height / 2 + 5),
                 cv::FONT_HERSHEY_SIMPLEX, 0.45, cv::Scalar(0, 0, 0), 1, cv::LINE_AA);
     int x = kLabelWidth;

@@ -40,7 +40,9 @@ struct GridRow {
   std::vector<cv::Mat> tiles;         // RGB, any sizes: scaled to the grid's tile height
   std::vector<std::string> captions;  // optional, one per tile
 };
-cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height = 128);
+// `title` (optional) is printed above the rows.
+cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height = 128,
+                  const std::string& title = "");
 
 void write_png(const std::filesystem::path& path, const cv::Mat& rgb);
 void write_npy(const std::filesystem::path& path, const torch::Tensor& tensor);

@@ -15,7 +15,7 @@ const std::vector<CommandInfo>& commands() {
       {"linear", "linear probe on a frozen backbone (eval_linear.py flags)", nullptr, "#7"},
       {"features", "extract L2-normalised features of one split to HDF5", nullptr, "#7"},
       {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
-       nullptr, "#8"},
+       make_visualize_command, ""},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders", nullptr,
        "#7"},
       {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,
