@@ -36,10 +36,20 @@ const std::vector<CommandInfo>& commands();
 // Parses `args` (everything after the subcommand name) and runs the subcommand.
 int run_command(const std::string& name, const std::vector<std::string>& args);
 
+// A subcommand with its flags declared (and the other subcommands' keys and sections made
+// known, so shared INI files parse); parse the flags, then run.
+struct PreparedCommand {
+  std::unique_ptr<Command> command;
+  Flags flags;
+  const CommandInfo* info;
+};
+PreparedCommand prepare_command(const std::string& name);
+
 void print_usage(std::ostream& os);
 
 // Factories, one per file launch/cmd_<name>.cpp.
 std::unique_ptr<Command> make_train_command();
+std::unique_ptr<Command> make_pipeline_command();
 std::unique_ptr<Command> make_visualize_command();
 std::unique_ptr<Command> make_pack_command();
 std::unique_ptr<Command> make_preview_command();

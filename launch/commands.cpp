@@ -22,8 +22,8 @@ const std::vector<CommandInfo>& commands() {
        ""},
       {"launch", "start N local processes of a multi-process run (like torchrun)",
        make_launch_command, ""},
-      {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
-       "#9"},
+      {"pipeline", "run the stages a config lists: train, evaluations, report, pictures",
+       make_pipeline_command, ""},
       {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
       {"preview", "PNG of the augmented views of a few images, one row per image",
        make_preview_command, ""},
@@ -67,22 +67,23 @@ void describe_others(const std::string& self, Flags& flags) {
 
 }  // namespace
 
-int run_command(const std::string& name, const std::vector<std::string>& args) {
+PreparedCommand prepare_command(const std::string& name) {
   const CommandInfo& info = find_command(name);
-  if (info.make == nullptr) {
-    std::cerr << "dino " << name << ": not implemented yet in this build (tracked in issue "
-              << info.pending_issue << ")\n";
-    return 1;
-  }
-  std::unique_ptr<Command> command = info.make();
-  Flags flags(name);
-  command->declare(flags);
-  describe_others(name, flags);
-  if (!flags.parse(args)) {
-    flags.print_help(std::cout, info.summary);
+  XDINO_CHECK(info.make != nullptr, "dino ", name,
+              ": not implemented yet in this build (tracked in issue ", info.pending_issue, ")");
+  PreparedCommand p{info.make(), Flags(name), &info};
+  p.command->declare(p.flags);
+  describe_others(name, p.flags);
+  return p;
+}
+
+int run_command(const std::string& name, const std::vector<std::string>& args) {
+  PreparedCommand p = prepare_command(name);
+  if (!p.flags.parse(args)) {
+    p.flags.print_help(std::cout, p.info->summary);
     return 0;
   }
-  return command->run(flags);
+  return p.command->run(p.flags);
 }
 
 }  // namespace xdino::launch

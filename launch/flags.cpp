@@ -225,7 +225,8 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
     args.erase(dashes, args.end());
   }
   po::options_description desc;
-  desc.add_options()("help,h", "")("config", po::value<std::vector<std::string>>(), "");
+  desc.add_options()("help,h", "")("config", po::value<std::vector<std::string>>(), "")(
+      "variant", po::value<std::string>(), "");
   for (const Flag& f : flags_) {
     if (f.list)
       desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>()->multitoken(), "");
@@ -260,9 +261,14 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
       for (const auto& v : o.value) config_files_.push_back(v);
       continue;
     }
+    if (o.string_key == "variant") {
+      variant_ = o.value.at(0);
+      continue;
+    }
     cli_values.emplace_back(o.string_key, o.value);
   }
 
+  bool found_variant = false;
   for (const std::string& file : config_files_) {
     XDINO_CHECK_ARG(std::filesystem::is_regular_file(file), "config file '", file,
                     "' not found (--config)");
@@ -274,19 +280,26 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
     } catch (const po::error& e) {
       XDINO_FAIL_ARG("config file '", file, "': ", e.what());
     }
+    // [command:variant] keys apply after everything else in the same file.
+    std::vector<std::pair<const Flag*, std::vector<std::string>>> variant_values;
     for (const po::option& o : parsed.options) {
       std::string key = o.string_key;
       const auto dot = key.find('.');
+      bool in_variant = false;
       if (dot != std::string::npos) {
         const std::string section = key.substr(0, dot);
-        if (section != command_) {
-          XDINO_CHECK_ARG(other_sections_.count(section) > 0, "unknown section [", section,
-                          "] in config file '", file, "': sections name subcommands");
+        const std::string base = section.substr(0, section.find(':'));
+        in_variant = !variant_.empty() && section == command_ + ":" + variant_;
+        if (section != command_ && !in_variant) {
+          XDINO_CHECK_ARG(other_sections_.count(base) > 0 || base == command_,
+                          "unknown section [", section, "] in config file '", file,
+                          "': sections name subcommands, optionally as [subcommand:variant]");
           continue;
         }
+        found_variant = found_variant || in_variant;
         key = key.substr(dot + 1);
       }
-      XDINO_CHECK_ARG(key != "config" && key != "help", "key '", key,
+      XDINO_CHECK_ARG(key != "config" && key != "help" && key != "variant", "key '", key,
                       "' is not allowed in config file '", file, "'");
       const Flag* flag = find(key);
       if (flag == nullptr) {
@@ -295,11 +308,24 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
                         command_, "' (see 'dino ", command_, " --help')");
         continue;
       }
-      assign(*flag, o.value, "config file '" + file + "'");
+      if (in_variant)
+        variant_values.emplace_back(flag, o.value);
+      else
+        assign(*flag, o.value, "config file '" + file + "'");
     }
+    for (const auto& [flag, tokens] : variant_values)
+      assign(*flag, tokens, "config file '" + file + "'");
   }
+  XDINO_CHECK_ARG(variant_.empty() || found_variant, "--variant ", variant_, ": no [", command_,
+                  ":", variant_, "] section in the config files");
   for (const auto& [name, tokens] : cli_values) assign(*find(name), tokens, "");
   return true;
+}
+
+std::string Flags::value(const std::string& name) const {
+  const Flag* flag = find(name);
+  XDINO_CHECK(flag != nullptr, "'dino ", command_, "' has no flag --", name);
+  return flag->render();
 }
 
 void Flags::print_help(std::ostream& os, const std::string& summary) const {
@@ -315,6 +341,8 @@ void Flags::print_help(std::ostream& os, const std::string& summary) const {
   }
   os << "  --config FILE.ini                 read flags from an INI file (repeatable; later "
         "files win)\n"
+     << "  --variant NAME                    also apply the files' [" << command_
+     << ":NAME] sections\n"
      << "  --help                            show this help\n";
 }
 

@@ -9,7 +9,9 @@
 //  - parse(args) reads the command line and every --config FILE (repeatable). Precedence:
 //    command line > last --config > ... > first --config > defaults.
 //  - INI files: `key = value`; keys before any section apply to every subcommand that has them
-//    (a key no subcommand knows is an error); keys in [name] apply only to subcommand `name`.
+//    (a key no subcommand knows is an error); keys in [name] apply only to subcommand `name`;
+//    keys in [name:variant] apply on top of those when --variant variant is given (how one
+//    file describes several runs of one subcommand, e.g. [knn:pixels] and [knn:dino]).
 //  - Unknown flags/keys, bad values and missing files throw xdino::UsageError with one line
 //    naming the flag and what is expected (exit code 2 in main).
 //  - to_ini() renders the effective configuration, which parse() can read back unchanged.
@@ -52,6 +54,10 @@ class Flags {
   const std::vector<std::string>& trailing() const { return trailing_; }
 
   bool is_set(const std::string& name) const { return set_by_user_.count(name) > 0; }
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+  // The current value of --name as it would be written to config.ini.
+  std::string value(const std::string& name) const;
+  const std::string& variant() const { return variant_; }
   const std::string& command() const { return command_; }
   std::vector<std::string> names() const;
   const std::vector<std::string>& config_files() const { return config_files_; }
@@ -78,6 +84,7 @@ class Flags {
   std::set<std::string> other_sections_;
   std::set<std::string> set_by_user_;
   std::vector<std::string> config_files_;
+  std::string variant_;
   bool allow_trailing_ = false;
   std::vector<std::string> trailing_;
 };

@@ -206,3 +206,51 @@ TEST(Flags, FormatDoubleMatchesPythonRepr) {
   EXPECT_EQ(xdino::launch::format_double(1e16), "1e+16");
   EXPECT_EQ(std::stod(xdino::launch::format_double(0.1 + 0.2)), 0.1 + 0.2);
 }
+
+TEST(Flags, VariantSectionsApplyOnTopOfTheirSubcommand) {
+  // The variant section comes first in the file and still wins over [train].
+  const std::string ini = write_ini(
+      "variant", "epochs = 3\n[train:long]\nepochs = 50\n[train]\nepochs = 10\nlr = 0.1\n"
+                 "[train:short]\nepochs = 1\n");
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  f.set_other_sections({"train", "knn"});
+  ASSERT_TRUE(f.parse({"--config", ini, "--variant", "long"}));
+  EXPECT_EQ(o.epochs, 50);
+  EXPECT_DOUBLE_EQ(o.lr, 0.1);
+  EXPECT_EQ(f.variant(), "long");
+  Opts plain;
+  Flags g("train");
+  declare(g, plain);
+  g.set_other_sections({"train", "knn"});
+  ASSERT_TRUE(g.parse({"--config", ini}));
+  EXPECT_EQ(plain.epochs, 10) << "without --variant, variant sections are skipped";
+  Opts cli;
+  Flags h("train");
+  declare(h, cli);
+  h.set_other_sections({"train", "knn"});
+  ASSERT_TRUE(h.parse({"--config", ini, "--variant", "long", "--epochs", "7"}));
+  EXPECT_EQ(cli.epochs, 7) << "the command line still wins";
+}
+
+TEST(Flags, MissingVariantSectionIsNamed) {
+  const std::string ini = write_ini("novariant", "[train]\nlr = 0.1\n");
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  f.set_other_sections({"train"});
+  const std::string msg = error_of(f, {"--config", ini, "--variant", "lnog"});
+  EXPECT_NE(msg.find("[train:lnog]"), std::string::npos) << msg;
+}
+
+TEST(Flags, ValueRendersTheCurrentSetting) {
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  f.parse({"--lr", "0.25", "--runs", "a", "b"});
+  EXPECT_EQ(f.value("lr"), "0.25");
+  EXPECT_EQ(f.value("runs"), "a b");
+  EXPECT_TRUE(f.has("epochs"));
+  EXPECT_FALSE(f.has("output_dir"));
+}

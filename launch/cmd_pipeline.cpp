@@ -1,0 +1,110 @@
+// `dino pipeline --config FILE.ini`: runs the stages the config lists, in order, each as its
+// subcommand would run with the same files (plus its [subcommand:variant] section), and skips
+// the stages already done with the same effective configuration.
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "launch/command.h"
+
+namespace fs = std::filesystem;
+
+namespace xdino::launch {
+namespace {
+
+struct PipelineOptions {
+  std::vector<std::string> stages;
+  bool force = false;
+};
+
+struct Stage {
+  std::string name, subcommand, variant;
+};
+
+Stage parse_stage(const std::string& name) {
+  const auto colon = name.find(':');
+  Stage s{name, name.substr(0, colon), colon == std::string::npos ? "" : name.substr(colon + 1)};
+  XDINO_CHECK_ARG(s.subcommand != "pipeline" && s.subcommand != "launch",
+                  "stage '", name, "': a pipeline runs subcommands, not ", s.subcommand);
+  return s;
+}
+
+// Where a stage leaves its results (a folder for --output_dir, a file for --output), and the
+// marker beside them that records the configuration they were made with.
+struct Output {
+  std::string path;
+  fs::path marker;
+};
+
+Output output_of(const Stage& stage, const Flags& flags) {
+  std::string tag = ".pipeline-" + stage.name + ".done";
+  for (char& c : tag)
+    if (c == ':' || c == '/') c = '-';
+  if (flags.has("output_dir")) {
+    const std::string dir = flags.value("output_dir");
+    return {dir, fs::path(dir) / tag};
+  }
+  if (flags.has("output")) {
+    const std::string file = flags.value("output");
+    return {file, fs::path(file + tag)};
+  }
+  return {};
+}
+
+class PipelineCommand : public Command {
+ public:
+  void declare(Flags& f) override {
+    f.add("stages", &opt_.stages,
+          "stages in order: subcommands, or subcommand:variant to also apply the "
+          "[subcommand:variant] sections of the config files")
+        .add("force", &opt_.force, "rerun stages even when they are done");
+  }
+
+  int run(const Flags& flags) override {
+    XDINO_CHECK_ARG(!opt_.stages.empty(), "no stages: set 'stages = ...' under [pipeline]");
+    std::vector<Stage> stages;
+    for (const auto& s : opt_.stages) stages.push_back(parse_stage(s));
+    std::vector<std::pair<std::string, std::string>> outputs;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      const Stage& stage = stages[i];
+      PreparedCommand p = prepare_command(stage.subcommand);
+      std::vector<std::string> args;
+      for (const auto& file : flags.config_files()) args.insert(args.end(), {"--config", file});
+      if (!stage.variant.empty()) args.insert(args.end(), {"--variant", stage.variant});
+      p.flags.parse(args);
+      const Output out = output_of(stage, p.flags);
+      const std::string effective = p.flags.to_ini();
+      const std::string where = out.path.empty() ? "" : " -> " + out.path;
+      if (!opt_.force && !out.marker.empty() && fs::exists(out.marker) &&
+          read_file(out.marker) == effective) {
+        log::info("== stage ", i + 1, "/", stages.size(), " ", stage.name,
+                  ": done before with this configuration, reused", where);
+      } else {
+        log::info("== stage ", i + 1, "/", stages.size(), " ", stage.name, where);
+        const int rc = p.command->run(p.flags);
+        if (rc != 0) {
+          log::error("stage ", stage.name, " failed (exit code ", rc, "); rerun the same "
+                     "command to continue from here");
+          return rc;
+        }
+        const fs::path folder = out.marker.parent_path();
+        if (!out.marker.empty() && (folder.empty() || fs::is_directory(folder)))
+          write_file_atomically(out.marker, effective);
+      }
+      if (!out.path.empty()) outputs.emplace_back(stage.name, out.path);
+    }
+    log::info("pipeline done. Results:");
+    for (const auto& [name, output] : outputs) log::info("  ", name, ": ", output);
+    return 0;
+  }
+
+ private:
+  PipelineOptions opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_pipeline_command() { return std::make_unique<PipelineCommand>(); }
+
+}  // namespace xdino::launch

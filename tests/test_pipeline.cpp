@@ -1,0 +1,71 @@
+// `dino pipeline`: stages run in order with their [subcommand:variant] sections, finished
+// stages are reused on a rerun, and a changed stage reruns alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::dino_binary;
+using xdino::testing::fixture;
+using xdino::testing::run_process;
+
+namespace {
+
+void write_config(const fs::path& file, const fs::path& out, double threshold_b) {
+  std::ofstream(file) << "# two visualisation runs of one image\n"
+                      << "arch = xcit_nano_12_p16\n"
+                      << "[pipeline]\nstages = visualize:a visualize:b\n"
+                      << "[visualize]\nimage_path = " << fixture("augment/photo_a.png").string()
+                      << "\nimage_size = 0\n"
+                      << "[visualize:a]\noutput_dir = " << (out / "a").string() << "\n"
+                      << "[visualize:b]\noutput_dir = " << (out / "b").string()
+                      << "\nthreshold = " << threshold_b << "\n";
+}
+
+}  // namespace
+
+TEST(Pipeline, RunsStagesAndReusesFinishedOnes) {
+  const fs::path dir = xdino::testing::fresh_dir("pipeline");
+  const fs::path ini = dir / "p.ini";
+  write_config(ini, dir, 0.5);
+  auto r = run_process({dino_binary(), "pipeline", "--config", ini.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "a" / "overview.png"));
+  EXPECT_FALSE(fs::exists(dir / "a" / "mask_th0.5_head0.png")) << "[visualize:b] leaked into a";
+  EXPECT_TRUE(fs::exists(dir / "b" / "mask_th0.5_head0.png"));
+  EXPECT_NE(r.out.find("pipeline done"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find((dir / "b").string()), std::string::npos) << "the summary names outputs";
+
+  r = run_process({dino_binary(), "pipeline", "--config", ini.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t reused = 0;
+  for (size_t p = r.out.find("reused"); p != std::string::npos; p = r.out.find("reused", p + 1))
+    ++reused;
+  EXPECT_EQ(reused, 2u) << r.out;
+
+  write_config(ini, dir, 0.7);  // only stage b changes
+  r = run_process({dino_binary(), "pipeline", "--config", ini.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("visualize:a: done before"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("visualize:b: done before"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "b" / "mask_th0.7_head0.png"));
+  fs::remove_all(dir);
+}
+
+TEST(Pipeline, AFailingStageStopsWithItsExitCode) {
+  const fs::path dir = xdino::testing::fresh_dir("pipeline_fail");
+  std::ofstream(dir / "p.ini") << "[pipeline]\nstages = visualize\n[visualize]\narch = nosuch\n"
+                               << "image_path = " << fixture("augment/photo_a.png").string()
+                               << "\noutput_dir = " << (dir / "v").string() << "\n";
+  const auto r = run_process({dino_binary(), "pipeline", "--config", (dir / "p.ini").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
+  const auto none = run_process({dino_binary(), "pipeline"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("stages"), std::string::npos) << none.err;
+  fs::remove_all(dir);
+}
