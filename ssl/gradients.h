@@ -1,0 +1,34 @@
+// Gradient surgery of DINO's student between backward and the optimiser step (spec dino.md
+// section 8), and the gradient averaging that DistributedDataParallel performs.
+//
+// Contract:
+//  - clip_gradients(named, clip): for EACH parameter tensor with a defined grad separately,
+//    n = ||grad||_2, coef = clip / (n + 1e-6), grad *= coef when coef < 1 (no global norm).
+//    Returns the norms (before clipping) as one fp32 tensor on the grads' device, in order.
+//  - cancel_gradients_last_layer(epoch, named, freeze_last_layer): when epoch <
+//    freeze_last_layer, makes the grad of every parameter whose name contains "last_layer"
+//    undefined (None), so the optimiser skips it entirely.
+//  - average_gradients(params, comm): grad <- all_reduce_sum(grad) / world_size over the
+//    processes (a no-op alone); every process must call it with the same parameters. Params
+//    without a grad on every process are left out (DDP's unused-parameter case does not arise
+//    in DINO).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "core/dist.h"
+
+namespace xdino::ssl {
+
+using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
+
+torch::Tensor clip_gradients(const NamedTensors& named, double clip);
+
+void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
+                                 int64_t freeze_last_layer);
+
+void average_gradients(const std::vector<torch::Tensor>& params, Communicator& comm);
+
+}  // namespace xdino::ssl
