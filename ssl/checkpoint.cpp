@@ -91,6 +91,7 @@ IDict options_dict(const TrainOptions& o) {
   d.insert("global_crops_size", o.global_crops_size);
   d.insert("local_crops_size", o.local_crops_size);
   d.insert("data_path", o.data_path);
+  d.insert("max_samples", o.max_samples);
   d.insert("output_dir", o.output_dir);
   d.insert("saveckp_freq", o.saveckp_freq);
   d.insert("seed", o.seed);

@@ -28,15 +28,4 @@ void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
     }
 }
 
-void average_gradients(const std::vector<torch::Tensor>& params, Communicator& comm) {
-  if (comm.world_size() == 1) return;
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  comm.all_reduce_sum(grads);
-  const double inv = 1.0 / comm.world_size();
-  torch::NoGradGuard no_grad;
-  for (auto& g : grads) g.mul_(inv);
-}
-
 }  // namespace xdino::ssl

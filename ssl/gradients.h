@@ -1,5 +1,5 @@
 // Gradient surgery of DINO's student between backward and the optimiser step (spec dino.md
-// section 8), and the gradient averaging that DistributedDataParallel performs.
+// section 8). Averaging across processes is ssl/grad_sync.h's.
 //
 // Contract:
 //  - clip_gradients(named, clip): for EACH parameter tensor with a defined grad separately,
@@ -8,17 +8,12 @@
 //  - cancel_gradients_last_layer(epoch, named, freeze_last_layer): when epoch <
 //    freeze_last_layer, makes the grad of every parameter whose name contains "last_layer"
 //    undefined (None), so the optimiser skips it entirely.
-//  - average_gradients(params, comm): grad <- all_reduce_sum(grad) / world_size over the
-//    processes (a no-op alone); every process must call it with the same parameters. Params
-//    without a grad on every process are left out (DDP's unused-parameter case does not arise
-//    in DINO).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <vector>
 
-#include "core/dist.h"
 
 namespace xdino::ssl {
 
@@ -28,7 +23,5 @@ torch::Tensor clip_gradients(const NamedTensors& named, double clip);
 
 void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
                                  int64_t freeze_last_layer);
-
-void average_gradients(const std::vector<torch::Tensor>& params, Communicator& comm);
 
 }  // namespace xdino::ssl

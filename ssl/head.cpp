@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "models/batch_norm.h"
 
 namespace xdino::ssl {
 
@@ -50,7 +51,8 @@ DINOHeadImpl::DINOHeadImpl(const DINOHeadOptions& o) : options_(o) {
   } else {
     auto block = [&](int64_t in, int64_t out) {
       mlp->push_back(torch::nn::Linear(in, out));
-      if (o.use_bn) mlp->push_back(torch::nn::BatchNorm1d(out));
+      // BatchNorm1d semantics; synchronised across processes like the official SyncBatchNorm.
+      if (o.use_bn) mlp->push_back(models::BatchNorm(out));
       mlp->push_back(torch::nn::GELU());
     };
     block(o.in_dim, o.hidden_dim);

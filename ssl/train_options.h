@@ -50,6 +50,7 @@ struct TrainOptions {
 
   // Run.
   std::string data_path = "/path/to/imagenet/train/";
+  int64_t max_samples = 0;  // ours: train on a class-balanced subset of this many images (0: all)
   std::string output_dir = ".";
   int64_t saveckp_freq = 20;
   int64_t seed = 0;

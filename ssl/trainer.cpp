@@ -8,6 +8,7 @@
 #include "core/compat.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "models/batch_norm.h"
 #include "ssl/gradients.h"
 #include "ssl/schedules.h"
 #include "ssl/stop_signal.h"
@@ -73,6 +74,10 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   teacher_ = MultiCropWrapper(teacher_backbone, teacher_head);
   student_->to(plan_.device);
   teacher_->to(plan_.device);
+  // DDP: every process starts from rank 0's student; SyncBatchNorm in both networks.
+  broadcast_module(*student_, *comm_);
+  models::set_batch_norm_communicator(*student_, comm_);
+  models::set_batch_norm_communicator(*teacher_, comm_);
   init_teacher(*student_, *teacher_);
   student_->train();
   teacher_->train();  // never eval: batch statistics, own running stats (spec 2)
@@ -91,6 +96,10 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   student_params_ = student_->named_parameters();
   optimizer_ = make_optimizer(o_.optimizer, dino_param_groups(student_params_));
   if (plan_.loss_scaling) scaler_ = std::make_unique<GradScaler>();
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : student_->parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_);
 
   const double total_batch = static_cast<double>(o_.batch_size_per_gpu * comm_->world_size());
   lr_schedule_ = cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_,
@@ -193,10 +202,9 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   times_.forward += seconds_since(t);
 
   optimizer_->zero_grad();
+  grad_sync_->begin();
   (scaler_ ? scaler_->scale(loss) : loss).backward();
-  std::vector<torch::Tensor> params;
-  for (const auto& p : student_params_) params.push_back(p.value());
-  average_gradients(params, *comm_);
+  grad_sync_->finish();
   times_.backward += seconds_since(t);
 
   if (o_.clip_grad > 0) {

@@ -28,6 +28,7 @@
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
 #include "ssl/grad_scaler.h"
+#include "ssl/grad_sync.h"
 #include "ssl/head.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
@@ -97,6 +98,7 @@ class Trainer {
   DINOLoss loss_{nullptr};
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<GradientSynchronizer> grad_sync_;
   std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
   torch::OrderedDict<std::string, torch::Tensor> student_params_;
   bool teacher_ddp_prefix_ = true;
