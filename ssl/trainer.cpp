@@ -233,6 +233,7 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   last_.teacher_entropy = stats[1].item<double>();
   last_.kl_uniform = stats[2].item<double>();
   meters_.add(last_);
+  if (hooks_.after_step) hooks_.after_step(it);
   return flags[1].item<float>() > 0;
 }
 

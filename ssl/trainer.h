@@ -46,6 +46,8 @@ struct TrainerHooks {
   // After both forwards, before the loss (may edit the outputs or raise a signal).
   std::function<void(int64_t iteration, torch::Tensor& student_out, torch::Tensor& teacher_out)>
       after_forward;
+  // At the end of every iteration (after the EMA update).
+  std::function<void(int64_t iteration)> after_step;
 };
 
 // Wall-clock seconds spent per phase since construction (CPU-accurate; CUDA work is
