@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "ssl/fused_cpu.h"
 #include "ssl/ivalue_util.h"
 
 namespace xdino::ssl {
@@ -158,6 +159,9 @@ class AdamW final : public Optimizer {
     XDINO_CHECK(exp_avg.defined() && exp_avg_sq.defined(),
                 "AdamW state lacks exp_avg or exp_avg_sq: the optimizer state is incomplete");
     s.step += 1;
+    if (fused_adamw(p, grad, exp_avg, exp_avg_sq,
+                    {g.lr, g.weight_decay, o_.beta1, o_.beta2, o_.eps, s.step}))
+      return;
     p.mul_(1.0 - g.lr * g.weight_decay);
     exp_avg.mul_(o_.beta1).add_(grad, 1.0 - o_.beta1);
     exp_avg_sq.mul_(o_.beta2).addcmul_(grad, grad, 1.0 - o_.beta2);

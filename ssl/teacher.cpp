@@ -1,6 +1,7 @@
 #include "ssl/teacher.h"
 
 #include "core/check.h"
+#include "ssl/fused_cpu.h"
 
 namespace xdino::ssl {
 namespace {
@@ -37,7 +38,7 @@ void ema_update(const torch::nn::Module& student, torch::nn::Module& teacher, do
               ") and teacher (", t.size(), ")");
   for (size_t i = 0; i < s.size(); ++i) {
     // Official order of operations: (1 - m) * theta_s is rounded before the addition.
-    t[i].mul_(momentum).add_(s[i] * (1.0 - momentum));
+    if (!fused_ema(t[i], s[i], momentum)) t[i].mul_(momentum).add_(s[i] * (1.0 - momentum));
   }
 }
 
