@@ -9,7 +9,7 @@
 // float32 with the scalars rounded to float as ATen's CPU kernels round them.
 #pragma once
 
-#include <torch/torch.h>
+#include <ATen/core/Tensor.h>
 
 namespace xdino::ssl {
 
@@ -20,10 +20,10 @@ struct AdamWStep {
 
 // p *= 1 - lr*wd; m = m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g*g;
 // p += (-lr/(1-b1^t) * m) / (sqrt(v)/sqrt(1-b2^t) + eps).
-bool fused_adamw(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
+bool fused_adamw(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
                  const AdamWStep& s);
 
 // t = t*momentum + ((1-momentum)*s).
-bool fused_ema(torch::Tensor& t, const torch::Tensor& s, double momentum);
+bool fused_ema(at::Tensor& t, const at::Tensor& s, double momentum);
 
 }  // namespace xdino::ssl

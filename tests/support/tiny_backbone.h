@@ -2,9 +2,11 @@
 // (conv + BatchNorm patch embedding, cls_token, per-head temperature, LayerNorms, gammas,
 // Linear weights and biases) under XCiT-like names, drop path on the RNG, any input size.
 //
-// forward(x (B,3,H,W)) -> (B, dim): conv(stride p) -> BN -> GELU -> tokens; one residual
-// "block" x + drop_path(gamma1 * proj(norm1(x)) * mean(temperature)); CLS = cls_token +
-// mean of tokens; final LayerNorm.
+// forward(x (B,3,H,W)) -> (B, dim): conv(stride p) -> BN -> tokens; one residual "block"
+// x + drop_path(gamma1 * proj(GELU(fc1(norm1(x)))) * mean(temperature)); CLS = cls_token +
+// mean of tokens; final LayerNorm. (GELU sits between two Linear layers, as in XCiT's MLP:
+// LibTorch 1.13's CPU gelu_backward reads garbage when its incoming gradient has the
+// transposed-and-expanded layout that "GELU -> transpose -> mean" produces.)
 #pragma once
 
 #include <torch/torch.h>
@@ -29,6 +31,9 @@ class TinyBackbone : public models::Backbone {
     temperature = attn->register_parameter("temperature", torch::ones({2, 1, 1}));
     proj_ = attn->register_module("proj", torch::nn::Linear(dim, dim));
     block->register_module("attn", attn);
+    auto mlp = std::make_shared<torch::nn::Module>();
+    fc1_ = mlp->register_module("fc1", torch::nn::Linear(dim, dim));
+    block->register_module("mlp", mlp);
     gamma1 = block->register_parameter("gamma1", torch::ones({dim}));
     auto blocks = std::make_shared<torch::nn::Module>();
     blocks->register_module("0", block);
@@ -37,8 +42,9 @@ class TinyBackbone : public models::Backbone {
   }
 
   torch::Tensor forward(torch::Tensor images) override {
-    auto x = torch::gelu(conv_->forward(images)).flatten(2).transpose(1, 2);  // (B, N, C)
-    auto y = gamma1 * proj_->forward(norm1_->forward(x)) * temperature.mean();
+    auto x = conv_->forward(images).flatten(2).transpose(1, 2);  // (B, N, C)
+    auto y = gamma1 * proj_->forward(torch::gelu(fc1_->forward(norm1_->forward(x)))) *
+             temperature.mean();
     if (is_training() && drop_path_ > 0) {
       const double keep = 1.0 - drop_path_;
       const auto mask = (torch::rand({x.size(0), 1, 1}, x.options()) < keep).to(x.dtype());
@@ -66,7 +72,7 @@ class TinyBackbone : public models::Backbone {
   std::string arch_ = "tiny_test";
   torch::nn::Sequential conv_{nullptr};
   torch::nn::LayerNorm norm1_{nullptr}, norm_{nullptr};
-  torch::nn::Linear proj_{nullptr};
+  torch::nn::Linear proj_{nullptr}, fc1_{nullptr};
 };
 
 }  // namespace xdino::testing
