@@ -2,11 +2,17 @@
 // optimizer, EMA), on synthetic crops: 2 global crops of 224 px and 8 local crops of 96 px per
 // image, fp32 on this CPU, every parameter updated (after the last-layer freeze).
 //   build/bench/bench_train [--arch a,b] [--out_dim 65536,4096] [--batch 8] [--steps 5]
-//                           [--warmup 2] [--threads N]
+//                           [--warmup 2] [--threads N] [--profile trace.json]
+// --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
+// which operators the time goes to.
 // bench/official_dino_step.py times the official PyTorch step with the same settings; run
 // both and compare (bench/RESULTS.md).
 #include <ATen/Parallel.h>
 #include <ATen/CPUGeneratorImpl.h>
+#if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
+#include <torch/csrc/autograd/profiler_legacy.h>
+#define XDINO_HAVE_RECORD_PROFILE 1
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -68,6 +74,7 @@ StepTimes minus(const StepTimes& a, const StepTimes& b) {
 int main(int argc, char** argv) {
   std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
   int64_t batch = 8, steps = 5, warmup = 2;
+  std::string profile;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--arch") archs = v;
@@ -76,6 +83,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") steps = std::atoll(v.c_str());
     else if (k == "--warmup") warmup = std::atoll(v.c_str());
     else if (k == "--threads") at::set_num_threads(std::atoi(v.c_str()));
+    else if (k == "--profile") profile = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -103,15 +111,27 @@ int main(int argc, char** argv) {
         return xdino::models::create_backbone(arch, bo);
       }, data);
       StepTimes at_warmup;
+#ifdef XDINO_HAVE_RECORD_PROFILE
+      std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
+#endif
       std::chrono::steady_clock::time_point t0;
       double wall = 0;
       trainer.set_hooks({nullptr, [&](int64_t it) {
         if (it + 1 == warmup) {
           at_warmup = trainer.times();
+#ifdef XDINO_HAVE_RECORD_PROFILE
+          if (!profile.empty())
+            recording = std::make_unique<torch::autograd::profiler::RecordProfile>(
+                profile + "." + arch + "." + dim + ".json");
+#endif
           t0 = std::chrono::steady_clock::now();
         }
-        if (it + 1 == warmup + steps)
+        if (it + 1 == warmup + steps) {
           wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#ifdef XDINO_HAVE_RECORD_PROFILE
+          recording.reset();
+#endif
+        }
       }});
       trainer.train();
       const StepTimes t = minus(trainer.times(), at_warmup);
