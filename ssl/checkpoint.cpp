@@ -2,7 +2,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "ssl/state_dict.h"
+#include "models/weights.h"
 
 namespace xdino::ssl {
 namespace {
@@ -46,6 +46,30 @@ c10::impl::GenericList double_list(const std::vector<double>& v) {
   return l;
 }
 
+// The module's state dict as {prefix + key: CPU tensor}, in PyTorch's order.
+IDict state_dict(const torch::nn::Module& m, const std::string& prefix = "") {
+  auto d = make_dict();
+  for (const auto& item : models::state_dict(m)) d.insert(prefix + item.key(), item.value().cpu());
+  return d;
+}
+
+// Non-strict load, as restart_from_checkpoint does; keys saved from a DDP-wrapped model carry
+// "module.", which goes when every key has it and the module's own keys do not.
+models::LoadReport load_module(torch::nn::Module& m, const c10::IValue& value,
+                               const std::string& what) {
+  models::StateDict state = models::from_ivalue(value, what);
+  const auto has_prefix = [](const std::string& k) { return k.rfind("module.", 0) == 0; };
+  bool strip = !state.is_empty();
+  for (const auto& item : state) strip = strip && has_prefix(item.key());
+  for (const auto& item : models::state_dict(m)) strip = strip && !has_prefix(item.key());
+  if (strip) {
+    models::StateDict bare;
+    for (const auto& item : state) bare.insert(item.key().substr(7), item.value());
+    state = std::move(bare);
+  }
+  return models::load_state_dict(m, state, /*strict=*/false, what);
+}
+
 void load_model(const IDict& ckpt, const char* key, torch::nn::Module& m,
                 const std::string& source) {
   const c10::IValue* v = find(ckpt, key);
@@ -53,8 +77,7 @@ void load_model(const IDict& ckpt, const char* key, torch::nn::Module& m,
     log::warn("=> key '", key, "' not found in checkpoint '", source, "'");
     return;
   }
-  const auto report = load_state_dict(m, as_dict(*v, key), /*strict=*/false,
-                                      std::string(key) + " in " + source);
+  const auto report = load_module(m, *v, std::string(key) + " in '" + source + "'");
   log::info("=> loaded '", key, "' from checkpoint '", source, "': ", report.summary());
 }
 
@@ -147,7 +170,7 @@ ResumePoint restore_checkpoint(const c10::IValue& value, const CheckpointParts& 
       log::warn("=> key 'fp16_scaler' not found in checkpoint '", source, "'");
   }
   if (const c10::IValue* l = find(ckpt, "dino_loss"))
-    load_state_dict(*p.loss, as_dict(*l, "dino_loss"), /*strict=*/false, "dino_loss in " + source);
+    load_module(*p.loss, *l, "dino_loss in '" + source + "'");
   else
     log::warn("=> key 'dino_loss' not found in checkpoint '", source, "'");
 

@@ -103,7 +103,7 @@ TEST(DinoTrain, ResumeAfterAnEpochEqualsAStraightRun) {
   const int64_t last_of_epoch0 = first->iterations_per_epoch() - 1;
   first->set_hooks({[&](int64_t it, torch::Tensor&, torch::Tensor&) {
     if (it == last_of_epoch0) std::raise(SIGTERM);
-  }});
+  }, nullptr});
   EXPECT_EQ(first->train(), TrainOutcome::kStopped);
   EXPECT_EQ(xdino::load_pth(split.path() / "checkpoint.pth").toGenericDict().at("epoch").toInt(), 1);
   first.reset();
@@ -124,7 +124,7 @@ TEST(DinoTrain, SigtermMidEpochSavesAndResumeContinuesExactly) {
   const int64_t stop_at = niter + 1;  // epoch 1, batch 1
   first->set_hooks({[&](int64_t it, torch::Tensor&, torch::Tensor&) {
     if (it == stop_at) std::raise(SIGTERM);
-  }});
+  }, nullptr});
   EXPECT_EQ(first->train(), TrainOutcome::kStopped);
   const auto ckpt = xdino::load_pth(split.path() / "checkpoint.pth").toGenericDict();
   EXPECT_EQ(ckpt.at("epoch").toInt(), 1);
@@ -154,7 +154,7 @@ TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
       if (it != niter + 1) return;
       torch::Tensor& target = which == "student output" ? s : t;
       target = target.new_full(target.sizes(), NAN);
-    }});
+    }, nullptr});
     try {
       trainer->train();
       FAIL() << "a NaN " << which << " must stop the run";
