@@ -144,13 +144,16 @@ void Trainer::finish_epoch(int64_t epoch) {
             avg[6], " (ln K = ", ln_k, ")");
   // Collapse heuristics (DINO paper section 5.3): one dimension dominating every teacher
   // output drives KL(mean p_t || uniform) to ln K; uniform outputs drive H(p_t) to ln K.
+  // High entropy is normal in the first epochs; it is a collapse when it stays.
   if (avg[6] > 0.8 * ln_k)
-    log::warn("epoch ", epoch, ": the teacher puts nearly all images on the same few output "
-              "dimensions (KL to uniform ", avg[6], " of at most ", ln_k,
-              "): the training may be collapsing");
+    log::warn("epoch ", epoch, ": the teacher maps nearly every image to the same few output ",
+              "dimensions (KL(mean teacher||uniform) ", avg[6], " of at most ln K = ", ln_k,
+              "); if this persists the training has collapsed (centering too weak: check "
+              "momentum_teacher and the batch size)");
   if (avg[5] > 0.9 * ln_k)
     log::warn("epoch ", epoch, ": the teacher outputs are nearly uniform (entropy ", avg[5],
-              " of at most ", ln_k, "): the training may be collapsing");
+              " of at most ln K = ", ln_k, "); if this persists the training has collapsed ",
+              "(sharpening too weak: lower teacher_temp)");
 }
 
 }  // namespace xdino::ssl

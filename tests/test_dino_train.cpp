@@ -3,6 +3,7 @@
 // layout, and log.txt.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -168,4 +169,60 @@ TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
     EXPECT_EQ(xdino::read_file(dir.path() / "checkpoint.pth"), saved) << which;
     EXPECT_FALSE(fs::exists(dir.path() / "checkpoint0001.pth"));
   }
+}
+
+TEST(DinoTrain, SchedulesDriveEveryIteration) {
+  // lr (every group) and wd (group 0 only) are set from the schedules before each step, and
+  // the teacher moves with momentum_schedule[it]; expected values from the closed forms of
+  // spec dino.md 6 with 2 epochs x 3 iterations, 1 warmup epoch, total batch 2.
+  TempDir dir;
+  auto opt = tiny_options(dir.path());
+  auto trainer = tiny_trainer(opt);
+  const double pi = std::acos(-1.0), base_lr = opt.lr * 2 / 256;
+  const auto cosine = [&](double base, double final, int i, int len) {
+    return final + 0.5 * (base - final) * (1 + std::cos(pi * i / len));
+  };
+  torch::Tensor teacher_before;
+  const auto probe = [&](MultiCropWrapper& m) {
+    return m->named_parameters()["head.mlp.0.weight"].detach().clone().to(torch::kDouble);
+  };
+  int checked = 0;
+  trainer->set_hooks(
+      {[&](int64_t it, torch::Tensor&, torch::Tensor&) {
+         const auto& g = trainer->optimizer().param_groups();
+         const int i = static_cast<int>(it);
+         const double lr = i < 3 ? base_lr * i / 2 : cosine(base_lr, opt.min_lr, i - 3, 3);
+         EXPECT_NEAR(g[0].lr, lr, 1e-15) << it;
+         EXPECT_NEAR(g[1].lr, lr, 1e-15) << it;
+         EXPECT_NEAR(g[0].weight_decay, cosine(0.04, 0.4, i, 6), 1e-15) << it;
+         EXPECT_EQ(g[1].weight_decay, 0.0) << it;
+         teacher_before = probe(trainer->teacher());
+       },
+       [&](int64_t it) {
+         const double m = cosine(0.996, 1.0, static_cast<int>(it), 6);
+         const auto expect = m * teacher_before + (1 - m) * probe(trainer->student());
+         EXPECT_TRUE(torch::allclose(probe(trainer->teacher()), expect, 1e-6, 1e-7)) << it;
+         ++checked;
+       }});
+  ASSERT_EQ(trainer->train(), TrainOutcome::kCompleted);
+  EXPECT_EQ(checked, 6);
+}
+
+TEST(DinoTrain, Bf16AutocastTrainsOnCpu) {
+  TempDir dir;
+  auto opt = tiny_options(dir.path());
+  opt.epochs = 1;
+  opt.precision = "bf16";
+  auto trainer = tiny_trainer(opt);
+  EXPECT_TRUE(trainer->precision().autocast);
+  EXPECT_EQ(trainer->scaler(), nullptr);
+  torch::ScalarType seen = torch::kFloat;
+  trainer->set_hooks({[&](int64_t, torch::Tensor& s, torch::Tensor&) { seen = s.scalar_type(); },
+                      nullptr});
+  ASSERT_EQ(trainer->train(), TrainOutcome::kCompleted);
+  EXPECT_EQ(seen, torch::kBFloat16);  // the head's matmuls ran under autocast
+  EXPECT_EQ(trainer->loss()->center.scalar_type(), torch::kFloat);
+  for (const auto& p : trainer->student()->parameters())
+    EXPECT_EQ(p.scalar_type(), torch::kFloat);  // master weights stay fp32
+  EXPECT_NE(xdino::read_file(dir.path() / "log.txt").find("\"train_loss\": "), std::string::npos);
 }

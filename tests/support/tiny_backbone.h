@@ -43,7 +43,9 @@ class TinyBackbone : public models::Backbone {
 
   torch::Tensor forward(torch::Tensor images) override {
     auto x = conv_->forward(images).flatten(2).transpose(1, 2);  // (B, N, C)
-    auto y = gamma1 * proj_->forward(torch::gelu(fc1_->forward(norm1_->forward(x)))) *
+    // LayerNorm in fp32, as CUDA autocast runs it (1.13's CPU layer_norm rejects bf16 input
+    // with fp32 weights).
+    auto y = gamma1 * proj_->forward(torch::gelu(fc1_->forward(norm1_->forward(x.to(torch::kFloat))))) *
              temperature.mean();
     if (is_training() && drop_path_ > 0) {
       const double keep = 1.0 - drop_path_;
@@ -52,7 +54,7 @@ class TinyBackbone : public models::Backbone {
     }
     x = x + y;
     const auto cls = cls_token.squeeze(0) + x.mean(1);
-    return norm_->forward(cls);
+    return norm_->forward(cls.to(torch::kFloat));
   }
 
   const std::string& arch() const override { return arch_; }
