@@ -15,14 +15,18 @@ const std::vector<CommandInfo>& commands() {
       {"linear", "linear probe on a frozen backbone (eval_linear.py flags)", nullptr, "#7"},
       {"features", "extract L2-normalised features of one split to HDF5", nullptr, "#7"},
       {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
-       nullptr, "#8"},
+       make_visualize_command, ""},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders", nullptr,
        "#7"},
-      {"info", "parameter count and FLOPs of an architecture at a resolution", nullptr, "#3"},
+      {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,
+       ""},
       {"launch", "start N local processes of a multi-process run (like torchrun)",
        make_launch_command, ""},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
+      {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
+      {"preview", "PNG of the augmented views of a few images, one row per image",
+       make_preview_command, ""},
   };
   return list;
 }
