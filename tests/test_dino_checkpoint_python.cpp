@@ -8,6 +8,7 @@
 
 #include "core/pth.h"
 #include "ssl/trainer.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/train_fixture.h"
 
@@ -25,14 +26,10 @@ std::string script() {
       .string();
 }
 
-bool python_has_torch() {
-  return run_process({kPython, "-c", "import torch"}, {}, 120).exit_code == 0;
-}
-
 }  // namespace
 
 TEST(DinoCheckpointPython, TorchLoadsOursWithOfficialKeys) {
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch")) GTEST_SKIP() << kPython << " cannot import torch";
   TempDir dir;
   auto opt = xdino::testing::tiny_options(dir.path());
   opt.epochs = 1;
@@ -43,7 +40,7 @@ TEST(DinoCheckpointPython, TorchLoadsOursWithOfficialKeys) {
 }
 
 TEST(DinoCheckpointPython, ResumesFromTheOfficialLayout) {
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch")) GTEST_SKIP() << kPython << " cannot import torch";
   TempDir ours, official;
   auto opt = xdino::testing::tiny_options(ours.path());
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), TrainOutcome::kCompleted);

@@ -16,13 +16,7 @@ using namespace xdino::ssl;
 namespace {
 
 MultiCropWrapper tiny_student(bool norm_last_layer) {
-  DINOHeadOptions o;
-  o.in_dim = 8;
-  o.out_dim = 10;
-  o.hidden_dim = 12;
-  o.bottleneck_dim = 4;
-  o.norm_last_layer = norm_last_layer;
-  return MultiCropWrapper(std::make_shared<xdino::testing::TinyBackbone>(), DINOHead(o));
+  return xdino::testing::tiny_wrapper(norm_last_layer);
 }
 
 std::set<std::string> names(const ParamGroup& g) { return {g.names.begin(), g.names.end()}; }

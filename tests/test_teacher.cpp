@@ -9,26 +9,13 @@
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;
-using xdino::testing::TinyBackbone;
 
-namespace {
-
-MultiCropWrapper make(bool norm_last_layer) {
-  DINOHeadOptions o;
-  o.in_dim = 8;
-  o.out_dim = 10;
-  o.hidden_dim = 12;
-  o.bottleneck_dim = 4;
-  o.norm_last_layer = norm_last_layer;
-  return MultiCropWrapper(std::make_shared<TinyBackbone>(), DINOHead(o));
-}
-
-}  // namespace
+using xdino::testing::tiny_wrapper;
 
 TEST(Teacher, InitCopiesParametersAndBuffersAndFreezes) {
   torch::manual_seed(0);
-  auto student = make(false);
-  auto teacher = make(true);
+  auto student = tiny_wrapper(false);
+  auto teacher = tiny_wrapper(true);
   student->train();
   student->forward({torch::randn({4, 3, 8, 8})});  // moves the BN running stats off 0/1
   init_teacher(*student, *teacher);
@@ -48,8 +35,8 @@ TEST(Teacher, InitCopiesParametersAndBuffersAndFreezes) {
 
 TEST(Teacher, EmaUpdatesParametersOnlyWithTheGivenMomentum) {
   torch::manual_seed(1);
-  auto student = make(true);
-  auto teacher = make(true);
+  auto student = tiny_wrapper(true);
+  auto teacher = tiny_wrapper(true);
   init_teacher(*student, *teacher);
   {
     torch::NoGradGuard no_grad;
@@ -80,12 +67,7 @@ TEST(Teacher, EmaUpdatesParametersOnlyWithTheGivenMomentum) {
 }
 
 TEST(Teacher, MismatchedModelsAreErrors) {
-  auto student = make(true);
-  DINOHeadOptions o;
-  o.in_dim = 8;
-  o.out_dim = 9;  // different out_dim
-  o.hidden_dim = 12;
-  o.bottleneck_dim = 4;
-  MultiCropWrapper other(std::make_shared<TinyBackbone>(), DINOHead(o));
+  auto student = tiny_wrapper(true);
+  auto other = tiny_wrapper(true, /*out_dim=*/9);
   EXPECT_THROW(init_teacher(*student, *other), xdino::Error);
 }

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "models/backbone.h"
+#include "ssl/head.h"
 
 namespace xdino::testing {
 
@@ -41,7 +42,13 @@ class TinyBackbone : public models::Backbone {
     norm_ = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
   }
 
-  torch::Tensor forward(torch::Tensor images) override {
+  models::Probe probe(torch::Tensor images, const models::ProbeRequest&) override {
+    models::Probe p;
+    p.feature = features(std::move(images));
+    return p;
+  }
+
+  torch::Tensor features(torch::Tensor images) {
     auto x = conv_->forward(images).flatten(2).transpose(1, 2);  // (B, N, C)
     // LayerNorm in fp32, as CUDA autocast runs it (1.13's CPU layer_norm rejects bf16 input
     // with fp32 weights).
@@ -61,6 +68,7 @@ class TinyBackbone : public models::Backbone {
   int64_t embed_dim() const override { return dim_; }
   int64_t patch_size() const override { return patch_; }
   int64_t num_heads() const override { return 2; }
+  int64_t num_blocks() const override { return 1; }
   std::pair<int64_t, int64_t> token_grid(int64_t h, int64_t w) const override {
     return {h / patch_, w / patch_};
   }
@@ -76,5 +84,16 @@ class TinyBackbone : public models::Backbone {
   torch::nn::LayerNorm norm1_{nullptr}, norm_{nullptr};
   torch::nn::Linear proj_{nullptr}, fc1_{nullptr};
 };
+
+// TinyBackbone + a narrow DINO head (in 8, hidden 12, bottleneck 4, out_dim outputs).
+inline ssl::MultiCropWrapper tiny_wrapper(bool norm_last_layer, int64_t out_dim = 10) {
+  ssl::DINOHeadOptions o;
+  o.in_dim = 8;
+  o.out_dim = out_dim;
+  o.hidden_dim = 12;
+  o.bottleneck_dim = 4;
+  o.norm_last_layer = norm_last_layer;
+  return ssl::MultiCropWrapper(std::make_shared<TinyBackbone>(), ssl::DINOHead(o));
+}
 
 }  // namespace xdino::testing

@@ -2,23 +2,24 @@
 // for a CPU run of a few seconds, and a Trainer on TinyBackbone + SyntheticCrops.
 #pragma once
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "models/registry.h"
 #include "ssl/trainer.h"
+#include "tests/support/files.h"
 #include "tests/support/synthetic_crops.h"
 #include "tests/support/tiny_backbone.h"
 
 namespace xdino::testing {
 
+// A fresh scratch folder (tests/support/files.h), removed when the object goes.
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "xdino_test_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
+    static int count = 0;
+    path_ = fresh_dir("train_" + std::to_string(count++));
   }
   ~TempDir() {
     std::error_code ec;
@@ -54,8 +55,11 @@ inline std::unique_ptr<ssl::Trainer> tiny_trainer(
   if (!data)
     data = std::make_shared<SyntheticCrops>(3, o.batch_size_per_gpu, o.local_crops_number,
                                             o.global_crops_size, o.local_crops_size);
-  auto factory = [](const models::BackboneOptions& bo) {
-    return std::make_shared<TinyBackbone>(8, 4, bo.drop_path_rate);
+  // arch "tiny_test": TinyBackbone; anything else from the registry.
+  ssl::BackboneFactory factory = [arch = o.arch](const models::BackboneOptions& bo)
+      -> std::shared_ptr<models::Backbone> {
+    if (arch == "tiny_test") return std::make_shared<TinyBackbone>(8, 4, bo.drop_path_rate);
+    return models::create_backbone(arch, bo);
   };
   return std::make_unique<ssl::Trainer>(o, factory, data);
 }
