@@ -1,12 +1,62 @@
 // `dino train`: DINO pretraining. Flags keep main_dino.py's names, meanings and defaults.
-#include <iostream>
+#include <ATen/Parallel.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "augment/dataset.h"
+#include "augment/loader.h"
+#include "augment/multicrop.h"
+#include "core/atomic_file.h"
+#include "core/blas.h"
 #include "core/check.h"
+#include "core/log.h"
 #include "launch/command.h"
-#include "ssl/train_options.h"
+#include "launch/rendezvous.h"
+#include "models/registry.h"
+#include "ssl/distributed.h"
+#include "ssl/trainer.h"
 
 namespace xdino::launch {
 namespace {
+
+// The multi-crop loader seen through the trainer's DataSource interface.
+class LoaderSource : public ssl::DataSource {
+ public:
+  LoaderSource(augment::DatasetPtr dataset, augment::SampleTransform transform,
+               augment::LoaderOptions options, int rank, int world)
+      : loader_(std::move(dataset), std::move(transform), options, rank, world) {}
+  int64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  void start_epoch(int64_t epoch, int64_t first_batch) override {
+    loader_.start_epoch(epoch, first_batch);
+  }
+  std::vector<torch::Tensor> next_batch() override {
+    auto batch = loader_.next();
+    XDINO_CHECK(batch.has_value(), "the data loader ended the epoch before batch ",
+                loader_.batches_per_epoch());
+    return std::move(batch->views);
+  }
+
+ private:
+  augment::DataLoader loader_;
+};
+
+augment::SampleTransform multicrop_transform(const ssl::TrainOptions& o) {
+  augment::MultiCropOptions mo;
+  mo.global_crops_scale = o.global_crops_scale;
+  mo.local_crops_scale = o.local_crops_scale;
+  mo.local_crops_number = o.local_crops_number;
+  mo.global_crops_size = o.global_crops_size;
+  mo.local_crops_size = o.local_crops_size;
+  auto aug = std::make_shared<const augment::MultiCropAugmentation>(mo);
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t c = 0; c < aug->num_crops(); ++c)
+    shapes.push_back({3, aug->crop_size(c), aug->crop_size(c)});
+  return augment::SampleTransform(
+      std::move(shapes), [aug](const augment::Image& image, augment::Rng& rng,
+                               const std::vector<torch::Tensor>& out) { (*aug)(image, rng, out); });
+}
 
 class TrainCommand : public Command {
  public:
@@ -25,7 +75,12 @@ class TrainCommand : public Command {
         .add("teacher_temp", &o.teacher_temp, "teacher temperature after the warmup")
         .add("warmup_teacher_temp_epochs", &o.warmup_teacher_temp_epochs,
              "epochs of linear teacher-temperature warmup")
-        .add("use_fp16", &o.use_fp16, "mixed precision (fp16 + loss scaling) on CUDA")
+        .add("use_fp16", &o.use_fp16,
+             "mixed precision on CUDA: fp16 autocast + dynamic loss scaling (ignored on CPU)")
+        .add("precision", &o.precision,
+             "auto (use_fp16 decides on CUDA, fp32 on CPU), fp32, bf16 (autocast, no loss "
+             "scaling; CPU or CUDA) or fp16 (CUDA); overrides use_fp16 unless auto")
+        .add("device", &o.device, "auto (this process's GPU if any, else the CPU), cpu, cuda:N")
         .add("weight_decay", &o.weight_decay, "initial weight decay")
         .add("weight_decay_end", &o.weight_decay_end, "final weight decay (cosine schedule)")
         .add("clip_grad", &o.clip_grad, "per-parameter gradient norm clip (0 disables)")
@@ -45,7 +100,10 @@ class TrainCommand : public Command {
         .add("global_crops_size", &o.global_crops_size, "side of the global crops in pixels")
         .add("local_crops_size", &o.local_crops_size, "side of the local crops in pixels")
         .add("data_path", &o.data_path, "training data (ImageFolder, IDX, HDF5 or flat folder)")
-        .add("output_dir", &o.output_dir, "where logs and checkpoints go")
+        .add("max_samples", &o.max_samples,
+             "train on a class-balanced subset of this many images (0: all)")
+        .add("output_dir", &o.output_dir,
+             "where logs and checkpoints go; rerunning with a checkpoint.pth there resumes")
         .add("saveckp_freq", &o.saveckp_freq, "keep checkpointNNNN.pth every this many epochs")
         .add("seed", &o.seed, "random seed")
         .add("num_workers", &o.num_workers, "data loading threads per process")
@@ -53,8 +111,45 @@ class TrainCommand : public Command {
         .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment");
   }
 
-  int run(const Flags&) override {
-    XDINO_FAIL("training is not implemented in this build yet (tracked in issue #5)");
+  int run(const Flags& flags) override {
+    ssl::TrainOptions o = opt_;
+    // main_dino.py: "we changed the name DeiT-S for ViT-S to avoid confusions".
+    if (o.arch.rfind("deit", 0) == 0) o.arch = "vit" + o.arch.substr(4);
+    XDINO_CHECK_ARG(o.dist_url == "env://", "--dist_url ", o.dist_url,
+                    " is not supported: only env:// (torchrun, SLURM or MPI variables)");
+
+    const ssl::DistConfig dist = dist_config_from_env();
+    if (o.device == "auto") o.device = dist.device.str();
+    if (dist.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
+      at::set_num_threads(std::max<int>(
+          1, static_cast<int>(std::thread::hardware_concurrency()) / dist.local_world_size));
+    log::set_rank(dist.rank, dist.world_size);
+    const auto comm = ssl::connect(dist);
+
+    const std::filesystem::path out(o.output_dir);
+    if (comm->is_main()) {
+      std::filesystem::create_directories(out);
+      write_file_atomically(out / "config.ini", flags.to_ini());
+    }
+    log::info(blas_summary(), "; ", at::get_num_threads(), " intra-op threads");
+
+    augment::DatasetOptions dataset_options;
+    dataset_options.max_samples = o.max_samples;
+    const auto dataset = augment::open_dataset(o.data_path, "train", dataset_options);
+    log::info("Data loaded: ", dataset->describe());
+    augment::LoaderOptions lo;
+    lo.batch_size = o.batch_size_per_gpu;
+    lo.num_workers = o.num_workers;
+    lo.seed = o.seed;
+    auto data = std::make_shared<LoaderSource>(dataset, multicrop_transform(o), lo, comm->rank(),
+                                               comm->world_size());
+
+    ssl::Trainer trainer(
+        o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
+        data, comm);
+    trainer.train();
+    comm->finalize();
+    return 0;
   }
 
  private:

@@ -26,7 +26,9 @@ struct TrainOptions {
   int64_t warmup_teacher_temp_epochs = 0;
 
   // Optimisation.
-  bool use_fp16 = true;
+  bool use_fp16 = true;             // official: fp16 autocast + loss scaling (CUDA only here)
+  std::string precision = "auto";   // ours: auto|fp32|bf16|fp16, see ssl/precision.h
+  std::string device = "auto";      // ours: auto|cpu|cuda|cuda:N
   double weight_decay = 0.04;
   double weight_decay_end = 0.4;
   double clip_grad = 3.0;
@@ -48,6 +50,7 @@ struct TrainOptions {
 
   // Run.
   std::string data_path = "/path/to/imagenet/train/";
+  int64_t max_samples = 0;  // ours: train on a class-balanced subset of this many images (0: all)
   std::string output_dir = ".";
   int64_t saveckp_freq = 20;
   int64_t seed = 0;

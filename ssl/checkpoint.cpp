@@ -1,0 +1,194 @@
+#include "ssl/checkpoint.h"
+
+#include "core/check.h"
+#include "core/log.h"
+#include "models/weights.h"
+
+namespace xdino::ssl {
+namespace {
+
+c10::impl::GenericList tensor_list(const std::vector<torch::Tensor>& ts) {
+  auto l = make_list();
+  for (const auto& t : ts) l.push_back(t.cpu());
+  return l;
+}
+
+std::vector<torch::Tensor> tensors_of(const c10::IValue& v, const std::string& what) {
+  XDINO_CHECK(v.isList(), what, " should be a list, found ", v.tagKind());
+  std::vector<torch::Tensor> out;
+  for (const auto& e : v.toListRef()) {
+    XDINO_CHECK(e.isTensor(), what, " should hold tensors, found ", e.tagKind());
+    out.push_back(e.toTensor());
+  }
+  return out;
+}
+
+// A copy of the tree with every tensor on the CPU (containers rebuilt, CPU tensors shared).
+c10::IValue to_cpu(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().cpu();
+  if (v.isGenericDict()) {
+    const auto d = v.toGenericDict();
+    IDict out(d.keyType(), d.valueType());
+    for (const auto& e : d) out.insert(e.key(), to_cpu(e.value()));
+    return out;
+  }
+  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+    auto out = make_list();
+    for (const auto& e : v.toListRef()) out.push_back(to_cpu(e));
+    return out;
+  }
+  return v;
+}
+
+c10::impl::GenericList double_list(const std::vector<double>& v) {
+  auto l = make_list();
+  for (double x : v) l.push_back(x);
+  return l;
+}
+
+// The module's state dict as {prefix + key: CPU tensor}, in PyTorch's order.
+IDict state_dict(const torch::nn::Module& m, const std::string& prefix = "") {
+  auto d = make_dict();
+  for (const auto& item : models::state_dict(m)) d.insert(prefix + item.key(), item.value().cpu());
+  return d;
+}
+
+// Non-strict load, as restart_from_checkpoint does; keys saved from a DDP-wrapped model carry
+// "module.", which goes when every key has it and the module's own keys do not.
+models::LoadReport load_module(torch::nn::Module& m, const c10::IValue& value,
+                               const std::string& what) {
+  models::StateDict state = models::from_ivalue(value, what);
+  const auto has_prefix = [](const std::string& k) { return k.rfind("module.", 0) == 0; };
+  bool strip = !state.is_empty();
+  for (const auto& item : state) strip = strip && has_prefix(item.key());
+  for (const auto& item : models::state_dict(m)) strip = strip && !has_prefix(item.key());
+  if (strip) {
+    models::StateDict bare;
+    for (const auto& item : state) bare.insert(item.key().substr(7), item.value());
+    state = std::move(bare);
+  }
+  return models::load_state_dict(m, state, /*strict=*/false, what);
+}
+
+void load_model(const IDict& ckpt, const char* key, torch::nn::Module& m,
+                const std::string& source) {
+  const c10::IValue* v = find(ckpt, key);
+  if (v == nullptr) {
+    log::warn("=> key '", key, "' not found in checkpoint '", source, "'");
+    return;
+  }
+  const auto report = load_module(m, *v, std::string(key) + " in '" + source + "'");
+  log::info("=> loaded '", key, "' from checkpoint '", source, "': ", report.summary());
+}
+
+}  // namespace
+
+IDict options_dict(const TrainOptions& o) {
+  auto d = make_dict();
+  d.insert("arch", o.arch);
+  d.insert("patch_size", o.patch_size);
+  d.insert("out_dim", o.out_dim);
+  d.insert("norm_last_layer", o.norm_last_layer);
+  d.insert("momentum_teacher", o.momentum_teacher);
+  d.insert("use_bn_in_head", o.use_bn_in_head);
+  d.insert("warmup_teacher_temp", o.warmup_teacher_temp);
+  d.insert("teacher_temp", o.teacher_temp);
+  d.insert("warmup_teacher_temp_epochs", o.warmup_teacher_temp_epochs);
+  d.insert("use_fp16", o.use_fp16);
+  d.insert("precision", o.precision);
+  d.insert("device", o.device);
+  d.insert("weight_decay", o.weight_decay);
+  d.insert("weight_decay_end", o.weight_decay_end);
+  d.insert("clip_grad", o.clip_grad);
+  d.insert("batch_size_per_gpu", o.batch_size_per_gpu);
+  d.insert("epochs", o.epochs);
+  d.insert("freeze_last_layer", o.freeze_last_layer);
+  d.insert("lr", o.lr);
+  d.insert("warmup_epochs", o.warmup_epochs);
+  d.insert("min_lr", o.min_lr);
+  d.insert("optimizer", o.optimizer);
+  d.insert("drop_path_rate", o.drop_path_rate);
+  d.insert("global_crops_scale", double_list(o.global_crops_scale));
+  d.insert("local_crops_number", o.local_crops_number);
+  d.insert("local_crops_scale", double_list(o.local_crops_scale));
+  d.insert("global_crops_size", o.global_crops_size);
+  d.insert("local_crops_size", o.local_crops_size);
+  d.insert("data_path", o.data_path);
+  d.insert("max_samples", o.max_samples);
+  d.insert("output_dir", o.output_dir);
+  d.insert("saveckp_freq", o.saveckp_freq);
+  d.insert("seed", o.seed);
+  d.insert("num_workers", o.num_workers);
+  d.insert("dist_url", o.dist_url);
+  d.insert("local_rank", o.local_rank);
+  return d;
+}
+
+c10::IValue make_checkpoint(const CheckpointParts& p, const TrainOptions& options,
+                            const ResumePoint& where) {
+  auto ckpt = make_dict();
+  ckpt.insert("student", state_dict(*p.student, "module."));
+  ckpt.insert("teacher", state_dict(*p.teacher, p.teacher_ddp_prefix ? "module." : ""));
+  ckpt.insert("optimizer", to_cpu(p.optimizer->state_dict()));
+  ckpt.insert("epoch", where.epoch);
+  ckpt.insert("args", options_dict(options));
+  ckpt.insert("dino_loss", state_dict(*p.loss));
+  if (p.scaler != nullptr) ckpt.insert("fp16_scaler", p.scaler->state_dict());
+
+  auto resume = make_dict();
+  resume.insert("iteration", where.iteration);
+  resume.insert("iterations_per_epoch", where.iterations_per_epoch);
+  resume.insert("world_size", where.world_size);
+  resume.insert("rng_cpu", tensor_list(where.rng_cpu));
+  if (!where.rng_cuda.empty()) resume.insert("rng_cuda", tensor_list(where.rng_cuda));
+  resume.insert("epoch_stats", where.epoch_stats.to_ivalue());
+  ckpt.insert("xdino_resume", resume);
+  return ckpt;
+}
+
+ResumePoint restore_checkpoint(const c10::IValue& value, const CheckpointParts& p,
+                               const std::string& source) {
+  const auto ckpt = as_dict(value, "checkpoint '" + source + "'");
+  load_model(ckpt, "student", *p.student, source);
+  load_model(ckpt, "teacher", *p.teacher, source);
+  if (const c10::IValue* opt = find(ckpt, "optimizer")) {
+    try {
+      p.optimizer->load_state_dict(*opt);
+      log::info("=> loaded 'optimizer' from checkpoint '", source, "'");
+    } catch (const Error& e) {
+      // main_dino.py also goes on with a fresh optimiser when its state does not fit.
+      log::warn("=> failed to load 'optimizer' from checkpoint '", source, "' (", e.what(),
+                "); continuing with a fresh optimizer state");
+    }
+  } else {
+    log::warn("=> key 'optimizer' not found in checkpoint '", source, "'");
+  }
+  if (p.scaler != nullptr) {
+    if (const c10::IValue* s = find(ckpt, "fp16_scaler"))
+      p.scaler->load_state_dict(*s);
+    else
+      log::warn("=> key 'fp16_scaler' not found in checkpoint '", source, "'");
+  }
+  if (const c10::IValue* l = find(ckpt, "dino_loss"))
+    load_module(*p.loss, *l, "dino_loss in '" + source + "'");
+  else
+    log::warn("=> key 'dino_loss' not found in checkpoint '", source, "'");
+
+  ResumePoint where;
+  if (const c10::IValue* e = find(ckpt, "epoch")) where.epoch = as_int(*e, "epoch");
+  const c10::IValue* r = find(ckpt, "xdino_resume");
+  if (r == nullptr) return where;
+  const auto resume = as_dict(*r, "xdino_resume");
+  const std::string what = "xdino_resume in " + source;
+  where.iteration = as_int(get(resume, "iteration", what), "iteration");
+  where.iterations_per_epoch =
+      as_int(get(resume, "iterations_per_epoch", what), "iterations_per_epoch");
+  where.world_size = as_int(get(resume, "world_size", what), "world_size");
+  where.rng_cpu = tensors_of(get(resume, "rng_cpu", what), "rng_cpu");
+  if (const c10::IValue* c = find(resume, "rng_cuda")) where.rng_cuda = tensors_of(*c, "rng_cuda");
+  where.epoch_stats.from_ivalue(get(resume, "epoch_stats", what));
+  where.exact = true;
+  return where;
+}
+
+}  // namespace xdino::ssl

@@ -1,0 +1,73 @@
+// DINO training checkpoints: the official main_dino.py layout plus what an exact resume needs.
+//
+// Layout of the dict (keys in this order; the first seven are main_dino.py's):
+//   student       {"module.backbone.*", "module.head.*"} tensors (DDP state_dict)
+//   teacher       same keys; "module." only when the model has BatchNorm (XCiT always does),
+//                 because only then is the official teacher DDP-wrapped
+//   optimizer     torch.optim state_dict: {"state": {i: {step, exp_avg, exp_avg_sq}},
+//                 "param_groups": [{lr, betas, eps, weight_decay, amsgrad, params}, ...]}
+//   epoch         the epoch to run next (epoch + 1 after a finished epoch; the current epoch
+//                 when saved mid-epoch on a stop signal)
+//   args          the run's options as a plain dict {name: value} (the official file holds a
+//                 pickled argparse.Namespace; a dict loads anywhere without it)
+//   dino_loss     {"center": [1, out_dim]}
+//   fp16_scaler   {scale, growth_factor, backoff_factor, growth_interval, _growth_tracker},
+//                 only when loss scaling is on
+//   xdino_resume  ours: {iteration (global index of the next step), iterations_per_epoch,
+//                 world_size, rng_cpu: [uint8 state per rank], rng_cuda: [...] (CUDA runs),
+//                 epoch_stats: partial sums of the interrupted epoch}
+// All tensors are on the CPU.
+//
+// Contract:
+//  - make_checkpoint(...) builds that dict from live objects (tensors are not copied when
+//    already on the CPU: save it before the next step).
+//  - restore_checkpoint(...) loads student and teacher non-strictly (missing/unexpected keys
+//    are reported on the log, shape mismatches throw xdino::Error naming the key), the
+//    optimiser (a mismatch is reported and leaves a fresh optimiser, as main_dino.py does),
+//    the scaler and center when present, and returns where to continue. Official checkpoints
+//    (no xdino_resume) resume at the start of `epoch` with exact = false.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "ssl/grad_scaler.h"
+#include "ssl/ivalue_util.h"
+#include "ssl/loss.h"
+#include "ssl/metrics.h"
+#include "ssl/optim.h"
+#include "ssl/train_options.h"
+
+namespace xdino::ssl {
+
+struct CheckpointParts {
+  torch::nn::Module* student = nullptr;
+  torch::nn::Module* teacher = nullptr;
+  bool teacher_ddp_prefix = true;
+  Optimizer* optimizer = nullptr;
+  DINOLossImpl* loss = nullptr;
+  GradScaler* scaler = nullptr;  // null when loss scaling is off
+};
+
+struct ResumePoint {
+  int64_t epoch = 0;
+  int64_t iteration = 0;             // global index of the next iteration
+  int64_t iterations_per_epoch = 0;  // 0 when unknown (official checkpoints)
+  int64_t world_size = 1;
+  EpochMeters epoch_stats;           // sums over all processes of the epoch so far
+  std::vector<torch::Tensor> rng_cpu, rng_cuda;  // per rank; empty when unknown
+  bool exact = false;
+};
+
+c10::IValue make_checkpoint(const CheckpointParts& parts, const TrainOptions& options,
+                            const ResumePoint& where);
+
+ResumePoint restore_checkpoint(const c10::IValue& checkpoint, const CheckpointParts& parts,
+                               const std::string& source);
+
+// TrainOptions as {flag name: value} (the checkpoint's `args`).
+IDict options_dict(const TrainOptions& o);
+
+}  // namespace xdino::ssl

@@ -1,0 +1,76 @@
+#include "ssl/loss.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "ssl/schedules.h"
+
+namespace xdino::ssl {
+
+DINOLossImpl::DINOLossImpl(const DINOLossOptions& o, std::shared_ptr<Communicator> comm)
+    : options_(o),
+      comm_(comm ? std::move(comm) : local_communicator()),
+      teacher_temps_(teacher_temp_schedule(o.warmup_teacher_temp, o.teacher_temp,
+                                           o.warmup_teacher_temp_epochs, o.epochs)) {
+  XDINO_CHECK_ARG(o.ncrops >= 2, "DINO needs at least the 2 global crops, got ncrops=", o.ncrops);
+  XDINO_CHECK_ARG(o.out_dim > 0, "out_dim must be positive, got ", o.out_dim);
+  center = register_buffer("center", torch::zeros({1, o.out_dim}));
+}
+
+double DINOLossImpl::teacher_temp(int64_t epoch) const {
+  XDINO_CHECK(epoch >= 0 && epoch < static_cast<int64_t>(teacher_temps_.size()), "epoch ", epoch,
+              " is outside the teacher-temperature schedule of ", teacher_temps_.size(),
+              " epochs");
+  return teacher_temps_[static_cast<size_t>(epoch)];
+}
+
+torch::Tensor DINOLossImpl::forward(const torch::Tensor& student, const torch::Tensor& teacher,
+                                    int64_t epoch) {
+  const int64_t K = options_.out_dim, ncrops = options_.ncrops;
+  XDINO_CHECK(teacher.dim() == 2 && teacher.size(1) == K && teacher.size(0) % 2 == 0,
+              "teacher output must be (2B, ", K, "), got ", teacher.sizes());
+  const int64_t B = teacher.size(0) / 2;
+  XDINO_CHECK(student.dim() == 2 && student.size(0) == ncrops * B && student.size(1) == K,
+              "student output must be (", ncrops, "*", B, ", ", K, ") for teacher output ",
+              teacher.sizes(), ", got ", student.sizes());
+  const double temp = teacher_temp(epoch);
+
+  // As under autocast: the division happens in the input dtype, log_softmax in fp32.
+  const auto log_s = torch::log_softmax((student / options_.student_temp).to(torch::kFloat), -1)
+                         .view({ncrops, B, K});
+  torch::Tensor p, log_p;
+  {
+    torch::NoGradGuard no_grad;
+    const auto logits = (teacher.to(torch::kFloat) - center) / temp;
+    log_p = torch::log_softmax(logits, -1);
+    p = log_p.exp().view({2, B, K});
+  }
+
+  // sum_q sum_{v != q} <p_q, log_s_v>: crop 0 meets p_1, crop 1 meets p_0, every local crop
+  // meets p_0 + p_1. Equal to the official 18 separate pair means, with fewer passes over K.
+  auto cross = (p[1] * log_s[0]).sum() + (p[0] * log_s[1]).sum();
+  if (ncrops > 2) cross = cross + ((p[0] + p[1]) * log_s.slice(0, 2).sum(0)).sum();
+  const int64_t n_terms = 2 * (ncrops - 1);
+  auto loss = -cross / static_cast<double>(n_terms * B);
+
+  {
+    torch::NoGradGuard no_grad;
+    const auto flat_p = p.view({2 * B, K});
+    stats_.teacher_entropy = -(flat_p * log_p).sum(-1).mean();
+    const auto mean_p = flat_p.mean(0);
+    stats_.kl_uniform = std::log(static_cast<double>(K)) + torch::xlogy(mean_p, mean_p).sum();
+  }
+  update_center(teacher);
+  return loss;
+}
+
+void DINOLossImpl::update_center(const torch::Tensor& teacher) {
+  torch::NoGradGuard no_grad;
+  auto batch_center = teacher.to(torch::kFloat).sum(0, /*keepdim=*/true);
+  comm_->all_reduce_sum(batch_center);
+  batch_center = batch_center / static_cast<double>(teacher.size(0) * comm_->world_size());
+  const double m = options_.center_momentum;
+  center.copy_(center * m + batch_center * (1.0 - m));
+}
+
+}  // namespace xdino::ssl

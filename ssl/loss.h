@@ -1,0 +1,69 @@
+// DINOLoss: cross-entropy between the centred, sharpened teacher distribution of the two
+// global crops and the student distribution of every other crop (spec dino.md section 5).
+//
+// Contract:
+//  - forward(student, teacher, epoch): student (ncrops * B, K), teacher (2 * B, K), any float
+//    dtype (fp16/bf16 under autocast); rows crop-major as MultiCropWrapper returns them.
+//    Returns the fp32 scalar loss averaged over the 2 * (ncrops - 1) pairs (q, v != q), with
+//    teacher softmax((T - center) / teacher_temp[epoch]) using the center from BEFORE this
+//    call, then updates the center (no grad) from the all-reduced sum of the raw teacher rows
+//    over 2B * world rows: center <- m * center + (1 - m) * batch_center.
+//  - Softmax/log-softmax and sums run in fp32 whatever the input dtype, as under autocast.
+//  - `center` is a registered fp32 buffer of shape (1, K) (checkpoint key dino_loss.center).
+//  - last_stats() holds detached fp32 scalars of the last forward, for collapse monitoring:
+//      teacher_entropy  mean over the 2B teacher rows of H(p_t) = -sum_k p log p (nats);
+//      kl_uniform       KL(mean_rows p_t || uniform) = ln K - H(mean_rows p_t): 0 when the
+//                       batch spreads over all K dims, ln K when every row picks the same one.
+//    The mean KL(teacher || student) over the pairs equals loss - teacher_entropy.
+//  - Shape mismatches throw xdino::Error naming both shapes; an epoch beyond the schedule
+//    throws xdino::Error.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/dist.h"
+
+namespace xdino::ssl {
+
+struct DINOLossOptions {
+  int64_t out_dim = 65536;
+  int64_t ncrops = 10;  // 2 global + local_crops_number
+  double warmup_teacher_temp = 0.04;
+  double teacher_temp = 0.04;
+  int64_t warmup_teacher_temp_epochs = 0;
+  int64_t epochs = 100;
+  double student_temp = 0.1;
+  double center_momentum = 0.9;
+};
+
+struct DINOLossStats {
+  torch::Tensor teacher_entropy;
+  torch::Tensor kl_uniform;
+};
+
+class DINOLossImpl : public torch::nn::Module {
+ public:
+  DINOLossImpl(const DINOLossOptions& options, std::shared_ptr<Communicator> comm);
+
+  torch::Tensor forward(const torch::Tensor& student, const torch::Tensor& teacher,
+                        int64_t epoch);
+  double teacher_temp(int64_t epoch) const;
+  const DINOLossStats& last_stats() const { return stats_; }
+  const DINOLossOptions& options() const { return options_; }
+
+  torch::Tensor center;
+
+ private:
+  void update_center(const torch::Tensor& teacher);
+
+  DINOLossOptions options_;
+  std::shared_ptr<Communicator> comm_;
+  std::vector<double> teacher_temps_;
+  DINOLossStats stats_;
+};
+TORCH_MODULE(DINOLoss);
+
+}  // namespace xdino::ssl

@@ -1,0 +1,56 @@
+// Per-epoch averages of the training statistics and the `log.txt` line they become.
+//
+// Contract:
+//  - EpochMeters::add(stats) accumulates one iteration's values (double sums + a count).
+//  - averages(comm) all-reduces sums and counts over the processes and returns the global
+//    means in kKeys order (what MetricLogger.global_avg gives after
+//    synchronize_between_processes); it does not change the meters.
+//  - to_ivalue()/from_ivalue() carry the partial sums through a checkpoint, so an epoch
+//    interrupted and resumed averages exactly the same iterations.
+//  - log_line(epoch, averages) is one JSON object: train_loss, train_lr, train_wd, epoch (the
+//    official keys in the official order), then our extras (train_momentum,
+//    train_teacher_temp, train_teacher_entropy, train_kl_teacher_student, train_kl_uniform);
+//    numbers in the shortest form that reads back to the same double, like Python's json.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/dist.h"
+#include "ssl/ivalue_util.h"
+
+namespace xdino::ssl {
+
+struct IterationStats {
+  double loss = 0, lr = 0, wd = 0, momentum = 0, teacher_temp = 0;
+  double teacher_entropy = 0;  // mean H(p_t), nats
+  double kl_uniform = 0;       // KL(mean p_t || uniform), nats
+};
+
+class EpochMeters {
+ public:
+  static constexpr size_t kCount = 7;
+  static const std::array<const char*, kCount>& keys();  // loss, lr, wd, momentum, ...
+
+  void add(const IterationStats& s);
+  void reset();
+  int64_t count() const { return count_; }
+  std::array<double, kCount> averages(Communicator& comm) const;
+  // All-reduced sums (so rank 0 alone can carry them through a checkpoint).
+  EpochMeters reduced(Communicator& comm) const;
+
+  c10::IValue to_ivalue() const;
+  void from_ivalue(const c10::IValue& v);
+
+ private:
+  std::array<double, kCount> sums_{};
+  int64_t count_ = 0;
+};
+
+std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& averages);
+
+// Python-json-like rendering of a double ("0.0005", "1e-06", "NaN").
+std::string json_number(double v);
+
+}  // namespace xdino::ssl

@@ -1,0 +1,240 @@
+#include "ssl/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/check.h"
+#include "core/compat.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "models/batch_norm.h"
+#include "ssl/gradients.h"
+#include "ssl/schedules.h"
+#include "ssl/stop_signal.h"
+#include "ssl/teacher.h"
+
+namespace xdino::ssl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point& t) {
+  const auto now = Clock::now();
+  const double s = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return s;
+}
+
+void check_options(const TrainOptions& o) {
+  XDINO_CHECK_ARG(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
+  XDINO_CHECK_ARG(o.batch_size_per_gpu > 0, "--batch_size_per_gpu must be positive, got ",
+                  o.batch_size_per_gpu);
+  XDINO_CHECK_ARG(o.local_crops_number >= 0, "--local_crops_number must be >= 0, got ",
+                  o.local_crops_number);
+  XDINO_CHECK_ARG(o.clip_grad >= 0, "--clip_grad must be >= 0 (0 disables), got ", o.clip_grad);
+  XDINO_CHECK_ARG(o.saveckp_freq >= 0, "--saveckp_freq must be >= 0, got ", o.saveckp_freq);
+  XDINO_CHECK_ARG(o.freeze_last_layer >= 0, "--freeze_last_layer must be >= 0, got ",
+                  o.freeze_last_layer);
+  XDINO_CHECK_ARG(o.lr >= 0 && o.min_lr >= 0, "--lr and --min_lr must be >= 0");
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
+                 std::shared_ptr<DataSource> data, std::shared_ptr<Communicator> comm)
+    : o_(std::move(options)),
+      data_(std::move(data)),
+      comm_(comm ? std::move(comm) : local_communicator()),
+      plan_(resolve_precision(o_.device, o_.precision, o_.use_fp16)) {
+  check_options(o_);
+  XDINO_CHECK(data_ != nullptr && make_backbone, "Trainer needs a data source and a backbone factory");
+  niter_ = data_->batches_per_epoch();
+  XDINO_CHECK_ARG(niter_ > 0, "the training set holds less than one batch of ",
+                  o_.batch_size_per_gpu, " images per process: lower --batch_size_per_gpu");
+
+  // main_dino.py order: seed, student backbone, teacher backbone, student head, teacher head.
+  torch::manual_seed(static_cast<uint64_t>(o_.seed));
+  models::BackboneOptions bo;
+  bo.patch_size = o_.patch_size;
+  bo.img_size = o_.global_crops_size;
+  bo.drop_path_rate = o_.drop_path_rate;
+  auto student_backbone = make_backbone(bo);
+  bo.drop_path_rate = 0.0;
+  auto teacher_backbone = make_backbone(bo);
+  DINOHeadOptions ho;
+  ho.in_dim = student_backbone->embed_dim();
+  ho.out_dim = o_.out_dim;
+  ho.use_bn = o_.use_bn_in_head;
+  ho.norm_last_layer = o_.norm_last_layer;
+  DINOHead student_head(ho);
+  ho.norm_last_layer = true;
+  DINOHead teacher_head(ho);
+  student_ = MultiCropWrapper(student_backbone, student_head);
+  teacher_ = MultiCropWrapper(teacher_backbone, teacher_head);
+  student_->to(plan_.device);
+  teacher_->to(plan_.device);
+  // DDP: every process starts from rank 0's student; SyncBatchNorm in both networks.
+  broadcast_module(*student_, *comm_);
+  models::set_batch_norm_communicator(*student_, comm_);
+  models::set_batch_norm_communicator(*teacher_, comm_);
+  init_teacher(*student_, *teacher_);
+  student_->train();
+  teacher_->train();  // never eval: batch statistics, own running stats (spec 2)
+  teacher_ddp_prefix_ = has_batchnorms(*student_);
+
+  DINOLossOptions lo;
+  lo.out_dim = o_.out_dim;
+  lo.ncrops = o_.local_crops_number + 2;
+  lo.warmup_teacher_temp = o_.warmup_teacher_temp;
+  lo.teacher_temp = o_.teacher_temp;
+  lo.warmup_teacher_temp_epochs = o_.warmup_teacher_temp_epochs;
+  lo.epochs = o_.epochs;
+  loss_ = DINOLoss(lo, comm_);
+  loss_->to(plan_.device);
+
+  student_params_ = student_->named_parameters();
+  optimizer_ = make_optimizer(o_.optimizer, dino_param_groups(student_params_));
+  if (plan_.loss_scaling) scaler_ = std::make_unique<GradScaler>();
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : student_->parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_);
+
+  const double total_batch = static_cast<double>(o_.batch_size_per_gpu * comm_->world_size());
+  lr_schedule_ = cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_,
+                                 o_.warmup_epochs);
+  wd_schedule_ = cosine_schedule(o_.weight_decay, o_.weight_decay_end, o_.epochs, niter_);
+  momentum_schedule_ = cosine_schedule(o_.momentum_teacher, 1.0, o_.epochs, niter_);
+
+  int64_t n_params = 0;
+  for (const auto& p : student_->parameters()) n_params += p.numel();
+  log::info("Student and teacher are built: ", o_.arch, " + DINO head (out_dim ", o_.out_dim,
+            "), ", n_params, " parameters each; ", plan_.describe(), "; ", niter_,
+            " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
+}
+
+Trainer::~Trainer() = default;
+
+TrainOutcome Trainer::train() {
+  StopSignalGuard signals;
+  Position pos = resume();
+  if (pos.epoch >= o_.epochs) {
+    log::info("Training already complete (", o_.epochs, " epochs)");
+    return TrainOutcome::kCompleted;
+  }
+  log::info("Starting DINO training at epoch ", pos.epoch, ", iteration ",
+            pos.epoch * niter_ + pos.batch);
+  for (int64_t epoch = pos.epoch; epoch < o_.epochs; ++epoch) {
+    const int64_t first = epoch == pos.epoch ? pos.batch : 0;
+    data_->start_epoch(epoch, first);
+    bool stop = false;
+    {
+      Progress progress("Epoch [" + std::to_string(epoch) + "/" + std::to_string(o_.epochs) + "]",
+                        niter_, first);
+      for (int64_t i = first; i < niter_ && !stop; ++i) {
+        stop = train_step(epoch, i);
+        char status[200];
+        std::snprintf(status, sizeof status,
+                      "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s", last_.loss,
+                      last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
+                      progress.rate() * static_cast<double>(o_.batch_size_per_gpu *
+                                                            comm_->world_size()));
+        progress.step(1, status);
+        if (stop && i + 1 < niter_) {
+          progress.finish();
+          save(epoch, epoch * niter_ + i + 1);
+          log::info("Stopped by signal ", stop_signal(), ": checkpoint.pth saved before iteration ",
+                    epoch * niter_ + i + 1, " (epoch ", epoch, ", batch ", i + 1,
+                    "); rerun the same command to continue");
+          return TrainOutcome::kStopped;
+        }
+      }
+    }
+    finish_epoch(epoch);
+    if (stop && epoch + 1 < o_.epochs) {
+      log::info("Stopped by signal ", stop_signal(), " at the end of epoch ", epoch,
+                "; rerun the same command to continue");
+      return TrainOutcome::kStopped;
+    }
+  }
+  return TrainOutcome::kCompleted;
+}
+
+bool Trainer::train_step(int64_t epoch, int64_t batch) {
+  const int64_t it = epoch * niter_ + batch;
+  auto& groups = optimizer_->param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    groups[g].lr = lr_schedule_[static_cast<size_t>(it)];
+    if (g == 0) groups[g].weight_decay = wd_schedule_[static_cast<size_t>(it)];
+  }
+  auto t = Clock::now();
+  std::vector<torch::Tensor> crops = data_->next_batch();
+  XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2, "the data source gave ",
+              crops.size(), " crops, expected 2 global + ", o_.local_crops_number, " local");
+  for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
+  times_.data += seconds_since(t);
+
+  torch::Tensor student_out, teacher_out, loss;
+  {
+    compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
+    {
+      // The teacher has no trainable parameters; no graph is recorded either way.
+      torch::NoGradGuard no_grad;
+      teacher_out = teacher_->forward({crops[0], crops[1]});
+    }
+    student_out = student_->forward(crops);
+    if (hooks_.after_forward) hooks_.after_forward(it, student_out, teacher_out);
+    loss = loss_->forward(student_out, teacher_out, epoch);
+  }
+  const auto& ls = loss_->last_stats();
+  const auto stats =
+      torch::stack({loss.detach().to(torch::kFloat), ls.teacher_entropy, ls.kl_uniform})
+          .to(torch::kCPU, torch::kDouble);
+  const double loss_value = stats[0].item<double>();
+  // One collective per iteration: did any process see a non-finite loss or a stop signal?
+  auto flags = torch::tensor({std::isfinite(loss_value) ? 0.0f : 1.0f,
+                              stop_requested() ? 1.0f : 0.0f})
+                   .to(plan_.device);
+  comm_->all_reduce_sum(flags);
+  flags = flags.cpu();
+  if (flags[0].item<float>() > 0) fail_nonfinite(it, loss_value, student_out, teacher_out);
+  times_.forward += seconds_since(t);
+
+  optimizer_->zero_grad();
+  grad_sync_->begin();
+  (scaler_ ? scaler_->scale(loss) : loss).backward();
+  grad_sync_->finish();
+  times_.backward += seconds_since(t);
+
+  if (o_.clip_grad > 0) {
+    if (scaler_) scaler_->unscale(*optimizer_);
+    clip_gradients(student_params_, o_.clip_grad);
+  }
+  cancel_gradients_last_layer(epoch, student_params_, o_.freeze_last_layer);
+  if (scaler_) {
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  } else {
+    optimizer_->step();
+  }
+  times_.optimizer += seconds_since(t);
+
+  const double m = momentum_schedule_[static_cast<size_t>(it)];
+  ema_update(*student_, *teacher_, m);
+  times_.ema += seconds_since(t);
+  ++times_.steps;
+
+  last_.loss = loss_value;
+  last_.lr = groups[0].lr;
+  last_.wd = groups[0].weight_decay;
+  last_.momentum = m;
+  last_.teacher_temp = loss_->teacher_temp(epoch);
+  last_.teacher_entropy = stats[1].item<double>();
+  last_.kl_uniform = stats[2].item<double>();
+  meters_.add(last_);
+  if (hooks_.after_step) hooks_.after_step(it);
+  return flags[1].item<float>() > 0;
+}
+
+}  // namespace xdino::ssl

@@ -1,0 +1,113 @@
+// DINO pretraining: main_dino.py's train_dino + train_one_epoch (spec dino.md section 1).
+//
+// Contract:
+//  - Trainer(options, make_backbone, data, comm) seeds torch with options.seed, builds student
+//    and teacher backbones through `make_backbone` (student with drop_path_rate, teacher
+//    without), their DINO heads, the loss, optimiser, loss scaler and schedules, and moves
+//    them to the device (ssl/precision.h). Bad options throw xdino::UsageError.
+//  - train() resumes from <output_dir>/checkpoint.pth when it exists (our own checkpoints
+//    exactly, official ones at the start of their epoch), runs the remaining epochs and
+//    returns kCompleted. Per epoch it writes checkpoint.pth (and checkpointNNNN.pth every
+//    saveckp_freq epochs) and appends one JSON line to log.txt (ssl/metrics.h), on rank 0.
+//  - SIGTERM / SIGUSR1 during train(): the iteration in progress completes (its optimiser and
+//    EMA steps included), checkpoint.pth is written with the index of the next iteration, and
+//    train() returns kStopped. Rerunning the same command continues from that iteration with
+//    the same batches, RNG states and epoch statistics, so the result equals an uninterrupted
+//    run. A stop that lands on an epoch's last iteration finishes that epoch normally first.
+//  - A non-finite loss throws xdino::Error before backward with one line naming the iteration
+//    and which of student output, teacher output or loss went non-finite; nothing is saved,
+//    so the last checkpoint stays as it was.
+//  - Processes agree through `comm` (gradients, center, stop/non-finite flags, statistics).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "core/dist.h"
+#include "models/registry.h"
+#include "ssl/checkpoint.h"
+#include "ssl/data_source.h"
+#include "ssl/grad_scaler.h"
+#include "ssl/grad_sync.h"
+#include "ssl/head.h"
+#include "ssl/loss.h"
+#include "ssl/metrics.h"
+#include "ssl/optim.h"
+#include "ssl/precision.h"
+#include "ssl/train_options.h"
+
+namespace xdino::ssl {
+
+using BackboneFactory =
+    std::function<std::shared_ptr<models::Backbone>(const models::BackboneOptions&)>;
+
+// Test and benchmark hooks; empty by default.
+struct TrainerHooks {
+  // After both forwards, before the loss (may edit the outputs or raise a signal).
+  std::function<void(int64_t iteration, torch::Tensor& student_out, torch::Tensor& teacher_out)>
+      after_forward;
+  // At the end of every iteration (after the EMA update).
+  std::function<void(int64_t iteration)> after_step;
+};
+
+// Wall-clock seconds spent per phase since construction (CPU-accurate; CUDA work is
+// asynchronous and lands in whichever phase synchronises).
+struct StepTimes {
+  double data = 0, forward = 0, backward = 0, optimizer = 0, ema = 0;
+  int64_t steps = 0;
+};
+
+enum class TrainOutcome { kCompleted, kStopped };
+
+class Trainer {
+ public:
+  Trainer(TrainOptions options, BackboneFactory make_backbone, std::shared_ptr<DataSource> data,
+          std::shared_ptr<Communicator> comm = nullptr);
+  ~Trainer();
+
+  TrainOutcome train();
+
+  void set_hooks(TrainerHooks hooks) { hooks_ = std::move(hooks); }
+  const StepTimes& times() const { return times_; }
+  const PrecisionPlan& precision() const { return plan_; }
+  int64_t iterations_per_epoch() const { return niter_; }
+
+  MultiCropWrapper& student() { return student_; }
+  MultiCropWrapper& teacher() { return teacher_; }
+  DINOLoss& loss() { return loss_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  GradScaler* scaler() { return scaler_.get(); }
+
+ private:
+  struct Position {
+    int64_t epoch = 0, batch = 0;
+  };
+  Position resume();
+  // Returns true when a stop was requested during the iteration.
+  bool train_step(int64_t epoch, int64_t batch);
+  void save(int64_t next_epoch, int64_t next_iteration);
+  void finish_epoch(int64_t epoch);
+  [[noreturn]] void fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
+                                   const torch::Tensor& teacher_out);
+  CheckpointParts parts();
+
+  TrainOptions o_;
+  std::shared_ptr<DataSource> data_;
+  std::shared_ptr<Communicator> comm_;
+  PrecisionPlan plan_;
+  int64_t niter_ = 0;
+  MultiCropWrapper student_{nullptr}, teacher_{nullptr};
+  DINOLoss loss_{nullptr};
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<GradientSynchronizer> grad_sync_;
+  std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
+  torch::OrderedDict<std::string, torch::Tensor> student_params_;
+  bool teacher_ddp_prefix_ = true;
+  EpochMeters meters_;
+  IterationStats last_;
+  TrainerHooks hooks_;
+  StepTimes times_;
+};
+
+}  // namespace xdino::ssl

@@ -1,0 +1,159 @@
+// The Trainer's side effects: checkpoints, resume, log.txt, RNG states, failure reports.
+#include <ATen/Context.h>
+
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/pth.h"
+#include "ssl/trainer.h"
+
+namespace xdino::ssl {
+namespace fs = std::filesystem;
+namespace {
+
+at::Generator generator_of(const torch::Device& device) {
+  return at::globalContext().defaultGenerator(device);
+}
+
+torch::Tensor rng_state(const torch::Device& device) {
+  auto gen = generator_of(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
+  auto gen = generator_of(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Every process's state, in rank order (the collective needs device tensors under NCCL).
+std::vector<torch::Tensor> gather_state(Communicator& comm, const torch::Tensor& state,
+                                        const torch::Device& device) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : comm.all_gather(state.to(device))) out.push_back(t.cpu());
+  return out;
+}
+
+std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
+  torch::NoGradGuard no_grad;
+  const bool student_bad = !student_out.isfinite().all().item<bool>();
+  const bool teacher_bad = !teacher_out.isfinite().all().item<bool>();
+  if (student_bad && teacher_bad) return "student output and teacher output";
+  if (student_bad) return "student output";
+  if (teacher_bad) return "teacher output";
+  return "loss (student and teacher outputs are finite)";
+}
+
+}  // namespace
+
+CheckpointParts Trainer::parts() {
+  CheckpointParts p;
+  p.student = student_.ptr().get();
+  p.teacher = teacher_.ptr().get();
+  p.teacher_ddp_prefix = teacher_ddp_prefix_;
+  p.optimizer = optimizer_.get();
+  p.loss = loss_.ptr().get();
+  p.scaler = scaler_.get();
+  return p;
+}
+
+void Trainer::fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
+                             const torch::Tensor& teacher_out) {
+  const int64_t epoch = iteration / niter_;
+  if (std::isfinite(loss))
+    XDINO_FAIL("non-finite loss on another process at iteration ", iteration, " (epoch ", epoch,
+               "); stopping, checkpoint.pth is left as it was");
+  XDINO_FAIL("loss is ", loss, " at iteration ", iteration, " (epoch ", epoch, ", batch ",
+             iteration % niter_, "): non-finite values first appear in the ",
+             nonfinite_parts(student_out, teacher_out),
+             "; stopping, checkpoint.pth is left as it was (lower --lr, keep --clip_grad, or "
+             "use --precision fp32)");
+}
+
+Trainer::Position Trainer::resume() {
+  const fs::path path = fs::path(o_.output_dir) / "checkpoint.pth";
+  if (!fs::exists(path)) return {};
+  log::info("Found checkpoint at ", path.string());
+  const ResumePoint w = restore_checkpoint(load_pth(path), parts(), path.string());
+  Position pos{w.epoch, 0};
+  if (!w.exact) {
+    log::info("Resuming at the start of epoch ", pos.epoch, " (checkpoint without our resume "
+              "state: batches and random numbers will differ from an uninterrupted run)");
+    return pos;
+  }
+  if (w.iterations_per_epoch == niter_) {
+    pos = {w.iteration / niter_, w.iteration % niter_};
+  } else if (w.iteration % w.iterations_per_epoch != 0) {
+    log::warn("iterations per epoch changed from ", w.iterations_per_epoch, " to ", niter_,
+              " (dataset, batch size or world size differ): restarting epoch ", pos.epoch,
+              " from its first batch");
+  }
+  if (pos.batch > 0 && comm_->is_main()) meters_ = w.epoch_stats;
+  const auto rank = static_cast<size_t>(comm_->rank());
+  if (w.world_size == comm_->world_size() && rank < w.rng_cpu.size()) {
+    set_rng_state(torch::kCPU, w.rng_cpu[rank]);
+    if (plan_.device.is_cuda() && rank < w.rng_cuda.size())
+      set_rng_state(plan_.device, w.rng_cuda[rank]);
+  } else {
+    log::warn("the checkpoint was written by ", w.world_size, " processes, this run has ",
+              comm_->world_size(), ": random streams restart (drop path masks will differ)");
+  }
+  return pos;
+}
+
+void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
+  ResumePoint w;
+  w.epoch = next_epoch;
+  w.iteration = next_iteration;
+  w.iterations_per_epoch = niter_;
+  w.world_size = comm_->world_size();
+  w.epoch_stats = meters_.reduced(*comm_);
+  w.rng_cpu = gather_state(*comm_, rng_state(torch::kCPU), plan_.device);
+  if (plan_.device.is_cuda())
+    w.rng_cuda = gather_state(*comm_, rng_state(plan_.device), plan_.device);
+  if (!comm_->is_main()) return;
+  save_pth(fs::path(o_.output_dir) / "checkpoint.pth", make_checkpoint(parts(), o_, w));
+}
+
+void Trainer::finish_epoch(int64_t epoch) {
+  const auto avg = meters_.averages(*comm_);
+  meters_.reset();
+  save(epoch + 1, (epoch + 1) * niter_);
+  const fs::path dir(o_.output_dir);
+  if (comm_->is_main()) {
+    if (o_.saveckp_freq > 0 && epoch % o_.saveckp_freq == 0) {
+      char name[32];
+      std::snprintf(name, sizeof name, "checkpoint%04ld.pth", static_cast<long>(epoch));
+      write_atomically(dir / name, [&](const fs::path& tmp) {
+        fs::copy_file(dir / "checkpoint.pth", tmp, fs::copy_options::overwrite_existing);
+      });
+    }
+    const fs::path log_path = dir / "log.txt";
+    std::string text = fs::exists(log_path) ? read_file(log_path) : std::string();
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    write_file_atomically(log_path, text + log_line(epoch, avg) + "\n");
+  }
+  const double ln_k = std::log(static_cast<double>(o_.out_dim));
+  log::info("Averaged stats: loss ", avg[0], " lr ", avg[1], " wd ", avg[2], " teacher entropy ",
+            avg[5], " KL(teacher||student) ", avg[0] - avg[5], " KL(mean teacher||uniform) ",
+            avg[6], " (ln K = ", ln_k, ")");
+  // Collapse heuristics (DINO paper section 5.3): one dimension dominating every teacher
+  // output drives KL(mean p_t || uniform) to ln K; uniform outputs drive H(p_t) to ln K.
+  // High entropy is normal in the first epochs; it is a collapse when it stays.
+  if (avg[6] > 0.8 * ln_k)
+    log::warn("epoch ", epoch, ": the teacher maps nearly every image to the same few output ",
+              "dimensions (KL(mean teacher||uniform) ", avg[6], " of at most ln K = ", ln_k,
+              "); if this persists the training has collapsed (centering too weak: check "
+              "momentum_teacher and the batch size)");
+  if (avg[5] > 0.9 * ln_k)
+    log::warn("epoch ", epoch, ": the teacher outputs are nearly uniform (entropy ", avg[5],
+              " of at most ln K = ", ln_k, "); if this persists the training has collapsed ",
+              "(sharpening too weak: lower teacher_temp)");
+}
+
+}  // namespace xdino::ssl

@@ -1,0 +1,107 @@
+// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (spec dino.md 10), on CPU
+// tensors, and the precision plan (--device / --precision / --use_fp16).
+#include <gtest/gtest.h>
+
+#include "core/check.h"
+
+#include <limits>
+
+#include "core/compat.h"
+#include "ssl/grad_scaler.h"
+#include "ssl/precision.h"
+
+using namespace xdino::ssl;
+
+namespace {
+
+struct OneWeight {
+  torch::Tensor w = torch::ones({2}, torch::requires_grad());
+  std::unique_ptr<Optimizer> opt;
+  OneWeight() {
+    ParamGroup g;
+    g.params = {w};
+    g.names = {"w"};
+    g.lr = 0.5;
+    opt = make_sgd({g}, SGDOptions{0.0, 0.0, false});
+  }
+};
+
+}  // namespace
+
+TEST(GradScaler, ScalesUnscalesAndSteps) {
+  OneWeight s;
+  GradScaler scaler;
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+  const auto loss = (s.w * torch::tensor({1.0f, 2.0f})).sum();
+  scaler.scale(loss).backward();
+  EXPECT_NEAR(s.w.grad()[1].item<double>(), 2.0 * 65536, 1e-3);
+  EXPECT_TRUE(scaler.step(*s.opt));
+  EXPECT_NEAR(s.w[0].item<double>(), 1.0 - 0.5 * 1.0, 1e-6);
+  EXPECT_NEAR(s.w[1].item<double>(), 1.0 - 0.5 * 2.0, 1e-6);
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 65536.0);
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+}
+
+TEST(GradScaler, NonFiniteGradSkipsStepAndBacksOff) {
+  OneWeight s;
+  GradScaler scaler;
+  s.w.mutable_grad() = torch::tensor({std::numeric_limits<float>::infinity(), 1.0f});
+  scaler.unscale(*s.opt);
+  scaler.unscale(*s.opt);  // second call in the same step is a no-op
+  EXPECT_TRUE(scaler.found_inf());
+  EXPECT_FALSE(scaler.step(*s.opt));
+  EXPECT_TRUE(torch::equal(s.w, torch::ones({2})));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  EXPECT_FALSE(scaler.found_inf());
+}
+
+TEST(GradScaler, GrowsAfterIntervalAndRoundTripsState) {
+  OneWeight s;
+  GradScalerOptions o;
+  o.growth_interval = 3;
+  GradScaler scaler(o);
+  for (int i = 0; i < 3; ++i) {
+    s.w.mutable_grad() = torch::ones({2});
+    scaler.step(*s.opt);
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.get_scale(), 131072.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  s.w.mutable_grad() = torch::ones({2});
+  scaler.step(*s.opt);
+  scaler.update();
+
+  const auto sd = scaler.state_dict().toGenericDict();
+  std::vector<std::string> keys;
+  for (const auto& e : sd) keys.push_back(e.key().toStringRef());
+  EXPECT_EQ(keys, (std::vector<std::string>{"scale", "growth_factor", "backoff_factor",
+                                             "growth_interval", "_growth_tracker"}));
+  GradScaler other;
+  other.load_state_dict(sd);
+  EXPECT_EQ(other.get_scale(), 131072.0);
+  EXPECT_EQ(other.growth_tracker(), 1);
+}
+
+TEST(Precision, PlansFollowTheFlags) {
+  const auto cpu = resolve_precision("cpu", "auto", true);
+  EXPECT_TRUE(cpu.device.is_cpu());
+  EXPECT_FALSE(cpu.autocast);  // use_fp16 is a CUDA feature
+  EXPECT_FALSE(cpu.loss_scaling);
+  const auto bf16 = resolve_precision("cpu", "bf16", false);
+  EXPECT_TRUE(bf16.autocast);
+  EXPECT_EQ(bf16.autocast_dtype, torch::kBFloat16);
+  EXPECT_FALSE(bf16.loss_scaling);
+  EXPECT_THROW(resolve_precision("cpu", "fp16", true), xdino::UsageError);
+  EXPECT_THROW(resolve_precision("cpu", "half", true), xdino::UsageError);
+  EXPECT_THROW(resolve_precision("tpu", "auto", true), xdino::UsageError);
+  if (xdino::compat::cuda_available()) {
+    const auto gpu = resolve_precision("auto", "auto", true);
+    EXPECT_TRUE(gpu.device.is_cuda() && gpu.loss_scaling && gpu.autocast_dtype == torch::kHalf);
+  } else {
+    EXPECT_THROW(resolve_precision("cuda", "auto", true), xdino::UsageError);
+    EXPECT_TRUE(resolve_precision("auto", "auto", true).device.is_cpu());
+  }
+}

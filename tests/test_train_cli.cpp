@@ -1,0 +1,133 @@
+// `dino train` end to end through the binary on a tiny generated IDX dataset (64 random
+// 28x28 images) with XCiT-nano at 32/16-pixel crops: outputs and resume, SIGTERM -> checkpoint
+// + exit 0 + resumable, a non-finite loss -> one line + exit 1 + checkpoint untouched.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/pth.h"
+#include "tests/support/process.h"
+#include "tests/support/train_fixture.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+using xdino::testing::TempDir;
+
+namespace {
+
+void write_be32(std::ofstream& f, uint32_t v) {
+  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  f.write(reinterpret_cast<const char*>(b), 4);
+}
+
+// Fashion-MNIST's IDX layout: images (magic 2051, n, rows, cols, bytes) and labels (2049, n).
+void write_idx(const fs::path& dir, int n) {
+  std::mt19937 rng(3);
+  std::ofstream images(dir / "train-images-idx3-ubyte", std::ios::binary);
+  write_be32(images, 2051);
+  write_be32(images, n);
+  write_be32(images, 28);
+  write_be32(images, 28);
+  for (int i = 0; i < n * 28 * 28; ++i) images.put(static_cast<char>(rng() & 0xff));
+  std::ofstream labels(dir / "train-labels-idx1-ubyte", std::ios::binary);
+  write_be32(labels, 2049);
+  write_be32(labels, n);
+  for (int i = 0; i < n; ++i) labels.put(static_cast<char>(i % 10));
+}
+
+std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int epochs) {
+  return {dino_binary(), "train", "--data_path", data.string(), "--output_dir", out.string(),
+          "--arch", "xcit_nano_12_p16", "--out_dim", "64", "--global_crops_size", "32",
+          "--local_crops_size", "16", "--local_crops_number", "2", "--batch_size_per_gpu", "8",
+          "--epochs", std::to_string(epochs), "--warmup_epochs", "0", "--num_workers", "1",
+          "--saveckp_freq", "1", "--device", "cpu"};
+}
+
+size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override { write_idx(data_.path(), 64); }
+  TempDir data_, out_;
+};
+
+}  // namespace
+
+TEST_F(TrainCli, WritesOutputsAndResumesWhenRerun) {
+  auto r = run_process(train_args(data_.path(), out_.path(), 2));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"config.ini", "log.txt", "checkpoint.pth", "checkpoint0000.pth",
+                        "checkpoint0001.pth"})
+    EXPECT_TRUE(fs::exists(out_.path() / f)) << f;
+  EXPECT_EQ(lines(xdino::read_file(out_.path() / "log.txt")), 2u);
+  EXPECT_NE(xdino::read_file(out_.path() / "config.ini").find("arch = xcit_nano_12_p16"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("BLAS"), std::string::npos) << r.out;
+
+  auto args = train_args(data_.path(), out_.path(), 3);  // one more epoch
+  r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Found checkpoint"), std::string::npos) << r.out;
+  EXPECT_EQ(lines(xdino::read_file(out_.path() / "log.txt")), 3u);
+}
+
+TEST_F(TrainCli, SigtermSavesACheckpointExitsZeroAndResumes) {
+  const auto args = train_args(data_.path(), out_.path(), 200);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // Let it finish an epoch and get into the next one, then ask it to stop.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (!fs::exists(out_.path() / "checkpoint0000.pth") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal instead of exiting";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+
+  const auto ckpt = xdino::load_pth(out_.path() / "checkpoint.pth").toGenericDict();
+  const int64_t next = ckpt.at("xdino_resume").toGenericDict().at("iteration").toInt();
+  EXPECT_GT(next, 8);  // past epoch 0 (8 iterations per epoch)
+  EXPECT_LT(next, 200 * 8);
+  // Rerun with fewer epochs than were planned so that it ends soon: it resumes from `next`.
+  auto again = train_args(data_.path(), out_.path(), static_cast<int>(next / 8) + 1);
+  const auto r = run_process(again);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Starting DINO training at epoch " + std::to_string(next / 8) +
+                       ", iteration " + std::to_string(next)),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(TrainCli, NonFiniteLossExitsOneAndKeepsTheCheckpoint) {
+  ASSERT_EQ(run_process(train_args(data_.path(), out_.path(), 1)).exit_code, 0);
+  const std::string before = xdino::read_file(out_.path() / "checkpoint.pth");
+  auto args = train_args(data_.path(), out_.path(), 2);
+  args.insert(args.end(), {"--lr", "1e30"});  // the first step blows the weights up
+  const auto r = run_process(args);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("iteration"), std::string::npos) << r.err;
+  EXPECT_EQ(xdino::read_file(out_.path() / "checkpoint.pth"), before);
+  EXPECT_FALSE(fs::exists(out_.path() / "checkpoint0001.pth"));
+}

@@ -1,0 +1,53 @@
+// Epoch statistics and the log.txt line: official keys in the official order, numbers
+// formatted as Python's json.dumps formats floats (values from CPython's repr()).
+#include <gtest/gtest.h>
+
+#include "ssl/metrics.h"
+
+using namespace xdino::ssl;
+
+TEST(JsonNumber, MatchesPythonRepr) {
+  // Right-hand sides are repr(float(x)) in CPython 3.11.
+  EXPECT_EQ(json_number(0.0005), "0.0005");
+  EXPECT_EQ(json_number(1e-06), "1e-06");
+  EXPECT_EQ(json_number(0.0001), "0.0001");
+  EXPECT_EQ(json_number(0.00012), "0.00012");
+  EXPECT_EQ(json_number(3.0), "3.0");
+  EXPECT_EQ(json_number(10.5), "10.5");
+  EXPECT_EQ(json_number(-2.25), "-2.25");
+  EXPECT_EQ(json_number(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(json_number(1e16), "1e+16");
+  EXPECT_EQ(json_number(123456789012345.6), "123456789012345.6");
+  EXPECT_EQ(json_number(1.5e-07), "1.5e-07");
+  EXPECT_EQ(json_number(0.0), "0.0");
+  EXPECT_EQ(json_number(std::nan("")), "NaN");
+}
+
+TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
+  EpochMeters m;
+  IterationStats s;
+  s.loss = 10;
+  s.lr = 0.25;
+  s.wd = 0.04;
+  s.teacher_entropy = 2;
+  m.add(s);
+  s.loss = 8;
+  s.lr = 0.75;
+  m.add(s);
+  const auto avg = m.averages(*xdino::local_communicator());
+  EXPECT_DOUBLE_EQ(avg[0], 9.0);
+  EXPECT_DOUBLE_EQ(avg[1], 0.5);
+  const std::string line = log_line(3, avg);
+  EXPECT_EQ(line.rfind("{\"train_loss\": 9.0, \"train_lr\": 0.5, \"train_wd\": 0.04, "
+                       "\"epoch\": 3, ",
+                       0),
+            0u)
+      << line;
+  EXPECT_NE(line.find("\"train_kl_teacher_student\": 7.0"), std::string::npos) << line;
+
+  EpochMeters restored;
+  restored.from_ivalue(m.to_ivalue());
+  EXPECT_EQ(restored.count(), 2);
+  const auto again = restored.averages(*xdino::local_communicator());
+  for (size_t i = 0; i < avg.size(); ++i) EXPECT_DOUBLE_EQ(again[i], avg[i]);
+}
