@@ -14,9 +14,18 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace xdino {
+
+// A collective started asynchronously; wait() blocks until it is done (and throws like the
+// blocking collectives do).
+class PendingWork {
+ public:
+  virtual ~PendingWork() = default;
+  virtual void wait() = 0;
+};
 
 class Communicator {
  public:
@@ -32,6 +41,11 @@ class Communicator {
   // Like all_gather, but dim 0 may differ between processes.
   virtual std::vector<torch::Tensor> all_gather_varying(const torch::Tensor& t) = 0;
   virtual void barrier() = 0;
+  // Starts an in-place sum of one contiguous tensor; the default runs it synchronously.
+  virtual std::unique_ptr<PendingWork> all_reduce_sum_async(torch::Tensor t);
+  // Called once at the end of a successful run, before destruction: a clean shutdown that
+  // peers do not mistake for a lost process.
+  virtual void finalize() {}
 
   bool is_main() const { return rank() == 0; }
   void all_reduce_sum(torch::Tensor& t) {

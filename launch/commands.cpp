@@ -19,6 +19,8 @@ const std::vector<CommandInfo>& commands() {
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders", nullptr,
        "#7"},
       {"info", "parameter count and FLOPs of an architecture at a resolution", nullptr, "#3"},
+      {"launch", "start N local processes of a multi-process run (like torchrun)",
+       make_launch_command, ""},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
   };

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -215,7 +216,14 @@ void Flags::assign(const Flag& flag, const std::vector<std::string>& tokens,
   set_by_user_.insert(flag.name);
 }
 
-bool Flags::parse(const std::vector<std::string>& args) {
+bool Flags::parse(const std::vector<std::string>& all_args) {
+  std::vector<std::string> args = all_args;
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  if (dashes != args.end()) {
+    XDINO_CHECK_ARG(allow_trailing_, "'dino ", command_, "' takes no arguments after '--'");
+    trailing_.assign(dashes + 1, args.end());
+    args.erase(dashes, args.end());
+  }
   po::options_description desc;
   desc.add_options()("help,h", "")("config", po::value<std::vector<std::string>>(), "");
   for (const Flag& f : flags_) {

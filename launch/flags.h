@@ -46,6 +46,11 @@ class Flags {
   // Parses the arguments after the subcommand name. Returns false if --help was given.
   bool parse(const std::vector<std::string>& args);
 
+  // Lets the arguments after a bare "--" through untouched (e.g. the command `dino launch`
+  // starts); without this call they are an error.
+  void allow_trailing() { allow_trailing_ = true; }
+  const std::vector<std::string>& trailing() const { return trailing_; }
+
   bool is_set(const std::string& name) const { return set_by_user_.count(name) > 0; }
   const std::string& command() const { return command_; }
   std::vector<std::string> names() const;
@@ -73,6 +78,8 @@ class Flags {
   std::set<std::string> other_sections_;
   std::set<std::string> set_by_user_;
   std::vector<std::string> config_files_;
+  bool allow_trailing_ = false;
+  std::vector<std::string> trailing_;
 };
 
 // Shortest text that parses back to the same double ("0.0005", "1e-06", "3").

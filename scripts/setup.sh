@@ -13,6 +13,7 @@ packages=(
   libhdf5-dev             # feature files and dataset shards
   zlib1g-dev              # gzip'd IDX files
   libfaiss-dev            # k-NN
+  libgloo-dev             # headers of the Gloo backend that Debian's libtorch is built with
   libboost-program-options-dev
   libgtest-dev
   dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist

@@ -17,6 +17,7 @@ namespace xdino::testing {
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env,
                           double timeout_seconds) {
+  const auto start = std::chrono::steady_clock::now();
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = fork();
@@ -72,6 +73,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
   int status = 0;
   waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -17,6 +17,7 @@ struct ProcessResult {
   std::string out;
   std::string err;
   bool timed_out = false;
+  double seconds = 0;  // wall time from start to exit
 };
 
 ProcessResult run_process(const std::vector<std::string>& argv,

@@ -1,0 +1,134 @@
+#include "launch/local_launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace xdino::launch {
+namespace {
+
+std::atomic<int> g_signal{0};
+void remember_signal(int sig) { g_signal = sig; }
+
+struct Child {
+  pid_t pid = -1;
+  int rank = 0;
+  bool running = true;
+  int exit_code = 0;
+};
+
+void signal_all(std::vector<Child>& children, int sig) {
+  for (const Child& c : children)
+    if (c.running) kill(c.pid, sig);
+}
+
+}  // namespace
+
+int free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  XDINO_CHECK(fd >= 0, "cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  XDINO_CHECK(ok, "cannot find a free TCP port on 127.0.0.1");
+  return ntohs(addr.sin_port);
+}
+
+int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& child_args) {
+  XDINO_CHECK_ARG(o.nproc >= 1, "--nproc must be at least 1, got ", o.nproc);
+  XDINO_CHECK_ARG(!child_args.empty(),
+                  "nothing to launch: give the subcommand after '--', e.g. "
+                  "dino launch --nproc 2 -- train --config my.ini");
+  const int port = o.master_port > 0 ? static_cast<int>(o.master_port) : free_tcp_port();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max<unsigned>(1, cores / o.nproc));
+
+  struct sigaction sa{};
+  sa.sa_handler = remember_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &sa, nullptr);
+
+  std::vector<Child> children;
+  for (int rank = 0; rank < o.nproc; ++rank) {
+    const pid_t pid = fork();
+    XDINO_CHECK(pid >= 0, "fork failed while starting rank ", rank);
+    if (pid == 0) {
+      // Own process group: a terminal's Ctrl-C reaches the launcher once, which forwards it
+      // once; and die with the launcher rather than linger as orphans.
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      for (int sig : {SIGINT, SIGTERM, SIGUSR1}) signal(sig, SIG_DFL);
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+      std::vector<std::string> argv{"dino"};
+      argv.insert(argv.end(), child_args.begin(), child_args.end());
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv("/proc/self/exe", cargv.data());
+      _exit(127);
+    }
+    children.push_back({pid, rank});
+  }
+  log::info("launched ", o.nproc, " processes (rendezvous ", o.master_addr, ":", port, ")");
+
+  using Clock = std::chrono::steady_clock;
+  int first_failure = 0;
+  Clock::time_point term_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
+  size_t running = children.size();
+  while (running > 0) {
+    if (const int sig = g_signal.exchange(0)) signal_all(children, sig);
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (Child& c : children) {
+        if (c.pid != pid) continue;
+        c.running = false;
+        --running;
+        c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (c.exit_code != 0 && first_failure == 0) {
+          first_failure = c.exit_code;
+          log::warn("rank ", c.rank, " exited with code ", c.exit_code);
+          term_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(o.grace_seconds));
+        }
+      }
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= term_at) {
+      log::warn("stopping the remaining ranks after the failure");
+      signal_all(children, SIGTERM);
+      term_at = Clock::time_point::max();
+      kill_at = now + std::chrono::seconds(10);
+    } else if (now >= kill_at) {
+      signal_all(children, SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return first_failure;
+}
+
+}  // namespace xdino::launch

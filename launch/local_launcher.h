@@ -1,0 +1,30 @@
+// `dino launch`: N local processes of one multi-process run, for CPU testing and single-node
+// use (torchrun's job, without Python).
+//
+// Contract: launch_local(options, child_args) starts options.nproc copies of this executable
+// with child_args and the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP_NUM_THREADS = cores / nproc unless set),
+// forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits. When one fails, the others get
+// `grace_seconds` to notice on their own (they report the lost rank), then SIGTERM, then
+// SIGKILL. Returns 0 if all succeeded, else the exit code of the first that failed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xdino::launch {
+
+struct LocalLaunchOptions {
+  int64_t nproc = 1;
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 0;  // 0: a free port
+  double grace_seconds = 60;
+};
+
+int launch_local(const LocalLaunchOptions& options, const std::vector<std::string>& child_args);
+
+// A TCP port that is free on this machine right now.
+int free_tcp_port();
+
+}  // namespace xdino::launch

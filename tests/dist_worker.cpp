@@ -1,0 +1,174 @@
+// One process of a multi-process test: `dist_worker <scenario>`, with the torchrun
+// environment set by the test. Each scenario computes its single-process reference itself
+// (every rank can afford the whole tiny batch) and exits 0 when the distributed result
+// matches it, 1 with a message otherwise.
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "core/check.h"
+#include "launch/rendezvous.h"
+#include "models/batch_norm.h"
+#include "ssl/distributed.h"
+#include "ssl/grad_sync.h"
+
+using namespace xdino;
+
+namespace {
+
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what,
+                  double tol = 1e-5) {
+  const double diff = (a - b).abs().max().item<double>();
+  XDINO_CHECK(diff <= tol, what, " differs from the single-process reference by ", diff);
+}
+
+// The whole batch, the same on every rank; rank r takes rows [r*n/W, (r+1)*n/W).
+torch::Tensor global_batch(int64_t rows, std::vector<int64_t> rest) {
+  torch::manual_seed(1234);
+  rest.insert(rest.begin(), rows);
+  return torch::randn(rest, torch::kDouble) * 2 + 0.5;
+}
+
+torch::Tensor shard(const torch::Tensor& t, int rank, int world) {
+  const int64_t n = t.size(0) / world;
+  return t.narrow(0, rank * n, n);
+}
+
+void collectives(Communicator& c) {
+  const int r = c.rank(), w = c.world_size();
+  std::vector<torch::Tensor> ts{torch::full({3}, r + 1.0), torch::full({2, 2}, 10.0 * r),
+                                torch::full({5}, static_cast<int64_t>(r), torch::kLong),
+                                torch::arange(6, torch::kFloat).view({2, 3}).t()};  // strided
+  c.all_reduce_sum(ts);
+  expect_close(ts[0], torch::full({3}, w * (w + 1) / 2.0), "all_reduce float");
+  expect_close(ts[1], torch::full({2, 2}, 10.0 * w * (w - 1) / 2), "all_reduce bucket");
+  XDINO_CHECK(ts[2].equal(torch::full({5}, static_cast<int64_t>(w * (w - 1) / 2), torch::kLong)),
+              "all_reduce int64");
+  expect_close(ts[3], torch::arange(6, torch::kFloat).view({2, 3}).t() * w, "strided tensor");
+  std::vector<torch::Tensor> b{torch::full({4}, static_cast<double>(r))};
+  c.broadcast(b, w - 1);
+  expect_close(b[0], torch::full({4}, w - 1.0), "broadcast");
+  auto g = c.all_gather(torch::full({2}, static_cast<float>(r)));
+  for (int k = 0; k < w; ++k) expect_close(g[k], torch::full({2}, static_cast<float>(k)), "all_gather");
+  auto v = c.all_gather_varying(torch::full({r + 1, 3}, static_cast<float>(r)));
+  for (int k = 0; k < w; ++k) XDINO_CHECK(v[k].size(0) == k + 1, "all_gather_varying rows");
+  auto a = torch::full({7}, 1.0f);
+  c.all_reduce_sum_async(a)->wait();
+  expect_close(a, torch::full({7}, static_cast<float>(w)), "async all_reduce");
+  c.barrier();
+}
+
+void sync_batch_norm(std::shared_ptr<Communicator> c) {
+  const int r = c->rank(), w = c->world_size();
+  const auto x_all = global_batch(4 * w, {3, 5, 2});
+  const auto dy_all = global_batch(4 * w, {3, 5, 2}).flip({0});
+  // Reference: plain BatchNorm (LibTorch's) on the whole batch.
+  torch::nn::BatchNorm2d ref(torch::nn::BatchNorm2dOptions(3));
+  ref->to(torch::kDouble);
+  auto x_ref = x_all.clone().requires_grad_();
+  auto y_ref = ref(x_ref);
+  y_ref.backward(dy_all);
+  // Distributed: each rank normalises its shard with SyncBatchNorm.
+  models::BatchNorm bn(3);
+  bn->to(torch::kDouble);
+  models::set_batch_norm_communicator(*bn, c);
+  auto x = shard(x_all, r, w).clone().requires_grad_();
+  auto y = bn(x);
+  y.backward(shard(dy_all, r, w));
+  expect_close(y, shard(y_ref, r, w), "SyncBatchNorm output", 1e-10);
+  expect_close(x.grad(), shard(x_ref.grad(), r, w), "SyncBatchNorm input gradient", 1e-10);
+  std::vector<torch::Tensor> wb{bn->weight.grad(), bn->bias.grad()};
+  c->all_reduce_sum(wb);  // DDP sums (averages) parameter gradients across processes
+  expect_close(wb[0], ref->weight.grad(), "SyncBatchNorm weight gradient", 1e-10);
+  expect_close(wb[1], ref->bias.grad(), "SyncBatchNorm bias gradient", 1e-10);
+  expect_close(bn->running_mean, ref->running_mean, "running_mean", 1e-10);
+  expect_close(bn->running_var, ref->running_var, "running_var", 1e-10);
+}
+
+// A small network with BatchNorm; the distributed gradient of the mean loss must equal the
+// single-process gradient on the whole batch.
+struct Net : torch::nn::Module {
+  Net() {
+    fc1 = register_module("fc1", torch::nn::Linear(4, 8));
+    bn = register_module("bn", models::BatchNorm(8));
+    fc2 = register_module("fc2", torch::nn::Linear(8, 2));
+    unused = register_module("unused", torch::nn::Linear(2, 2));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::gelu(bn(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, unused{nullptr};
+  models::BatchNorm bn{nullptr};
+};
+
+void gradient_sync(std::shared_ptr<Communicator> c, bool overlap) {
+  const int r = c->rank(), w = c->world_size();
+  const auto x_all = global_batch(6 * w, {4});
+  torch::manual_seed(7 + r);  // different init per rank: the broadcast must fix it
+  auto net = std::make_shared<Net>();
+  net->to(torch::kDouble);
+  ssl::broadcast_module(*net, *c);
+  auto ref = std::make_shared<Net>();
+  ref->to(torch::kDouble);
+  {
+    torch::NoGradGuard ng;
+    auto src = net->parameters();
+    auto dst = ref->parameters();
+    for (size_t k = 0; k < src.size(); ++k) dst[k].copy_(src[k]);
+  }
+  ref->forward(x_all).pow(2).mean().backward();
+
+  models::set_batch_norm_communicator(*net, c);
+  // Tiny buckets, so several all-reduces overlap with backward.
+  ssl::GradientSynchronizer sync(net->parameters(), c, /*bucket_bytes=*/256, overlap);
+  XDINO_CHECK(sync.num_buckets() > 2, "expected several buckets");
+  for (int step = 0; step < 2; ++step) {
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+    sync.begin();
+    net->forward(shard(x_all, r, w)).pow(2).mean().backward();
+    sync.finish();
+  }
+  auto got = net->parameters();
+  auto want = ref->parameters();
+  for (size_t k = 0; k < got.size(); ++k) {
+    const auto expected = want[k].grad().defined() ? want[k].grad() : torch::zeros_like(got[k]);
+    expect_close(got[k].grad(), expected, "gradient of parameter " + std::to_string(k), 1e-10);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  try {
+    ssl::DistConfig config = launch::dist_config_from_env();
+    if (const char* t = std::getenv("XDINO_TEST_DIST_TIMEOUT_MS"))
+      config.timeout = std::chrono::milliseconds(std::atol(t));
+    auto comm = ssl::connect(config);
+    if (scenario == "collectives") {
+      collectives(*comm);
+    } else if (scenario == "syncbn") {
+      sync_batch_norm(comm);
+    } else if (scenario == "gradsync") {
+      gradient_sync(comm, true);
+      gradient_sync(comm, false);
+    } else if (scenario == "die") {
+      if (comm->rank() == 1) std::_Exit(3);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      auto t = torch::ones({4});
+      comm->all_reduce_sum(t);
+    } else if (scenario == "hang") {
+      if (comm->rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
+      auto t = torch::ones({4});
+      comm->all_reduce_sum(t);
+    } else {
+      std::cerr << "unknown scenario '" << scenario << "'\n";
+      return 2;
+    }
+    comm->finalize();
+    std::cout << "rank " << comm->rank() << " OK\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
