@@ -206,3 +206,18 @@ TEST(Flags, FormatDoubleMatchesPythonRepr) {
   EXPECT_EQ(xdino::launch::format_double(1e16), "1e+16");
   EXPECT_EQ(std::stod(xdino::launch::format_double(0.1 + 0.2)), 0.1 + 0.2);
 }
+
+TEST(Flags, SwitchesMayBeGivenBare) {
+  bool evaluate = false, other = true;
+  Flags f("linear");
+  f.add_switch("evaluate", &evaluate, "evaluate only").add_switch("other", &other, "x");
+  ASSERT_TRUE(f.parse({"--evaluate", "--other=false"}));
+  EXPECT_TRUE(evaluate);
+  EXPECT_FALSE(other);
+  EXPECT_NE(f.to_ini().find("evaluate = true"), std::string::npos);
+  bool from_ini = false;
+  Flags g("linear");
+  g.add_switch("evaluate", &from_ini, "evaluate only");
+  ASSERT_TRUE(g.parse({"--config", write_ini("switch", "evaluate = on\n")}));
+  EXPECT_TRUE(from_ini);
+}
