@@ -98,6 +98,14 @@ Neighbours search_chunk(const torch::Tensor& train, const torch::Tensor& queries
 
 }  // namespace
 
+bool faiss_has_gpu() {
+#ifdef XDINO_WITH_FAISS_GPU
+  return true;
+#else
+  return false;
+#endif
+}
+
 const char* backend_name(KnnBackend backend) {
   return backend == KnnBackend::kTorch ? "torch (mm + topk)" : "faiss (exact inner product)";
 }

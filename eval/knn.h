@@ -77,4 +77,8 @@ int64_t reported_k(const std::vector<int64_t>& ks);
 
 const char* backend_name(KnnBackend backend);
 
+// Whether this build searches CUDA features with GPU faiss (else the torch backend serves
+// them on the GPU).
+bool faiss_has_gpu();
+
 }  // namespace xdino::eval

@@ -42,5 +42,8 @@ void print_usage(std::ostream& os);
 std::unique_ptr<Command> make_train_command();
 std::unique_ptr<Command> make_launch_command();
 std::unique_ptr<Command> make_report_command();
+std::unique_ptr<Command> make_features_command();
+std::unique_ptr<Command> make_knn_command();
+std::unique_ptr<Command> make_linear_command();
 
 }  // namespace xdino::launch

@@ -1,0 +1,57 @@
+#include "eval/frozen_backbone.h"
+
+#include <filesystem>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "models/registry.h"
+#include "models/weights.h"
+
+namespace xdino::eval {
+
+std::string weights_kind(const BackboneSpec& spec) {
+  if (spec.arch == "pixels") return "none";
+  return spec.pretrained_weights.empty() ? "random" : "pretrained";
+}
+
+std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
+                                                       torch::Device device) {
+  XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
+  models::BackboneOptions o;
+  o.num_classes = 0;
+  o.drop_path_rate = 0.0;
+  o.patch_size = spec.patch_size;
+  o.img_size = spec.image_size;
+  std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, o);
+  const std::string kind = weights_kind(spec);
+  if (kind == "pretrained") {
+    XDINO_CHECK_ARG(std::filesystem::is_regular_file(spec.pretrained_weights),
+                    "weights file '", spec.pretrained_weights, "' not found (--pretrained_weights)");
+    const models::LoadReport report = models::load_pretrained(
+        *model, spec.pretrained_weights, spec.checkpoint_key, /*strict=*/false);
+    log::info("Pretrained weights found at ", spec.pretrained_weights, " and loaded: ",
+              report.summary());
+    XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ",
+                spec.arch, ": wrong --arch or --checkpoint_key?");
+  } else if (kind == "random") {
+    log::warn("no --pretrained_weights given: evaluating RANDOMLY INITIALISED weights of ",
+              spec.arch, " (eval_knn.py / eval_linear.py would download the reference DINO "
+              "weights; this build never downloads: pass the .pth file with "
+              "--pretrained_weights)");
+  }
+  model->to(device);
+  model->eval();
+  for (auto& p : model->parameters()) p.set_requires_grad(false);
+  return model;
+}
+
+void add_model_fields(Json& json, const BackboneSpec& spec) {
+  json.set("arch", spec.arch)
+      .set("patch_size", spec.patch_size)
+      .set("image_size", spec.image_size)
+      .set("pretrained_weights", spec.pretrained_weights)
+      .set("checkpoint_key", spec.checkpoint_key)
+      .set("weights", weights_kind(spec));
+}
+
+}  // namespace xdino::eval
