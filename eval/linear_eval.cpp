@@ -1,6 +1,7 @@
 #include "eval/linear_eval.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -196,6 +197,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
     log::info("the data has ", classes, " classes; the classifier has --num_labels ",
               o.num_labels, " outputs, as eval_linear.py would");
 
+  torch::manual_seed(static_cast<uint64_t>(o.seed));  // the classifier's N(0, 0.01^2) draw
   LinearClassifier classifier(dim, o.num_labels);
   classifier->to(device);
   {  // DDP starts every process from rank 0's initial weights
@@ -315,7 +317,9 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
     j.set("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
     write_file_atomically(out_dir / "linear.json", j.dump(2) + "\n");
     log::info("Training of the supervised linear classifier on frozen features completed.");
-    log::info("Top-1 test accuracy: ", Json(std::round(r.best_acc * 10) / 10).dump(),
+    char acc[32];
+    std::snprintf(acc, sizeof acc, "%.1f", r.best_acc);
+    log::info("Top-1 test accuracy: ", acc,
               cached ? " (cached features, not the official protocol)" : "");
   }
   comm.barrier();
