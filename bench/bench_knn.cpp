@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "eval/features_io.h"
@@ -30,8 +31,24 @@ namespace {
 void make_split(int64_t n, int64_t dim, int64_t classes, const torch::Tensor& means,
                 double noise, torch::Tensor& x, torch::Tensor& y) {
   y = torch::randint(classes, {n}, torch::kInt64);
-  x = means.index_select(0, y) + noise * torch::randn({n, dim}) / std::sqrt(double(dim));
-  x = torch::nn::functional::normalize(x, torch::nn::functional::NormalizeFuncOptions().dim(1));
+  x = torch::empty({n, dim});
+  for (int64_t start = 0; start < n; start += 65536) {  // blocks: no 2 GB temporaries
+    const int64_t rows = std::min<int64_t>(65536, n - start);
+    const torch::Tensor block = means.index_select(0, y.narrow(0, start, rows)) +
+                                noise * torch::randn({rows, dim}) / std::sqrt(double(dim));
+    x.narrow(0, start, rows)
+        .copy_(torch::nn::functional::normalize(
+            block, torch::nn::functional::NormalizeFuncOptions().dim(1)));
+  }
+}
+
+// Peak resident memory of this process so far (VmHWM), in GiB.
+double peak_rss_gib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / (1024.0 * 1024.0);
+  return 0;
 }
 
 // Wall clock and CPU time of this process (all threads): the machine is shared, so both.
@@ -101,16 +118,20 @@ int main(int argc, char** argv) {
     write_features(std::filesystem::path(dump) / "test.h5", {xte, yte, {}, {}});
   }
   const torch::Tensor q = xte.narrow(0, 0, queries), qy = yte.narrow(0, 0, queries);
+  std::printf("data: %.2f GiB of features; peak RSS after generating them %.2f GiB\n",
+              (xtr.numel() + xte.numel()) * 4.0 / (1 << 30), peak_rss_gib());
 
   KnnParams p;  // k = 10, 20, 100, 200, T = 0.07
   Clock c0;
   const KnnResult f = knn_classify(xtr, ytr, q, qy, p);
   print("ours: faiss + vote", f, c0, queries, m);
+  std::printf("    peak RSS %.2f GiB\n", peak_rss_gib());
   if (!skip_torch) {
     p.backend = KnnBackend::kTorch;
     Clock c1;
     const KnnResult t = knn_classify(xtr, ytr, q, qy, p);
     print("ours: libtorch mm + topk", t, c1, queries, m);
+    std::printf("    peak RSS %.2f GiB\n", peak_rss_gib());
   }
   return 0;
 }
