@@ -124,6 +124,23 @@ std::vector<std::string> read_paths(hid_t set, hsize_t n, const fs::path& path) 
   return paths;
 }
 
+// The file attributes and the FeatureAttributes fields they hold.
+struct StringAttr {
+  const char* name;
+  std::string FeatureAttributes::*field;
+};
+const StringAttr kStringAttrs[] = {{"arch", &FeatureAttributes::arch},
+                                   {"checkpoint", &FeatureAttributes::checkpoint},
+                                   {"checkpoint_key", &FeatureAttributes::checkpoint_key},
+                                   {"split", &FeatureAttributes::split},
+                                   {"feature", &FeatureAttributes::feature}};
+struct IntAttr {
+  const char* name;
+  int64_t FeatureAttributes::*field;
+};
+const IntAttr kIntAttrs[] = {{"image_size", &FeatureAttributes::image_size},
+                             {"patch_size", &FeatureAttributes::patch_size}};
+
 }  // namespace
 
 void write_features(const fs::path& path, const FeatureSet& set) {
@@ -153,13 +170,8 @@ void write_features(const fs::path& path, const FeatureSet& set) {
     Handle strings(utf8_string_type(), H5Tclose);
     write_dataset(file.get(), "paths", strings.get(), strings.get(), {rows}, names.data(), path);
     const FeatureAttributes& a = set.attributes;
-    write_string_attribute(file.get(), "arch", a.arch);
-    write_string_attribute(file.get(), "checkpoint", a.checkpoint);
-    write_string_attribute(file.get(), "checkpoint_key", a.checkpoint_key);
-    write_string_attribute(file.get(), "split", a.split);
-    write_string_attribute(file.get(), "feature", a.feature);
-    write_int_attribute(file.get(), "image_size", a.image_size);
-    write_int_attribute(file.get(), "patch_size", a.patch_size);
+    for (const StringAttr& s : kStringAttrs) write_string_attribute(file.get(), s.name, a.*s.field);
+    for (const IntAttr& i : kIntAttrs) write_int_attribute(file.get(), i.name, a.*i.field);
     write_int_attribute(file.get(), "normalized", a.normalized ? 1 : 0);
     XDINO_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "cannot flush ", tmp);
   });
@@ -205,13 +217,8 @@ FeatureSet read_features(const fs::path& path) {
   }
 
   FeatureAttributes& a = out.attributes;
-  read_string_attribute(file.get(), "arch", a.arch);
-  read_string_attribute(file.get(), "checkpoint", a.checkpoint);
-  read_string_attribute(file.get(), "checkpoint_key", a.checkpoint_key);
-  read_string_attribute(file.get(), "split", a.split);
-  read_string_attribute(file.get(), "feature", a.feature);
-  read_int_attribute(file.get(), "image_size", a.image_size);
-  read_int_attribute(file.get(), "patch_size", a.patch_size);
+  for (const StringAttr& s : kStringAttrs) read_string_attribute(file.get(), s.name, a.*s.field);
+  for (const IntAttr& i : kIntAttrs) read_int_attribute(file.get(), i.name, a.*i.field);
   int64_t normalized = a.normalized ? 1 : 0;
   read_int_attribute(file.get(), "normalized", normalized);
   a.normalized = normalized != 0;

@@ -9,6 +9,7 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::fresh_temp_dir;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 
@@ -16,14 +17,6 @@ namespace {
 
 size_t count_lines(const std::string& s) {
   return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("xdino_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 // Exit code `code` with exactly one line on stderr that mentions `needle`.
@@ -49,7 +42,7 @@ TEST(EvalCli, ReportUnknownFormatExitsTwo) {
 }
 
 TEST(EvalCli, ReportCorruptResultExitsOne) {
-  const fs::path dir = fresh_dir("report_corrupt");
+  const fs::path dir = fresh_temp_dir("report_corrupt");
   std::ofstream(dir / "knn.json") << "{\"reported\": [";
   expect_one_line_failure({"report", "--runs", dir.string(), "--output", (dir / "t.md").string()},
                           1, "knn.json");

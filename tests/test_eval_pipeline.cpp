@@ -20,21 +20,14 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::fresh_temp_dir;
 using namespace xdino::eval;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("xdino_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 // Two classes told apart by colour; 40x48 images so the eval resize and crop both act.
 fs::path make_image_folder(const std::string& name, int per_class_train, int per_class_val) {
-  const fs::path root = fresh_dir(name);
+  const fs::path root = fresh_temp_dir(name);
   cv::RNG rng(7);
   for (const auto& [split, count] : {std::pair{"train", per_class_train}, {"val", per_class_val}})
     for (int c = 0; c < 2; ++c) {

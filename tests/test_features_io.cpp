@@ -11,17 +11,10 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::fresh_temp_dir;
 using namespace xdino::eval;
 
 namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("xdino_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 FeatureSet sample_set() {
   FeatureSet s;
@@ -41,7 +34,7 @@ FeatureSet sample_set() {
 }  // namespace
 
 TEST(FeaturesIo, RoundTrip) {
-  const fs::path dir = fresh_dir("features_rt");
+  const fs::path dir = fresh_temp_dir("features_rt");
   const FeatureSet s = sample_set();
   write_features(dir / "f.h5", s);
   const FeatureSet r = read_features(dir / "f.h5");
@@ -64,7 +57,7 @@ TEST(FeaturesIo, H5pyReadsOurFileAndWeReadH5pys) {
   if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   const auto probe = xdino::testing::run_process({"/usr/bin/python3", "-c", "import h5py"});
   if (probe.exit_code != 0) GTEST_SKIP() << "h5py not installed";
-  const fs::path dir = fresh_dir("features_h5py");
+  const fs::path dir = fresh_temp_dir("features_h5py");
   write_features(dir / "ours.h5", sample_set());
   const std::string script = R"(
 import sys, h5py, numpy as np
@@ -97,7 +90,7 @@ print('ok')
 }
 
 TEST(FeaturesIo, ErrorsNameTheFile) {
-  const fs::path dir = fresh_dir("features_err");
+  const fs::path dir = fresh_temp_dir("features_err");
   try {
     read_features(dir / "missing.h5");
     FAIL() << "no exception";

@@ -13,17 +13,10 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::fresh_temp_dir;
 using namespace xdino::eval;
 
 namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("xdino_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -33,7 +26,7 @@ void write(const fs::path& p, const std::string& text) {
 // Two runs: A has both results side by side; B has them in knn/ and linear/ subfolders, the
 // model only in config.ini, random weights, a cached-features linear probe and 384 pixels.
 fs::path make_runs() {
-  const fs::path root = fresh_dir("report");
+  const fs::path root = fresh_temp_dir("report");
   write(root / "a/knn.json", R"J({"arch": "xcit_small_12_p16", "patch_size": 16,
     "image_size": 224, "weights": "pretrained",
     "results": [{"k": 10, "top1": 75.5, "top5": 90.0}, {"k": 20, "top1": 76.04, "top5": 91.2}],
