@@ -1,0 +1,22 @@
+// Pillow's ImageFilter.GaussianBlur(radius=sigma), bit for bit.
+//
+// Contract:
+//  - Not a sampled Gaussian: Pillow approximates it by three passes of an "extended box blur"
+//    (a box of fractional radius r, derived from sigma in single precision) along the rows,
+//    then three along the columns, rounding to uint8 after every pass; pixels beyond the edge
+//    repeat the edge pixel. gaussian_blur reproduces that integer arithmetic exactly.
+//  - sigma is rounded to float first, as Pillow's C API takes it. sigma < 0 or non-finite
+//    throws xdino::Error; sigma = 0 leaves the image unchanged.
+//  - The image (CV_8UC3) is blurred in place; thread-safe (per-thread scratch buffers).
+#pragma once
+
+#include "augment/image.h"
+
+namespace xdino::augment {
+
+void gaussian_blur(Image& image, double sigma);
+
+// The fractional box radius Pillow uses for one of `passes` passes (exposed for tests).
+float box_blur_radius(float sigma, int passes);
+
+}  // namespace xdino::augment

@@ -1,0 +1,99 @@
+#include "augment/eval_transforms.h"
+
+#include "augment/crop.h"
+#include "augment/resize.h"
+#include "core/check.h"
+
+namespace xdino::augment {
+namespace {
+
+void check_output(const torch::Tensor& dst, int64_t s) {
+  XDINO_CHECK(dst.device().is_cpu() && dst.scalar_type() == torch::kFloat32 &&
+                  dst.is_contiguous() && dst.dim() == 3 && dst.size(0) == 3 &&
+                  dst.size(1) == s && dst.size(2) == s,
+              "transform output must be a contiguous float32 CPU tensor (3, ", s, ", ", s,
+              "), got ", dst.sizes(), " ", dst.scalar_type());
+}
+
+}  // namespace
+
+EvalTransform::EvalTransform(EvalTransformOptions options)
+    : options_(std::move(options)), normalizer_(options_.normalization) {
+  XDINO_CHECK_ARG(options_.crop_size > 0, "eval crop size must be positive, got ",
+                  options_.crop_size);
+  resize_size_ = options_.resize_size > 0 ? options_.resize_size : options_.crop_size * 256 / 224;
+  XDINO_CHECK_ARG(resize_size_ >= options_.crop_size, "eval resize size ", resize_size_,
+                  " is smaller than the crop size ", options_.crop_size);
+}
+
+void EvalTransform::crop(const Image& image, Image& out) const {
+  XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
+              "eval transform expects a non-empty RGB uint8 image, got ", image.cols, "x",
+              image.rows, " of cv type ", image.type());
+  const cv::Size resized = resize_shorter_side(image.size(), resize_size_);
+  const int s = static_cast<int>(options_.crop_size);
+  const cv::Rect window = center_crop_box(resized, cv::Size(s, s));
+  resize_window(image, cv::Rect(0, 0, image.cols, image.rows), resized, window,
+                Interpolation::kBicubic, out);
+}
+
+void EvalTransform::operator()(const Image& image, float* dst) const {
+  thread_local Image scratch;
+  crop(image, scratch);
+  normalizer_(scratch, dst);
+}
+
+void EvalTransform::operator()(const Image& image, const torch::Tensor& dst) const {
+  check_output(dst, options_.crop_size);
+  (*this)(image, dst.data_ptr<float>());
+}
+
+torch::Tensor EvalTransform::operator()(const Image& image) const {
+  torch::Tensor t = torch::empty({3, options_.crop_size, options_.crop_size}, torch::kFloat32);
+  (*this)(image, t.data_ptr<float>());
+  return t;
+}
+
+LinearTrainTransform::LinearTrainTransform(LinearTrainOptions options)
+    : options_(std::move(options)), normalizer_(options_.normalization) {
+  const LinearTrainOptions& o = options_;
+  XDINO_CHECK_ARG(o.crop_size > 0, "linear train crop size must be positive, got ", o.crop_size);
+  XDINO_CHECK_ARG(o.scale.size() == 2 && o.scale[0] > 0 && o.scale[0] <= o.scale[1],
+                  "linear train crop scale must be two numbers 0 < min <= max");
+  XDINO_CHECK_ARG(o.ratio.size() == 2 && o.ratio[0] > 0 && o.ratio[0] <= o.ratio[1],
+                  "linear train crop ratio must be two numbers 0 < min <= max");
+  XDINO_CHECK_ARG(o.flip_p >= 0 && o.flip_p <= 1, "flip probability must be in [0, 1], got ",
+                  o.flip_p);
+}
+
+void LinearTrainTransform::crop(const Image& image, Rng& rng, Image& out) const {
+  XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
+              "linear train transform expects a non-empty RGB uint8 image, got ", image.cols,
+              "x", image.rows, " of cv type ", image.type());
+  const LinearTrainOptions& o = options_;
+  const cv::Rect box =
+      random_resized_crop_box(image.size(), o.scale[0], o.scale[1], o.ratio[0], o.ratio[1], rng);
+  const int s = static_cast<int>(o.crop_size);
+  resize(image, box, cv::Size(s, s), Interpolation::kBilinear, out);
+  if (rng.uniform() < o.flip_p) hflip(out);
+}
+
+void LinearTrainTransform::operator()(const Image& image, Rng& rng, float* dst) const {
+  thread_local Image scratch;
+  crop(image, rng, scratch);
+  normalizer_(scratch, dst);
+}
+
+void LinearTrainTransform::operator()(const Image& image, Rng& rng,
+                                      const torch::Tensor& dst) const {
+  check_output(dst, options_.crop_size);
+  (*this)(image, rng, dst.data_ptr<float>());
+}
+
+torch::Tensor LinearTrainTransform::operator()(const Image& image, Rng& rng) const {
+  torch::Tensor t = torch::empty({3, options_.crop_size, options_.crop_size}, torch::kFloat32);
+  (*this)(image, rng, t.data_ptr<float>());
+  return t;
+}
+
+}  // namespace xdino::augment

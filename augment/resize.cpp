@@ -1,0 +1,192 @@
+#include "augment/resize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "augment/simd.h"
+#include "core/check.h"
+
+namespace xdino::augment {
+namespace {
+
+constexpr int kPrecisionBits = 22;  // Pillow: 32 - 8 bits of result - 2 bits of headroom
+
+// Pillow's kernels, with its operation order (results must round the same way).
+double bilinear_kernel(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double bicubic_kernel(double x) {
+  constexpr double a = -0.5;
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+// Per output index: the first input index, the number of taps and their fixed-point weights
+// (`ksize` per index, zero-padded).
+struct Taps {
+  int ksize = 0;
+  std::vector<int> start;
+  std::vector<int> count;
+  std::vector<int32_t> k;
+};
+
+void compute_taps(int in_size, int out_size, Interpolation filter, Taps& taps) {
+  double (*kernel)(double) = filter == Interpolation::kBicubic ? bicubic_kernel : bilinear_kernel;
+  const double filter_support = filter == Interpolation::kBicubic ? 2.0 : 1.0;
+  // Pillow takes the box edges as floats; in0 = 0 here.
+  const double scale = static_cast<double>(static_cast<float>(in_size)) / out_size;
+  const double filterscale = std::max(scale, 1.0);
+  const double support = filter_support * filterscale;
+  const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  const double ss = 1.0 / filterscale;
+
+  taps.ksize = ksize;
+  taps.start.resize(out_size);
+  taps.count.resize(out_size);
+  taps.k.assign(static_cast<size_t>(out_size) * ksize, 0);
+  thread_local std::vector<double> w;
+  w.resize(ksize);
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size);
+    const int n = xmax - xmin;
+    double sum = 0.0;
+    for (int x = 0; x < n; ++x) {
+      w[x] = kernel((x + xmin - center + 0.5) * ss);
+      sum += w[x];
+    }
+    int32_t* k = &taps.k[static_cast<size_t>(xx) * ksize];
+    for (int x = 0; x < n; ++x) {
+      const double v = sum != 0.0 ? w[x] / sum : w[x];
+      // Round half away from zero, as Pillow's normalize_coeffs_8bpc.
+      k[x] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
+                   : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
+    }
+    taps.start[xx] = xmin;
+    taps.count[xx] = n;
+  }
+}
+
+// Horizontal pass: rows of RGB pixels are resampled in blocks of kBlockRows rows. A block is
+// first transposed to column-major (for every input column, the 3*rows bytes of that column),
+// so that each output column is a weighted sum of whole input columns: the same contiguous
+// kernel as the vertical pass, vectorised across rows and channels.
+constexpr int kBlockRows = 64;
+constexpr int kBlockLanes = 3 * kBlockRows;
+
+// Output columns [x0, x0 + out_w) of the resampled rows.
+void horizontal_pass(const uint8_t* src, size_t src_step, int rows, int in_w, const Taps& taps,
+                     int x0, int out_w, uint8_t* dst, size_t dst_step) {
+  thread_local std::vector<uint8_t> columns, out_columns;
+  // Only the input columns the window reads are transposed.
+  const int c0 = taps.start[x0];
+  int c1 = c0;
+  for (int x = x0; x < x0 + out_w; ++x) c1 = std::max(c1, taps.start[x] + taps.count[x]);
+  columns.resize(static_cast<size_t>(c1 - c0) * kBlockLanes);
+  out_columns.resize(static_cast<size_t>(out_w) * kBlockLanes);
+  for (int r0 = 0; r0 < rows; r0 += kBlockRows) {
+    const int nr = std::min(kBlockRows, rows - r0);
+    const int lanes = 3 * nr;
+    const uint8_t* block = src + r0 * src_step + 3 * c0;
+    uint8_t* col = columns.data();
+    for (int x = 0; x < c1 - c0; ++x) {
+      for (int r = 0; r < nr; ++r, col += 3) std::memcpy(col, block + r * src_step + 3 * x, 3);
+    }
+    for (int x = 0; x < out_w; ++x) {
+      const uint8_t* in = columns.data() + static_cast<size_t>(taps.start[x0 + x] - c0) * lanes;
+      const int32_t* k = &taps.k[static_cast<size_t>(x0 + x) * taps.ksize];
+      uint8_t* out = out_columns.data() + static_cast<size_t>(x) * lanes;
+      simd::weighted_rows(in, lanes, k, taps.count[x0 + x], out, lanes);
+    }
+    const uint8_t* out_col = out_columns.data();
+    uint8_t* out_block = dst + r0 * dst_step;
+    for (int x = 0; x < out_w; ++x) {
+      for (int r = 0; r < nr; ++r, out_col += 3) std::memcpy(out_block + r * dst_step + 3 * x, out_col, 3);
+    }
+  }
+}
+
+// Output rows [y0, y0 + out_h); src row 0 is input row `src_row0`.
+void vertical_pass(const uint8_t* src, size_t src_step, int src_row0, const Taps& taps, int y0,
+                   int out_h, int width, uint8_t* dst, size_t dst_step) {
+  for (int y = 0; y < out_h; ++y) {
+    const int yy = y0 + y;
+    simd::weighted_rows(src + (taps.start[yy] - src_row0) * src_step,
+                        static_cast<ptrdiff_t>(src_step),
+                        &taps.k[static_cast<size_t>(yy) * taps.ksize], taps.count[yy],
+                        dst + y * dst_step, 3 * width);
+  }
+}
+
+}  // namespace
+
+void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter,
+            Image& dst) {
+  resize_window(src, box, size, cv::Rect(0, 0, size.width, size.height), filter, dst);
+}
+
+void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const cv::Rect& window,
+                   Interpolation filter, Image& dst) {
+  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ",
+              src.type());
+  XDINO_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 &&
+                  box.x + box.width <= src.cols && box.y + box.height <= src.rows,
+              "resize box ", box, " is empty or outside the ", src.cols, "x", src.rows,
+              " image");
+  XDINO_CHECK(size.width > 0 && size.height > 0, "resize to an empty size ", size);
+  XDINO_CHECK(window.width > 0 && window.height > 0 && window.x >= 0 && window.y >= 0 &&
+                  window.x + window.width <= size.width &&
+                  window.y + window.height <= size.height,
+              "resize window ", window, " is empty or outside the output size ", size);
+  XDINO_CHECK(dst.data != src.data || dst.empty(), "resize cannot write into its input");
+  dst.create(window.size(), CV_8UC3);
+
+  const uint8_t* base = src.ptr<uint8_t>(box.y) + 3 * box.x;
+  const size_t src_step = src.step[0];
+  // Pillow skips a pass when that dimension keeps its size (the pass would be the identity).
+  const bool need_horizontal = size.width != box.width;
+  const bool need_vertical = size.height != box.height;
+  const int out_w = window.width, out_h = window.height;
+
+  if (!need_horizontal && !need_vertical) {
+    for (int y = 0; y < out_h; ++y) {
+      std::memcpy(dst.ptr<uint8_t>(y), base + (window.y + y) * src_step + 3 * window.x,
+                  3 * static_cast<size_t>(out_w));
+    }
+    return;
+  }
+  thread_local Taps htaps, vtaps;
+  thread_local std::vector<uint8_t> temp;
+  if (!need_vertical) {
+    compute_taps(box.width, size.width, filter, htaps);
+    horizontal_pass(base + window.y * src_step, src_step, out_h, box.width, htaps, window.x,
+                    out_w, dst.data, dst.step[0]);
+    return;
+  }
+  compute_taps(box.height, size.height, filter, vtaps);
+  if (!need_horizontal) {
+    vertical_pass(base + 3 * window.x, src_step, 0, vtaps, window.y, out_h, out_w, dst.data,
+                  dst.step[0]);
+    return;
+  }
+  // Only the rows the vertical pass reads go through the horizontal pass.
+  const int first = vtaps.start[window.y];
+  const int last = vtaps.start[window.y + out_h - 1] + vtaps.count[window.y + out_h - 1];
+  compute_taps(box.width, size.width, filter, htaps);
+  const size_t temp_step = 3 * static_cast<size_t>(out_w);
+  temp.resize(temp_step * (last - first));
+  horizontal_pass(base + first * src_step, src_step, last - first, box.width, htaps, window.x,
+                  out_w, temp.data(), temp_step);
+  vertical_pass(temp.data(), temp_step, first, vtaps, window.y, out_h, out_w, dst.data,
+                dst.step[0]);
+}
+
+}  // namespace xdino::augment

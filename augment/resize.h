@@ -1,0 +1,41 @@
+// PIL-exact resampling of RGB images (Pillow's Image.resize with BILINEAR or BICUBIC).
+//
+// Contract:
+//  - resize(src, box, size, filter, dst) gives, bit for bit, what Pillow gives for
+//    src.crop(box).resize(size, filter): the crop is a separate image, so filter taps never
+//    reach outside `box` (this is torchvision's resized_crop; it is NOT Pillow's resize(box=),
+//    which reads pixels around the box).
+//  - Pillow's algorithm: separable, horizontal pass then vertical pass, each skipped when that
+//    dimension keeps its size, uint8 rounding after each pass; antialiased when downscaling
+//    (the filter is stretched by in/out); coefficients normalised in double precision and
+//    rounded to 22 fractional bits; bicubic uses a = -0.5 (not OpenCV's or LibTorch's -0.75).
+//  - src and dst are Images (CV_8UC3, continuous); dst is (re)allocated to `size` and must not
+//    share memory with src. box must lie inside src and be non-empty, size positive, window
+//    inside size: violations throw xdino::Error.
+//  - Thread-safe: scratch buffers are per thread.
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include "augment/image.h"
+
+namespace xdino::augment {
+
+// Pillow's filter ids: BILINEAR = 2, BICUBIC = 3.
+enum class Interpolation { kBilinear, kBicubic };
+
+void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter,
+            Image& dst);
+
+// Only the pixels of `window` (inside the size x size output) of the same resize, computed
+// without the rest: resize-then-crop at the cost of the crop. dst gets window.size().
+void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const cv::Rect& window,
+                   Interpolation filter, Image& dst);
+
+inline Image resize(const Image& src, cv::Size size, Interpolation filter) {
+  Image dst;
+  resize(src, cv::Rect(0, 0, src.cols, src.rows), size, filter, dst);
+  return dst;
+}
+
+}  // namespace xdino::augment

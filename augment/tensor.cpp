@@ -1,0 +1,47 @@
+#include "augment/tensor.h"
+
+#include "core/check.h"
+
+namespace xdino::augment {
+
+Normalizer::Normalizer(const Normalization& n) {
+  for (int c = 0; c < 3; ++c) {
+    XDINO_CHECK_ARG(n.std[c] != 0, "normalisation std must be non-zero, channel ", c);
+    const float mean = static_cast<float>(n.mean[c]), std = static_cast<float>(n.std[c]);
+    for (int v = 0; v < 256; ++v) lut_[c][v] = (static_cast<float>(v) / 255.0f - mean) / std;
+  }
+}
+
+void Normalizer::operator()(const Image& image, float* dst) const {
+  XDINO_CHECK(image.type() == CV_8UC3, "to_tensor expects an RGB uint8 image, got cv type ",
+              image.type());
+  const size_t plane = image.total();
+  float* r = dst;
+  float* g = dst + plane;
+  float* b = dst + 2 * plane;
+  for (int y = 0; y < image.rows; ++y) {
+    const uint8_t* p = image.ptr<uint8_t>(y);
+    for (int x = 0; x < image.cols; ++x, p += 3) {
+      *r++ = lut_[0][p[0]];
+      *g++ = lut_[1][p[1]];
+      *b++ = lut_[2][p[2]];
+    }
+  }
+}
+
+void Normalizer::operator()(const Image& image, const torch::Tensor& dst) const {
+  XDINO_CHECK(dst.device().is_cpu() && dst.scalar_type() == torch::kFloat32 &&
+                  dst.is_contiguous() && dst.dim() == 3 && dst.size(0) == 3 &&
+                  dst.size(1) == image.rows && dst.size(2) == image.cols,
+              "to_tensor needs a contiguous float32 CPU tensor of shape (3, ", image.rows, ", ",
+              image.cols, "), got ", dst.sizes(), " ", dst.scalar_type());
+  (*this)(image, dst.data_ptr<float>());
+}
+
+torch::Tensor Normalizer::operator()(const Image& image) const {
+  torch::Tensor t = torch::empty({3, image.rows, image.cols}, torch::kFloat32);
+  (*this)(image, t.data_ptr<float>());
+  return t;
+}
+
+}  // namespace xdino::augment

@@ -1,0 +1,183 @@
+#include "models/weights.h"
+
+#include <sstream>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "core/pth.h"
+
+namespace xdino::models {
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string remove_all(std::string s, const std::string& part) {
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at))
+    s.erase(at, part.size());
+  return s;
+}
+
+void collect(const torch::nn::Module& module, const std::string& prefix, StateDict& out) {
+  for (const auto& p : module.named_parameters(/*recurse=*/false))
+    if (p.value().defined()) out.insert(prefix + p.key(), p.value().detach());
+  for (const auto& b : module.named_buffers(/*recurse=*/false))
+    if (b.value().defined()) out.insert(prefix + b.key(), b.value().detach());
+  for (const auto& child : module.named_children())
+    collect(*child.value(), prefix + child.key() + ".", out);
+}
+
+std::string first_keys(const std::vector<std::string>& keys) {
+  std::ostringstream os;
+  for (size_t i = 0; i < keys.size() && i < 3; ++i) os << (i ? ", " : "") << keys[i];
+  if (keys.size() > 3) os << ", ...";
+  return os.str();
+}
+
+// Why a key may be absent: a hint for the one-line error.
+std::string prefix_hint(const std::string& key) {
+  if (starts_with(key, "module.") || starts_with(key, "backbone.") ||
+      key.find(".backbone.") != std::string::npos)
+    return "; the checkpoint's keys carry a DDP/wrapper prefix: load it with load_pretrained "
+           "(--pretrained_weights), which removes 'module.' and 'backbone.'";
+  return "";
+}
+
+}  // namespace
+
+StateDict state_dict(const torch::nn::Module& module) {
+  StateDict out;
+  collect(module, "", out);
+  return out;
+}
+
+c10::IValue to_ivalue(const StateDict& state) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& item : state) dict.insert(item.key(), item.value());
+  return dict;
+}
+
+StateDict from_ivalue(const c10::IValue& value, const std::string& source) {
+  XDINO_CHECK(value.isGenericDict(), source, " is a ", value.tagKind(), ", not a dict of tensors");
+  StateDict out;
+  for (const auto& item : value.toGenericDict()) {
+    XDINO_CHECK(item.key().isString(), source, " has a key of type ", item.key().tagKind(),
+                "; state dict keys are strings");
+    const std::string& key = item.key().toStringRef();
+    XDINO_CHECK(item.value().isTensor(), source, ": entry '", key, "' is a ",
+                item.value().tagKind(), ", not a tensor");
+    out.insert(key, item.value().toTensor());
+  }
+  return out;
+}
+
+std::string LoadReport::summary() const {
+  std::ostringstream os;
+  os << loaded << " tensors loaded";
+  if (!missing.empty()) os << "; " << missing.size() << " missing (" << first_keys(missing) << ")";
+  if (!unexpected.empty())
+    os << "; " << unexpected.size() << " unexpected (" << first_keys(unexpected) << ")";
+  if (!ignored.empty()) os << "; " << ignored.size() << " ignored (" << first_keys(ignored) << ")";
+  return os.str();
+}
+
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict,
+                           const std::string& source) {
+  const StateDict target = state_dict(module);
+  LoadReport report;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (model tensor, value)
+  for (const auto& item : target) {
+    const std::string& key = item.key();
+    const torch::Tensor& dst = item.value();
+    const torch::Tensor* src = state.find(key);
+    if (src == nullptr) {
+      if (!ends_with(key, "num_batches_tracked")) report.missing.push_back(key);
+      continue;
+    }
+    XDINO_CHECK(src->defined(), source, ": checkpoint key '", key, "' holds an undefined tensor");
+    torch::Tensor value = *src;
+    if (dst.dim() == 0 && value.dim() == 1 && value.numel() == 1) value = value[0];
+    XDINO_CHECK(value.sizes() == dst.sizes(), source, ": checkpoint key '", key, "' has shape ",
+                value.sizes(), " but the model expects ", dst.sizes());
+    copies.emplace_back(dst, value);
+  }
+  for (const auto& item : state)
+    if (!target.contains(item.key())) report.unexpected.push_back(item.key());
+  if (strict && !report.missing.empty()) {
+    const std::string& key = report.missing.front();
+    XDINO_FAIL(source, ": the model's key '", key, "' (shape ", target[key].sizes(),
+               ") is missing from the checkpoint (", report.missing.size(), " missing, ",
+               report.unexpected.size(), " unexpected)",
+               prefix_hint(report.unexpected.empty() ? "" : report.unexpected.front()));
+  }
+  if (strict && !report.unexpected.empty()) {
+    const std::string& key = report.unexpected.front();
+    XDINO_FAIL(source, ": checkpoint key '", key, "' (shape ", state[key].sizes(),
+               ") is not in the model (", report.unexpected.size(), " unexpected)",
+               prefix_hint(key));
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [dst, src] : copies) dst.copy_(src);
+  report.loaded = static_cast<int64_t>(copies.size());
+  return report;
+}
+
+LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::path& path,
+                           const std::string& checkpoint_key, bool strict) {
+  const std::string where = "'" + path.string() + "'";
+  const c10::IValue file = load_pth(path);
+  XDINO_CHECK(file.isGenericDict(), where, " holds a ", file.tagKind(), ", not a dict of weights");
+  const auto top = file.toGenericDict();
+  std::string taken;
+  for (const std::string& key : {checkpoint_key, std::string("model"), std::string("state_dict")}) {
+    if (key.empty() || !top.contains(key)) continue;
+    if (key != checkpoint_key && !top.at(key).isGenericDict()) continue;
+    taken = key;
+    break;
+  }
+  const c10::IValue weights = taken.empty() ? file : top.at(taken);
+  const std::string source = taken.empty() ? where : where + " (key '" + taken + "')";
+  XDINO_CHECK(weights.isGenericDict(), source, " is a ", weights.tagKind(),
+              ", not a dict of weights");
+  const bool training_checkpoint = top.contains("student") || top.contains("teacher");
+
+  const StateDict model = state_dict(module);
+  bool model_has_head = false;
+  for (const auto& item : model)
+    model_has_head = model_has_head || starts_with(item.key(), "head.");
+
+  StateDict state;
+  std::vector<std::string> ignored;
+  for (const auto& item : weights.toGenericDict()) {
+    XDINO_CHECK(item.key().isString(), source, " has a key of type ", item.key().tagKind(),
+                "; weight names are strings");
+    const std::string& raw = item.key().toStringRef();
+    XDINO_CHECK(item.value().isTensor(), source, ": entry '", raw, "' is a ",
+                item.value().tagKind(), ", not a tensor",
+                taken.empty() && training_checkpoint
+                    ? "; the file is a DINO training checkpoint: choose its 'teacher' or "
+                      "'student' weights with --checkpoint_key"
+                    : "");
+    const std::string name = remove_all(remove_all(raw, "module."), "backbone.");
+    const bool dino_head = starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer.");
+    if (!model.contains(name) && (dino_head || (!model_has_head && starts_with(name, "head.")))) {
+      ignored.push_back(raw);
+      continue;
+    }
+    XDINO_CHECK(!state.contains(name), source, ": two keys become '", name,
+                "' once 'module.' and 'backbone.' are removed (one is '", raw, "')");
+    state.insert(name, item.value().toTensor());
+  }
+  LoadReport report = load_state_dict(module, state, strict, source);
+  report.ignored = std::move(ignored);
+  log::info("pretrained weights ", source, ": ", report.summary());
+  return report;
+}
+
+}  // namespace xdino::models

@@ -1,0 +1,60 @@
+// State dicts: PyTorch's names and order, strict loading, and the official pretrained-weights
+// loader (DINO utils.load_pretrained_weights + XCiT's supervised files).
+//
+// Contract:
+//  - state_dict(module): every defined parameter and buffer as `prefix.name` -> tensor in
+//    PyTorch's order (a module's own parameters, then its own buffers, then each child in
+//    registration order, recursively). Tensors are detached aliases of the module's own
+//    (writing into them writes the module), like Python's state_dict().
+//  - to_ivalue / from_ivalue convert to and from the GenericDict save_pth/load_pth use.
+//    from_ivalue throws xdino::Error naming `source` and the first entry that is not
+//    str -> tensor.
+//  - load_state_dict(module, state, strict): copies every matching tensor into the module in
+//    place (no autograd, converting dtype and device). It checks everything before copying, so
+//    on failure the module is untouched. A shape mismatch always fails (as in PyTorch); with
+//    strict, a key the model has but `state` lacks (missing) or the reverse (unexpected) fails
+//    too. Each failure is one line naming `source`, the first offending key and both shapes.
+//    BatchNorm's num_batches_tracked may be absent (the module keeps its count) and a
+//    1-element 1-d value loads into a 0-d tensor, as PyTorch allows. Non-strict loads return
+//    the missing/unexpected keys in the report for the caller to log.
+//  - load_pretrained(module, path, checkpoint_key, strict) does what the official loader does
+//    with --pretrained_weights: load_pth(path); if `checkpoint_key` is a top-level key take
+//    that sub-dict, else a supervised XCiT file's "model" (or "state_dict"); remove the
+//    substrings "module." and "backbone." from every key; drop keys the loader ignores on
+//    purpose (report.ignored): the DINO projection head (head.mlp.*, head.last_layer.*) and,
+//    when the model has no head.* keys, a classifier head (head.weight, head.bias); then
+//    load_state_dict. It logs one info line saying what it loaded and ignored. Errors name
+//    the file (and the sub-dict taken).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace xdino::models {
+
+using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
+
+StateDict state_dict(const torch::nn::Module& module);
+
+c10::IValue to_ivalue(const StateDict& state);
+StateDict from_ivalue(const c10::IValue& value, const std::string& source = "state dict");
+
+struct LoadReport {
+  int64_t loaded = 0;                   // tensors copied into the module
+  std::vector<std::string> missing;     // model keys the checkpoint lacks (left as they were)
+  std::vector<std::string> unexpected;  // checkpoint keys the model lacks (not loaded)
+  std::vector<std::string> ignored;     // checkpoint keys load_pretrained dropped on purpose
+  // One line for the log: counts and the first few keys of each list.
+  std::string summary() const;
+};
+
+LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict = true,
+                           const std::string& source = "checkpoint");
+
+LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::path& path,
+                           const std::string& checkpoint_key = "teacher", bool strict = true);
+
+}  // namespace xdino::models
