@@ -1,20 +1,11 @@
 #include "core/check.h"
 
-#include <cstring>
-
 namespace xdino::detail {
 
 std::string located(const std::string& message, const char* condition, const char* file,
                     int line) {
-  // Keep only the path below the repository root so messages stay short and stable.
+  // `file` is already relative to the repository root (-fmacro-prefix-map in CMakeLists.txt).
   const char* rel = file;
-  for (const char* tier : {"core/", "models/", "augment/", "ssl/", "eval/", "launch/", "tests/",
-                           "bench/"}) {
-    if (const char* p = std::strstr(file, tier)) {
-      rel = p;
-      break;
-    }
-  }
   std::string out = message;
   for (char& c : out)
     if (c == '\n' || c == '\r') c = ' ';

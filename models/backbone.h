@@ -2,27 +2,43 @@
 //
 // Contract:
 //  - Input images are float tensors (B, 3, H, W), ImageNet-normalised, any H and W the
-//    architecture accepts (XCiT: any size, rounded up per stage; ViT: position embeddings are
-//    interpolated). Outputs are float tensors on the input's device.
+//    architecture accepts (XCiT: any size, rounded up per stage; ViT: floor(H/p) x floor(W/p)
+//    patches, position embeddings interpolated). Outputs are on the input's device, in the
+//    model's dtype (or autocast's). Works in float32, float64, bfloat16 and under autocast.
 //  - forward(x): (B, C) final-normalised CLS feature when num_classes == 0, else (B, classes).
 //    Train mode enables drop path; the official "(y, y) tuple in train mode" is not reproduced
 //    because DINO's wrapper takes element 0 anyway.
+//  - probe(x, request): the one forward implementation; it returns forward()'s feature and,
+//    on request, intermediate results of the same pass (see ProbeRequest). Every other
+//    method below is a thin wrapper around it, so features and maps always agree.
 //  - linear_features(x, n_last_blocks, avgpool): the feature eval_linear.py feeds to the linear
 //    layer for this architecture (XCiT: forward(x); ViT: concatenated normalised CLS tokens of
 //    the last n blocks, plus the averaged patch tokens when avgpool).
+//  - Block indices run over the num_blocks() main blocks (XCiT: the XCA blocks; ViT: the
+//    transformer blocks); negative indices count from the end (-1 = last). Out of range:
+//    xdino::UsageError. Block outputs are the tokens leaving the block, before any final norm:
+//    XCiT (B, N, C) patch tokens; ViT (B, 1+N, C) with CLS first (block_prefix_tokens() = 1).
+//  - patch_tokens(x): (B, N, C). XCiT: output of the last XCA block (what the class-attention
+//    layers read; the final norm is only ever applied to CLS); ViT: final-normed patch tokens
+//    (what DINO's avgpool averages).
 //  - cls_attention(x, layer): (B, heads, N+1) attention of the CLS query over [CLS, patches],
-//    rows summing to 1. XCiT: class-attention layer `layer` (negative counts from the end);
-//    ViT: CLS row of block `layer`'s self-attention. Throws xdino::Error where undefined.
+//    rows summing to 1, float32 (float64 for float64 models). XCiT: class-attention layer `layer`
+//    of 2 (negative counts from the end); ViT: CLS row of block `layer`'s self-attention.
+//    UsageError where undefined.
 //  - qk_norms(x, block): per-patch |q|, |k| (raw and after XCA's token-axis L2 normalisation),
-//    each (B, heads, N), for XCA block `block`. XCiT only.
-//  - Parameter names equal the official state_dict keys, so checkpoints map 1:1.
+//    each (B, heads, N), float32 (float64 for float64 models), for XCA block `block`. XCiT only
+//    (UsageError otherwise).
+//  - Parameter and buffer names equal the official state_dict keys and are registered in the
+//    official order (own parameters, own buffers, then children, recursively).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace xdino::models {
 
@@ -31,25 +47,56 @@ struct QKNorms {
   torch::Tensor q_hat, k_hat;  // the same after L2 normalisation over tokens, (B, h, N)
 };
 
+// What one forward pass should capture besides the feature.
+struct ProbeRequest {
+  std::vector<int64_t> blocks;                 // outputs of these blocks, in this order
+  bool patch_tokens = false;                   // see Backbone::patch_tokens
+  std::optional<int64_t> cls_attention_layer;  // XCiT: class-attention layer; ViT: block
+  std::optional<int64_t> qk_block;             // XCA block whose |Q|/|K| norms to capture
+  bool feature = true;  // false: stop as soon as every capture is done (feature undefined)
+};
+
+struct Probe {
+  torch::Tensor feature;              // forward()'s result
+  std::vector<torch::Tensor> blocks;  // one per ProbeRequest::blocks entry
+  torch::Tensor patch_tokens;         // (B, N, C)
+  torch::Tensor cls_attention;        // (B, heads, N+1)
+  QKNorms qk;                         // (B, heads, N) each
+};
+
 class Backbone : public torch::nn::Module {
  public:
-  virtual torch::Tensor forward(torch::Tensor images) = 0;
+  virtual Probe probe(torch::Tensor images, const ProbeRequest& request) = 0;
+
+  virtual torch::Tensor forward(torch::Tensor images);
   virtual torch::Tensor linear_features(torch::Tensor images, int64_t n_last_blocks,
-                                        bool avgpool_patchtokens) {
-    return forward(std::move(images));
-  }
-  virtual torch::Tensor cls_attention(torch::Tensor images, int64_t layer);
-  virtual QKNorms qk_norms(torch::Tensor images, int64_t block);
+                                        bool avgpool_patchtokens);
+  std::vector<torch::Tensor> block_outputs(torch::Tensor images,
+                                           const std::vector<int64_t>& block_indices);
+  torch::Tensor patch_tokens(torch::Tensor images);
+  torch::Tensor cls_attention(torch::Tensor images, int64_t layer = -1);
+  QKNorms qk_norms(torch::Tensor images, int64_t block = -1);
 
   virtual const std::string& arch() const = 0;
   virtual int64_t embed_dim() const = 0;  // C, the width of forward()'s feature
   virtual int64_t patch_size() const = 0;
   virtual int64_t num_heads() const = 0;
+  virtual int64_t num_blocks() const = 0;                    // main blocks (XCiT: XCA blocks)
+  virtual int64_t block_prefix_tokens() const { return 0; }  // leading non-patch tokens
   // Token grid (rows, cols) for an H x W input.
   virtual std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const = 0;
-  // Forward FLOPs for one H x W image, fvcore convention (one multiply-add = 1 FLOP; spec
-  // eval.md section 6).
+  // Forward FLOPs for one H x W image in eval mode, fvcore convention (one multiply-add = 1
+  // FLOP; spec eval.md section 6), computed analytically from the layer shapes.
   virtual double flops(int64_t height, int64_t width) const = 0;
+  // Number of trainable-parameter elements (BN running statistics excluded).
+  int64_t num_parameters() const;
 };
+
+// Resolves a possibly negative block/layer index against `count`; UsageError naming `what`
+// when out of range.
+int64_t resolve_index(int64_t index, int64_t count, const char* what);
+// The same for a list; `last` (if given) becomes max(*last, largest resolved index).
+std::vector<int64_t> resolve_indices(const std::vector<int64_t>& indices, int64_t count,
+                                     const char* what, int64_t* last = nullptr);
 
 }  // namespace xdino::models

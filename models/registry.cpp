@@ -4,23 +4,44 @@
 #include <map>
 
 #include "core/check.h"
+#include "models/pixels.h"
+#include "models/vit.h"
+#include "models/xcit.h"
 
 namespace xdino::models {
-
-torch::Tensor Backbone::cls_attention(torch::Tensor, int64_t) {
-  XDINO_FAIL_ARG("architecture '", arch(), "' has no CLS attention to show");
-}
-
-QKNorms Backbone::qk_norms(torch::Tensor, int64_t) {
-  XDINO_FAIL_ARG("architecture '", arch(), "' has no XCA blocks (|Q|/|K| maps are XCiT only)");
-}
 
 namespace {
 
 using Factory = std::function<std::shared_ptr<Backbone>(const BackboneOptions&)>;
 
+std::shared_ptr<Backbone> make_xcit(XCiTConfig config, const BackboneOptions& options) {
+  config.num_classes = options.num_classes;
+  config.drop_path_rate = options.drop_path_rate;
+  return std::make_shared<XCiT>(std::move(config));
+}
+
+std::shared_ptr<Backbone> make_vit(const std::string& name, const BackboneOptions& options) {
+  XDINO_CHECK_ARG(options.patch_size == 16 || options.patch_size == 8,
+                  "DINO ViTs come with patch size 16 or 8, not ", options.patch_size);
+  ViTConfig config = *find_vit_variant(name, options.patch_size);
+  config.img_size = options.img_size;
+  config.num_classes = options.num_classes;
+  config.drop_path_rate = options.drop_path_rate;
+  return std::make_shared<VisionTransformer>(std::move(config));
+}
+
 const std::map<std::string, Factory>& factories() {
-  static const std::map<std::string, Factory> table = {};
+  static const std::map<std::string, Factory> table = [] {
+    std::map<std::string, Factory> t;
+    for (const XCiTConfig& c : xcit_variants())
+      t[c.name] = [c](const BackboneOptions& o) { return make_xcit(c, o); };
+    for (const char* name : {"vit_tiny", "vit_small", "vit_base"})
+      t[name] = [n = std::string(name)](const BackboneOptions& o) { return make_vit(n, o); };
+    t["pixels"] = [](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
+      return std::make_shared<Pixels>(o.img_size);
+    };
+    return t;
+  }();
   return table;
 }
 
@@ -32,8 +53,7 @@ std::vector<std::string> backbone_names() {
   return names;
 }
 
-std::shared_ptr<Backbone> create_backbone(const std::string& arch,
-                                          const BackboneOptions& options) {
+std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
   const auto& table = factories();
   const auto it = table.find(arch);
   if (it == table.end()) {

@@ -1,0 +1,34 @@
+// `dino info`: parameter count and FLOPs of an architecture at a resolution.
+#include <iostream>
+
+#include "launch/command.h"
+#include "models/info.h"
+
+namespace xdino::launch {
+namespace {
+
+class InfoCommand : public Command {
+ public:
+  void declare(Flags& f) override {
+    models::InfoOptions& o = opt_;
+    f.add("arch", &o.arch,
+          "backbone: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8}, "
+          "vit_{tiny,small,base}, pixels")
+        .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
+        .add("image_size", &o.image_size, "input resolution: S (square) or H W");
+  }
+
+  int run(const Flags&) override {
+    std::cout << models::format_info(models::describe(opt_));
+    return 0;
+  }
+
+ private:
+  models::InfoOptions opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_info_command() { return std::make_unique<InfoCommand>(); }
+
+}  // namespace xdino::launch

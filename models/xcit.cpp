@@ -1,0 +1,167 @@
+#include "models/xcit.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "models/init.h"
+
+namespace xdino::models {
+
+namespace nn = torch::nn;
+using torch::Tensor;
+
+const std::vector<XCiTConfig>& xcit_variants() {
+  static const std::vector<XCiTConfig> table = [] {
+    struct Row {
+      const char* size;
+      int64_t dim, depth, heads;
+      double eta;
+      bool tokens_norm;
+    };
+    // Spec xcit.md section 1.
+    const Row rows[] = {
+        {"nano_12", 128, 12, 4, 1.0, false},   {"tiny_12", 192, 12, 4, 1.0, true},
+        {"small_12", 384, 12, 8, 1.0, true},   {"tiny_24", 192, 24, 4, 1e-5, true},
+        {"small_24", 384, 24, 8, 1e-5, true},  {"medium_24", 512, 24, 8, 1e-5, true},
+        {"large_24", 768, 24, 16, 1e-5, true},
+    };
+    std::vector<XCiTConfig> out;
+    for (int64_t patch : {16, 8}) {
+      for (const Row& r : rows) {
+        XCiTConfig c;
+        c.name = std::string("xcit_") + r.size + "_p" + std::to_string(patch);
+        c.patch_size = patch;
+        c.embed_dim = r.dim;
+        c.depth = r.depth;
+        c.num_heads = r.heads;
+        c.eta = r.eta;
+        c.tokens_norm = r.tokens_norm;
+        out.push_back(c);
+      }
+    }
+    return out;
+  }();
+  return table;
+}
+
+std::optional<XCiTConfig> find_xcit_variant(const std::string& name) {
+  for (const XCiTConfig& c : xcit_variants())
+    if (c.name == name) return c;
+  return std::nullopt;
+}
+
+double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
+  const double C = static_cast<double>(c.embed_dim);
+  const double d = C / static_cast<double>(c.num_heads);
+  double flops = 0;
+  // Patch embedding: conv (weight numel x output pixels) + eval BN (2 per element).
+  int64_t h = height, w = width;
+  double in = 3, out = c.patch_size == 16 ? C / 8 : C / 4;
+  for (int64_t p = c.patch_size; p > 1; p /= 2) {
+    h = (h + 1) / 2;
+    w = (w + 1) / 2;
+    const double pixels = static_cast<double>(h * w);
+    flops += out * in * 9 * pixels + 2 * out * pixels;
+    in = out;
+    out *= 2;
+  }
+  const double N = static_cast<double>(h * w), T = N + 1;
+  flops += 64 * C * N;                                  // pos_embeder 1x1 conv
+  const double xca_block = 3 * 5 * N * C                // norm1, norm2, norm3
+                           + 3 * N * C * C              // qkv
+                           + 2 * N * C * d              // q^ k^T and attn @ v
+                           + N * C * C                  // proj
+                           + 2 * 9 * N * C + 2 * N * C  // LPI convs + BN
+                           + 8 * N * C * C;             // mlp
+  flops += static_cast<double>(c.depth) * xca_block;
+  const double ca_block = 5 * T * C                              // norm1 over all tokens
+                          + 3 * T * C * C                        // qkv over all tokens
+                          + T * C                                // attn @ v (one query)
+                          + C * C                                // proj of CLS
+                          + (c.tokens_norm ? 5 * T * C : 5 * C)  // norm2
+                          + 8 * C * C;                           // mlp of CLS
+  flops += static_cast<double>(c.cls_attn_layers) * ca_block;
+  flops += 5 * T * C;  // final norm (applied to all tokens officially)
+  flops += C * static_cast<double>(c.num_classes);
+  return flops;
+}
+
+XCiT::XCiT(XCiTConfig config) : config_(std::move(config)) {
+  const XCiTConfig& c = config_;
+  XDINO_CHECK_ARG(c.depth > 0 && c.cls_attn_layers > 0 && c.num_heads > 0,
+                  "XCiT needs depth, cls_attn_layers and num_heads > 0");
+  XDINO_CHECK_ARG(c.drop_path_rate >= 0 && c.drop_path_rate < 1,
+                  "drop_path_rate must be in [0, 1), got ", c.drop_path_rate);
+  const int64_t C = c.embed_dim;
+  cls_token = register_parameter("cls_token", torch::zeros({1, 1, C}));
+  patch_embed = register_module("patch_embed", ConvPatchEmbed(c.patch_size, C));
+  auto block_list = nn::ModuleList();
+  for (int64_t i = 0; i < c.depth; ++i) {
+    blocks.push_back(XCABlock(C, c.num_heads, c.eta, c.drop_path_rate));
+    block_list->push_back(blocks.back());
+  }
+  register_module("blocks", block_list);
+  auto ca_list = nn::ModuleList();
+  for (int64_t i = 0; i < c.cls_attn_layers; ++i) {
+    cls_attn_blocks.push_back(ClassAttentionBlock(C, c.num_heads, c.eta, c.tokens_norm));
+    ca_list->push_back(cls_attn_blocks.back());
+  }
+  register_module("cls_attn_blocks", ca_list);
+  norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({C}).eps(1e-6)));
+  if (c.num_classes > 0) head = register_module("head", nn::Linear(C, c.num_classes));
+  pos_embeder = register_module("pos_embeder", FourierPositionalEncoding(C));
+
+  trunc_normal_(cls_token, 0.0, 0.02, -2.0, 2.0);
+  init_linear_and_layernorm(*this);
+}
+
+std::pair<int64_t, int64_t> XCiT::token_grid(int64_t height, int64_t width) const {
+  return ConvPatchEmbedImpl::grid(height, width, config_.patch_size);
+}
+
+double XCiT::flops(int64_t height, int64_t width) const {
+  return xcit_flops(config_, height, width);
+}
+
+Probe XCiT::probe(Tensor images, const ProbeRequest& request) {
+  const int64_t depth = config_.depth;
+  int64_t last_block = request.patch_tokens ? depth - 1 : -1;
+  const std::vector<int64_t> wanted = resolve_indices(request.blocks, depth, "block", &last_block);
+  std::optional<int64_t> qk_block;
+  if (request.qk_block) {
+    qk_block = resolve_index(*request.qk_block, depth, "XCA block");
+    last_block = std::max(last_block, *qk_block);
+  }
+  std::optional<int64_t> ca_layer;
+  if (request.cls_attention_layer)
+    ca_layer = resolve_index(*request.cls_attention_layer, config_.cls_attn_layers,
+                             "class-attention layer");
+  const bool need_cls = request.feature || ca_layer.has_value();
+
+  Probe out;
+  out.blocks.resize(wanted.size());
+  auto [x, grid] = patch_embed(images);
+  const auto [rows, cols] = grid;
+  x = x + pos_embeder(rows, cols);
+  for (int64_t i = 0; i < depth; ++i) {
+    x = blocks[i](x, rows, cols, qk_block == i ? &out.qk : nullptr);
+    for (size_t j = 0; j < wanted.size(); ++j)
+      if (wanted[j] == i) out.blocks[j] = x;
+    if (request.patch_tokens && i == depth - 1) out.patch_tokens = x;
+    if (!need_cls && i >= last_block) return out;
+  }
+
+  const int64_t B = x.size(0);
+  const auto dtype = torch::promote_types(x.scalar_type(), cls_token.scalar_type());
+  x = torch::cat({cls_token.expand({B, 1, -1}).to(dtype), x.to(dtype)}, 1);
+  for (int64_t j = 0; j < config_.cls_attn_layers; ++j) {
+    x = cls_attn_blocks[j](x, ca_layer == j ? &out.cls_attention : nullptr);
+    if (!request.feature && ca_layer == j) return out;
+  }
+  // LayerNorm is per token, so normalising CLS alone equals the official norm(x)[:, 0].
+  out.feature = norm(x.select(1, 0));
+  if (head) out.feature = head(out.feature);
+  return out;
+}
+
+}  // namespace xdino::models

@@ -1,0 +1,72 @@
+// XCiT (Cross-Covariance Image Transformer), checkpoint-compatible with facebookresearch/xcit
+// (spec xcit.md). The 14 named variants come from xcit_variants(); any other XCiTConfig works
+// too (tests build tiny ones).
+//
+// Contract:
+//  - Construction initialises the weights as the official code does (spec section 12).
+//  - Modules, parameters and buffers carry the official names in the official state_dict
+//    order: cls_token, patch_embed.proj.{0,2,4[,6]}.{0,1}.*, blocks.i.*, cls_attn_blocks.j.*,
+//    norm.*, [head.* when num_classes > 0], pos_embeder.token_projection.*.
+//  - probe()/forward(): see models/backbone.h. CLS token appended after the XCA blocks, never
+//    given a position encoding; forward returns norm(CLS) after the class-attention blocks
+//    (then head when num_classes > 0).
+//  - xcit_flops(config, H, W): fvcore-convention FLOPs of one eval-mode forward (eval.md 6).
+//  - Bad configurations (patch not 8/16, C not divisible by heads or 8) throw UsageError.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/backbone.h"
+#include "models/xcit_layers.h"
+
+namespace xdino::models {
+
+struct XCiTConfig {
+  std::string name = "xcit";
+  int64_t patch_size = 16;
+  int64_t embed_dim = 384;
+  int64_t depth = 12;
+  int64_t num_heads = 8;
+  double eta = 1.0;         // layer-scale init of every gamma
+  bool tokens_norm = true;  // class-attention norm2 on all tokens (false: CLS only, nano)
+  int64_t cls_attn_layers = 2;
+  int64_t num_classes = 0;      // 0: no head, forward returns the (B, C) feature
+  double drop_path_rate = 0.0;  // constant over the XCA blocks
+};
+
+// xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8}.
+const std::vector<XCiTConfig>& xcit_variants();
+std::optional<XCiTConfig> find_xcit_variant(const std::string& name);
+
+double xcit_flops(const XCiTConfig& config, int64_t height, int64_t width);
+
+class XCiT : public Backbone {
+ public:
+  explicit XCiT(XCiTConfig config);
+
+  Probe probe(torch::Tensor images, const ProbeRequest& request) override;
+
+  const std::string& arch() const override { return config_.name; }
+  int64_t embed_dim() const override { return config_.embed_dim; }
+  int64_t patch_size() const override { return config_.patch_size; }
+  int64_t num_heads() const override { return config_.num_heads; }
+  int64_t num_blocks() const override { return config_.depth; }
+  std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const override;
+  double flops(int64_t height, int64_t width) const override;
+  const XCiTConfig& config() const { return config_; }
+
+  torch::Tensor cls_token;
+  ConvPatchEmbed patch_embed{nullptr};
+  std::vector<XCABlock> blocks;
+  std::vector<ClassAttentionBlock> cls_attn_blocks;
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear head{nullptr};  // null when num_classes == 0
+  FourierPositionalEncoding pos_embeder{nullptr};
+
+ private:
+  XCiTConfig config_;
+};
+
+}  // namespace xdino::models

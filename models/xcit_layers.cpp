@@ -1,0 +1,291 @@
+#include "models/xcit_layers.h"
+
+#include <cmath>
+
+#include "core/check.h"
+
+namespace xdino::models {
+
+namespace nn = torch::nn;
+using torch::Tensor;
+using torch::indexing::None;
+using torch::indexing::Slice;
+
+namespace {
+
+nn::LayerNorm layer_norm(int64_t dim) {
+  return nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6));
+}
+
+nn::Conv2d depthwise3x3(int64_t dim) {
+  return nn::Conv2d(nn::Conv2dOptions(dim, dim, 3).padding(1).groups(dim).bias(true));
+}
+
+}  // namespace
+
+Tensor drop_path_factor(const Tensor& x, double rate, bool training) {
+  if (!training || rate <= 0.0) return {};
+  const double keep = 1.0 - rate;
+  std::vector<int64_t> shape(x.dim(), 1);
+  shape[0] = x.size(0);
+  // Drawn in float32 whatever x's dtype: the mask must be exactly 0 or 1.
+  auto mask = torch::rand(shape, x.options().dtype(torch::kFloat)).add_(keep).floor_();
+  return mask.div_(keep).to(x.scalar_type());
+}
+
+Tensor residual_drop_path(const Tensor& x, const Tensor& y, const Tensor& gamma, double rate,
+                          bool training) {
+  const Tensor factor = drop_path_factor(x, rate, training);
+  // (B,1,C) scale: one pass over y instead of gamma-multiply, mask-multiply and add.
+  if (factor.defined()) return torch::addcmul(x, y, gamma * factor);
+  return torch::addcmul(x, y, gamma);
+}
+
+Tensor batch_norm(BatchNorm& bn, const Tensor& x) {
+  const auto dtype = bn->weight.scalar_type();
+  return bn(x.scalar_type() == dtype ? x : x.to(dtype));
+}
+
+Tensor residual_drop_path(const Tensor& x, const Tensor& y, double rate, bool training) {
+  const Tensor factor = drop_path_factor(x, rate, training);
+  if (factor.defined()) return torch::addcmul(x, y, factor);
+  return x + y;
+}
+
+// ------------------------------------------------------------------------------------------
+
+MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
+  fc1 = register_module("fc1", nn::Linear(dim, hidden));
+  fc2 = register_module("fc2", nn::Linear(hidden, dim));
+}
+
+Tensor MlpImpl::forward(const Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+
+// ------------------------------------------------------------------------------------------
+
+ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch_size(patch) {
+  XDINO_CHECK_ARG(patch == 16 || patch == 8, "XCiT's convolutional patch embedding supports ",
+                  "patch size 16 or 8, not ", patch);
+  XDINO_CHECK_ARG(embed_dim % 8 == 0, "XCiT embed_dim must be a multiple of 8, got ", embed_dim);
+  proj = nn::ModuleList();
+  // One "conv3x3" unit: Sequential [Conv2d(k3, s2, p1, no bias), BatchNorm2d].
+  const auto add_unit = [&](int64_t in, int64_t out) {
+    convs.push_back(nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(2).padding(1).bias(false)));
+    norms.push_back(BatchNorm(out));
+    proj->push_back(nn::Sequential(convs.back(), norms.back()));
+  };
+  const int64_t first = patch == 16 ? embed_dim / 8 : embed_dim / 4;
+  add_unit(3, first);
+  for (int64_t c = first; c < embed_dim; c *= 2) {
+    proj->push_back(nn::GELU());  // parameterless, but it takes an index as in the official
+    add_unit(c, 2 * c);
+  }
+  register_module("proj", proj);
+}
+
+std::pair<int64_t, int64_t> ConvPatchEmbedImpl::grid(int64_t height, int64_t width, int64_t patch) {
+  for (int64_t p = patch; p > 1; p /= 2) {
+    height = (height + 1) / 2;
+    width = (width + 1) / 2;
+  }
+  return {height, width};
+}
+
+std::pair<Tensor, std::pair<int64_t, int64_t>> ConvPatchEmbedImpl::forward(const Tensor& images) {
+  XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, "XCiT expects images (B, 3, H, W), got ",
+              images.sizes());
+  // NCHW: on CPU these strided convs run ~15% faster than in channels-last.
+  Tensor y = images;
+  for (size_t i = 0; i < convs.size(); ++i)
+    y = batch_norm(norms[i], convs[i](i == 0 ? y : torch::gelu(y)));
+  const int64_t rows = y.size(2), cols = y.size(3);
+  // (the copy costs ~C*N per image against ~1000x that for the convs)
+  Tensor tokens = y.flatten(2).transpose(1, 2).contiguous();
+  return {tokens, {rows, cols}};
+}
+
+// ------------------------------------------------------------------------------------------
+
+FourierPositionalEncodingImpl::FourierPositionalEncodingImpl(int64_t dim) {
+  token_projection = register_module("token_projection", nn::Conv2d(nn::Conv2dOptions(64, dim, 1)));
+}
+
+Tensor FourierPositionalEncodingImpl::features(int64_t rows, int64_t cols, torch::Dtype dtype,
+                                               torch::Device device) {
+  // The operation sequence of the official float32 code, so float32 results agree bit for bit
+  // up to the libm of sin/cos.
+  const auto opts = torch::TensorOptions().dtype(accumulation_dtype(dtype)).device(device);
+  constexpr int64_t kHidden = 32;
+  const double kScale = 2.0 * M_PI;
+  Tensor i = torch::arange(kHidden, opts);
+  Tensor dim_t = torch::pow(10000.0, torch::div(i, 2, "floor") * 2 / kHidden);
+  const auto encode = [&](int64_t n) {
+    Tensor coord = torch::arange(1, n + 1, opts);
+    coord = coord / (torch::full({1}, static_cast<double>(n), opts) + 1e-6) * kScale;
+    Tensor pos = coord.unsqueeze(1) / dim_t;  // (n, 32)
+    return torch::stack({pos.index({Slice(), Slice(0, None, 2)}).sin(),
+                         pos.index({Slice(), Slice(1, None, 2)}).cos()},
+                        2)
+        .flatten(1);  // interleaved: sin, cos, sin, cos, ...
+  };
+  Tensor y = encode(rows).unsqueeze(1).expand({rows, cols, kHidden});
+  Tensor x = encode(cols).unsqueeze(0).expand({rows, cols, kHidden});
+  return torch::cat({y, x}, 2).reshape({rows * cols, 2 * kHidden});
+}
+
+Tensor FourierPositionalEncodingImpl::forward(int64_t rows, int64_t cols) {
+  const Tensor& w = token_projection->weight;
+  Tensor map = features(rows, cols, w.scalar_type(), w.device());
+  // The 1x1 conv as a linear map on (N, 64): same weights, no NCHW round trip.
+  Tensor pe =
+      torch::nn::functional::linear(map.to(w.scalar_type()), w.flatten(1), token_projection->bias);
+  return pe.unsqueeze(0);
+}
+
+// ------------------------------------------------------------------------------------------
+
+XCAImpl::XCAImpl(int64_t dim, int64_t heads) : num_heads(heads) {
+  XDINO_CHECK_ARG(dim % heads == 0, "embed_dim ", dim, " is not divisible by ", heads, " heads");
+  temperature = register_parameter("temperature", torch::ones({heads, 1, 1}));
+  qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(true)));
+  proj = register_module("proj", nn::Linear(dim, dim));
+}
+
+Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
+  const int64_t B = x.size(0), N = x.size(1), C = x.size(2), h = num_heads, d = C / h;
+  // (B, h, d, N) views of the qkv output; matmul reads them through strides. unbind (not
+  // three selects) keeps the backward pass to one gradient buffer instead of three.
+  const auto parts = qkv(x).view({B, N, 3, h, d}).unbind(2);
+  const Tensor q = parts[0].permute({0, 2, 3, 1});
+  const Tensor k = parts[1].permute({0, 2, 3, 1});
+  const Tensor v = parts[2].permute({0, 2, 3, 1});
+  const auto acc = accumulation_dtype(q.scalar_type());
+  // F.normalize divides each channel's token vector by max(|.|_2, 1e-12). square+sum is a
+  // vectorised reduction over these strided views; linalg_vector_norm is ~4x slower here.
+  const auto token_norm = [acc](const Tensor& t) {
+    return t.square().sum({-1}, /*keepdim=*/true, acc).sqrt().clamp_min(1e-12);
+  };
+  const Tensor nq = token_norm(q);
+  const Tensor nk = token_norm(k);
+  Tensor logits;
+  if (q.scalar_type() == torch::kHalf) {
+    // float16 cannot hold the raw q.k^T sums of long sequences: normalise first, like the
+    // official code.
+    logits =
+        torch::matmul(q / nq.to(q.scalar_type()), (k / nk.to(k.scalar_type())).transpose(-2, -1))
+            .to(acc);
+  } else {
+    // Normalising the d x d product instead of q and k is the same math without two passes
+    // over (B, h, d, N) tensors and without keeping q^, k^ for the backward pass.
+    logits = torch::matmul(q, k.transpose(-2, -1)).to(acc) / (nq * nk.transpose(-2, -1));
+  }
+  logits = logits * temperature.to(acc);
+  const Tensor attn = torch::softmax(logits, -1);
+  if (norms != nullptr) {
+    // Per token: over the d channels of each head, before and after the normalisation.
+    norms->q_raw = q.to(acc).square().sum(2).sqrt();
+    norms->k_raw = k.to(acc).square().sum(2).sqrt();
+    norms->q_hat = (q.to(acc) / nq).square().sum(2).sqrt();
+    norms->k_hat = (k.to(acc) / nk).square().sum(2).sqrt();
+  }
+  // (B, h, d, N) -> (B, N, h, d) -> (B, N, C): channel = head * d + i.
+  const Tensor out = torch::matmul(attn.to(v.scalar_type()), v);
+  return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}));
+}
+
+// ------------------------------------------------------------------------------------------
+
+LPIImpl::LPIImpl(int64_t dim) {
+  conv1 = register_module("conv1", depthwise3x3(dim));
+  bn = register_module("bn", BatchNorm(dim));
+  conv2 = register_module("conv2", depthwise3x3(dim));
+}
+
+Tensor LPIImpl::forward(const Tensor& x, int64_t rows, int64_t cols) {
+  const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
+  // (B, N, C) seen as a channels-last image: no copy in, none out.
+  Tensor img = x.reshape({B, rows, cols, C}).permute({0, 3, 1, 2});
+  img = conv2(batch_norm(bn, torch::gelu(conv1(img))));
+  return img.permute({0, 2, 3, 1}).reshape({B, N, C});
+}
+
+// ------------------------------------------------------------------------------------------
+
+XCABlockImpl::XCABlockImpl(int64_t dim, int64_t heads, double eta, double rate)
+    : drop_path_rate(rate) {
+  gamma1 = register_parameter("gamma1", torch::full({dim}, eta));
+  gamma2 = register_parameter("gamma2", torch::full({dim}, eta));
+  gamma3 = register_parameter("gamma3", torch::full({dim}, eta));
+  norm1 = register_module("norm1", layer_norm(dim));
+  attn = register_module("attn", XCA(dim, heads));
+  norm2 = register_module("norm2", layer_norm(dim));
+  mlp = register_module("mlp", Mlp(dim, 4 * dim));
+  norm3 = register_module("norm3", layer_norm(dim));
+  local_mp = register_module("local_mp", LPI(dim));
+}
+
+Tensor XCABlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNorms* norms) {
+  const bool train = is_training();
+  Tensor y = residual_drop_path(x, attn(norm1(x), norms), gamma1, drop_path_rate, train);
+  y = residual_drop_path(y, local_mp(norm3(y), rows, cols), gamma3, drop_path_rate, train);
+  return residual_drop_path(y, mlp(norm2(y)), gamma2, drop_path_rate, train);
+}
+
+// ------------------------------------------------------------------------------------------
+
+ClassAttentionImpl::ClassAttentionImpl(int64_t dim, int64_t heads) : num_heads(heads) {
+  XDINO_CHECK_ARG(dim % heads == 0, "embed_dim ", dim, " is not divisible by ", heads, " heads");
+  qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(true)));
+  proj = register_module("proj", nn::Linear(dim, dim));
+}
+
+Tensor ClassAttentionImpl::forward(const Tensor& u, Tensor* attention) {
+  namespace F = torch::nn::functional;
+  const int64_t B = u.size(0), T = u.size(1), C = u.size(2), h = num_heads, d = C / h;
+  const Tensor& w = qkv->weight;
+  const Tensor& b = qkv->bias;
+  // Only the CLS query is ever used: project q for token 0 alone, k and v for all tokens.
+  const Tensor q =
+      F::linear(u.select(1, 0), w.narrow(0, 0, C), b.narrow(0, 0, C)).view({B, h, 1, d});
+  const auto kv =
+      F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C)).view({B, T, 2, h, d}).unbind(2);
+  const Tensor k = kv[0].transpose(1, 2);  // (B, h, T, d)
+  const Tensor v = kv[1].transpose(1, 2);
+  const auto acc = accumulation_dtype(q.scalar_type());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const Tensor logits = torch::matmul(q, k.transpose(-2, -1)).to(acc) * scale;  // (B, h, 1, T)
+  const Tensor attn = torch::softmax(logits, -1);
+  if (attention != nullptr) *attention = attn.squeeze(2);
+  const Tensor cls = torch::matmul(attn.to(v.scalar_type()), v);  // (B, h, 1, d)
+  return proj(cls.reshape({B, 1, C}));
+}
+
+// ------------------------------------------------------------------------------------------
+
+ClassAttentionBlockImpl::ClassAttentionBlockImpl(int64_t dim, int64_t heads, double eta,
+                                                 bool norm_all_tokens)
+    : tokens_norm(norm_all_tokens) {
+  gamma1 = register_parameter("gamma1", torch::full({dim}, eta));
+  gamma2 = register_parameter("gamma2", torch::full({dim}, eta));
+  norm1 = register_module("norm1", layer_norm(dim));
+  attn = register_module("attn", ClassAttention(dim, heads));
+  norm2 = register_module("norm2", layer_norm(dim));
+  mlp = register_module("mlp", Mlp(dim, 4 * dim));
+}
+
+Tensor ClassAttentionBlockImpl::forward(const Tensor& x, Tensor* attention) {
+  const Tensor u = norm1(x);
+  const Tensor patches_u = u.index({Slice(), Slice(1, None)});
+  const Tensor patches_x = x.index({Slice(), Slice(1, None)});
+  // The official attention module passes the normalised patch rows through, so the residual
+  // adds gamma1 * norm1(x_n) to every patch token.
+  const Tensor cls = torch::addcmul(x.index({Slice(), Slice(0, 1)}), attn(u, attention), gamma1);
+  Tensor patches = torch::addcmul(patches_x, patches_u, gamma1);
+  const Tensor z0 = norm2(cls);
+  if (tokens_norm) patches = norm2(patches);
+  // CLS: residual on top of the normalised token; patches: the residual adds them to
+  // themselves.
+  return torch::cat({torch::addcmul(z0, mlp(z0), gamma2), patches * 2}, 1);
+}
+
+}  // namespace xdino::models
