@@ -4,7 +4,6 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "models/registry.h"
 #include "models/weights.h"
 
 namespace xdino::eval {
@@ -14,15 +13,21 @@ std::string weights_kind(const BackboneSpec& spec) {
   return spec.pretrained_weights.empty() ? "random" : "pretrained";
 }
 
-std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
-                                                       torch::Device device) {
-  XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
+models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t patch_size,
+                                              int64_t image_size) {
   models::BackboneOptions o;
   o.num_classes = 0;
   o.drop_path_rate = 0.0;
-  o.patch_size = spec.patch_size;
-  o.img_size = spec.image_size;
-  std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, o);
+  o.patch_size = patch_size;
+  o.img_size = arch == "pixels" ? image_size : 224;
+  return o;
+}
+
+std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
+                                                       torch::Device device) {
+  XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
+  std::shared_ptr<models::Backbone> model = models::create_backbone(
+      spec.arch, eval_backbone_options(spec.arch, spec.patch_size, spec.image_size));
   const std::string kind = weights_kind(spec);
   if (kind == "pretrained") {
     XDINO_CHECK_ARG(std::filesystem::is_regular_file(spec.pretrained_weights),

@@ -23,6 +23,7 @@
 
 #include "eval/json.h"
 #include "models/backbone.h"
+#include "models/registry.h"
 
 namespace xdino::eval {
 
@@ -33,6 +34,12 @@ struct BackboneSpec {
   std::string checkpoint_key = "teacher";
   int64_t image_size = 224;  // evaluation crop; the resize is image_size * 256 / 224
 };
+
+// The model as the official evaluation scripts build it: num_classes 0, no drop path, ViT
+// position grid of 224 (checkpoints hold it; other resolutions interpolate), pixels resized to
+// image_size.
+models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t patch_size,
+                                              int64_t image_size);
 
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                                                        torch::Device device);

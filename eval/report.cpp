@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "eval/frozen_backbone.h"
 #include "eval/json.h"
 #include "models/registry.h"
 
@@ -144,10 +145,8 @@ Json number_or_null(const std::optional<double>& v) { return v ? Json(*v) : Json
 }  // namespace
 
 ModelFacts registry_facts(const std::string& arch, int64_t patch_size, int64_t image_size) {
-  models::BackboneOptions o;
-  o.patch_size = patch_size;
-  o.img_size = image_size;
-  const auto model = models::create_backbone(arch, o);
+  const auto model =
+      models::create_backbone(arch, eval_backbone_options(arch, patch_size, image_size));
   ModelFacts f;
   for (const auto& p : model->parameters()) f.params += static_cast<double>(p.numel());
   f.flops = model->flops(image_size, image_size);

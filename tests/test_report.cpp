@@ -169,3 +169,24 @@ TEST(Report, ModelNames) {
   EXPECT_EQ(display_model_name("vit_base", 8, 224), "ViT-B/8");
   EXPECT_EQ(display_model_name("pixels", 16, 28), "Pixels↑28");
 }
+
+TEST(Report, RegistryFactsAtTheEvaluationResolution) {
+  // eval.md section 4/6: XCiT-S12/16 26M, 4.9B at 224; M24/8 at 384 188.0B; ViT-S/16 22M 4.6B.
+  const ModelFacts s12 = registry_facts("xcit_small_12_p16", 16, 224);
+  EXPECT_NEAR(s12.params, 25.868e6, 0.01e6);
+  EXPECT_NEAR(s12.flops, 4.87e9, 0.01e9);
+  const ModelFacts vit = registry_facts("vit_small", 16, 224);
+  EXPECT_NEAR(vit.params / 1e6, 21.7, 0.1);
+  EXPECT_NEAR(vit.flops, 4.61e9, 0.01e9);
+  // ViT keeps the 224 position grid (checkpoints hold it); FLOPs follow the resolution.
+  EXPECT_DOUBLE_EQ(registry_facts("vit_small", 16, 384).params, vit.params);
+  EXPECT_GT(registry_facts("vit_small", 16, 384).flops, 2.9 * vit.flops);
+  EXPECT_EQ(registry_facts("pixels", 16, 28).params, 0.0);
+  const fs::path root = make_runs();
+  ReportOptions o;
+  o.runs = {(root / "a").string()};
+  o.output = (root / "t.md").string();
+  EXPECT_NE(write_report(o).find("| DINO | XCiT-S12/16 | 26M | 4.9B | 77.8 | 76.0 |"),
+            std::string::npos);
+  fs::remove_all(root);
+}
