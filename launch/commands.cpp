@@ -10,10 +10,11 @@ namespace xdino::launch {
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> list = {
       {"train", "DINO self-supervised pretraining (main_dino.py flags)", make_train_command, ""},
-      {"knn", "weighted k-NN classification on frozen features (eval_knn.py flags)", nullptr,
-       "#7"},
+      {"knn", "weighted k-NN classification on frozen features (eval_knn.py flags)",
+       make_knn_command, ""},
       {"linear", "linear probe on a frozen backbone (eval_linear.py flags)", nullptr, "#7"},
-      {"features", "extract L2-normalised features of one split to HDF5", nullptr, "#7"},
+      {"features", "extract L2-normalised features of one split to HDF5", make_features_command,
+       ""},
       {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
        nullptr, "#8"},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders",
@@ -24,6 +25,9 @@ const std::vector<CommandInfo>& commands() {
        make_launch_command, ""},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures", nullptr,
        "#9"},
+      {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
+      {"preview", "PNG of the augmented views of a few images, one row per image",
+       make_preview_command, ""},
   };
   return list;
 }

@@ -1,0 +1,76 @@
+// Thin RAII helpers over the HDF5 C library, for the files this project reads and writes.
+//
+// Contract:
+//  - H5Object owns one hid_t and closes it with the matching H5?close; move-only.
+//  - Every failure throws xdino::Error naming the file/object and HDF5's own reason; HDF5's
+//    automatic error printing is switched off (h5_quiet()) so nothing else reaches stderr.
+//  - 1-D datasets only. Strings are written as variable-length UTF-8 (what h5py writes for
+//    str); both variable- and fixed-length strings are read.
+//  - Calls into HDF5 are serialised by h5_mutex(): take it around any HDF5 call made from
+//    threads (the Debian library is thread-safe, other builds may not be).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace xdino::augment::h5 {
+
+std::recursive_mutex& h5_mutex();
+void h5_quiet();
+// HDF5's innermost error message for the last failed call in this thread ("" if none).
+std::string last_error();
+
+class H5Object {
+ public:
+  H5Object() = default;
+  H5Object(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  H5Object(H5Object&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  H5Object& operator=(H5Object&& o) noexcept;
+  H5Object(const H5Object&) = delete;
+  H5Object& operator=(const H5Object&) = delete;
+  ~H5Object() { reset(); }
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+H5Object open_file(const std::string& path, bool writable = false);
+H5Object create_file(const std::string& path);  // truncates
+H5Object open_dataset(const H5Object& file, const std::string& name, const std::string& where);
+bool has_object(const H5Object& file, const std::string& name);
+
+// Number of elements of a 1-D dataset.
+int64_t dataset_length(const H5Object& dataset, const std::string& where);
+
+// Whole 1-D datasets, converted by HDF5 to the requested type.
+std::vector<int64_t> read_int64(const H5Object& file, const std::string& name,
+                                const std::string& where);
+std::vector<std::string> read_strings(const H5Object& file, const std::string& name,
+                                      const std::string& where);
+// Bytes [begin, end) of a 1-D uint8 dataset.
+void read_bytes(const H5Object& dataset, int64_t begin, int64_t end, uint8_t* out,
+                const std::string& where);
+
+void write_int64(const H5Object& file, const std::string& name, const std::vector<int64_t>& v);
+void write_strings(const H5Object& file, const std::string& name,
+                   const std::vector<std::string>& v);
+// A contiguous (unchunked, uncompressed) 1-D uint8 dataset of `length` bytes, to be filled
+// with write_bytes: readers can then find it with H5Dget_offset and read it directly.
+H5Object create_bytes(const H5Object& file, const std::string& name, int64_t length);
+void write_bytes(const H5Object& dataset, int64_t begin, const uint8_t* data, int64_t count);
+
+void write_attribute(const H5Object& object, const std::string& name, const std::string& value);
+void write_attribute(const H5Object& object, const std::string& name, int64_t value);
+// "" / -1 when the attribute does not exist.
+std::string read_string_attribute(const H5Object& object, const std::string& name);
+int64_t read_int_attribute(const H5Object& object, const std::string& name);
+
+}  // namespace xdino::augment::h5

@@ -1,0 +1,18 @@
+// Files for tests: scratch folders and the committed fixtures.
+//
+// Contract: fresh_dir(name) returns an empty folder under the system temp dir, unique to this
+// process and name (removed first if it exists; tests remove it when done). fixture(rel) is
+// tests/data/<rel>. python_has(module) tells whether /usr/bin/python3 can import `module`
+// (tests that cross-check with Python skip themselves when it cannot).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace xdino::testing {
+
+std::filesystem::path fresh_dir(const std::string& name);
+std::filesystem::path fixture(const std::string& rel);
+bool python_has(const std::string& module);
+
+}  // namespace xdino::testing
