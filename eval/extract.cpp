@@ -97,7 +97,6 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   XDINO_CHECK_ARG(o.split == "train" || o.split == "val", "--split must be train or val, got '",
                   o.split, "'");
   const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split);
-  log::info("Data loaded: ", data->describe());
   const auto model = load_frozen_backbone(o.model, device);
   ExtractOptions e;
   e.batch_size = o.batch_size_per_gpu;

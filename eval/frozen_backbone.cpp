@@ -26,16 +26,18 @@ models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t p
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                                                        torch::Device device) {
   XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
+  // LibTorch seeds its generator randomly per process: without this, random weights would
+  // differ between the processes of one distributed run.
+  torch::manual_seed(static_cast<uint64_t>(spec.seed));
   std::shared_ptr<models::Backbone> model = models::create_backbone(
       spec.arch, eval_backbone_options(spec.arch, spec.patch_size, spec.image_size));
   const std::string kind = weights_kind(spec);
   if (kind == "pretrained") {
     XDINO_CHECK_ARG(std::filesystem::is_regular_file(spec.pretrained_weights),
                     "weights file '", spec.pretrained_weights, "' not found (--pretrained_weights)");
+    // load_pretrained logs what it loaded, ignored and missed.
     const models::LoadReport report = models::load_pretrained(
         *model, spec.pretrained_weights, spec.checkpoint_key, /*strict=*/false);
-    log::info("Pretrained weights found at ", spec.pretrained_weights, " and loaded: ",
-              report.summary());
     XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ",
                 spec.arch, ": wrong --arch or --checkpoint_key?");
   } else if (kind == "random") {

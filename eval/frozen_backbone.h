@@ -10,7 +10,9 @@
 //    as the official loader (prefixes module./backbone. removed, DINO head ignored), logging
 //    what was loaded and what was missing. Without: random initial weights, said loudly (the
 //    official scripts would download reference weights; this build never downloads). The
-//    pixels baseline has no weights to load. A missing weights file is a UsageError.
+//    global torch generator is seeded with spec.seed first, so random weights are the same in
+//    every process of a run and in every run. The pixels baseline has no weights to load.
+//    A missing weights file is a UsageError.
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
 //    arch, patch_size, image_size, pretrained_weights, checkpoint_key, weights
 //    ("pretrained" | "random" | "none").
@@ -33,6 +35,7 @@ struct BackboneSpec {
   std::string pretrained_weights;  // "" = random weights
   std::string checkpoint_key = "teacher";
   int64_t image_size = 224;  // evaluation crop; the resize is image_size * 256 / 224
+  int64_t seed = 0;          // ours: the random initial weights when no weights are given
 };
 
 // The model as the official evaluation scripts build it: num_classes 0, no drop path, ViT

@@ -67,10 +67,9 @@ Splits load_dumped(const std::string& dir_text, BackboneSpec& model) {
   return s;
 }
 
-FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o, const char* split,
-                         Communicator& comm, torch::Device device) {
-  const augment::DatasetPtr data = augment::open_dataset(o.data_path, split);
-  log::info("Data loaded: ", data->describe());
+FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o,
+                         const augment::DatasetPtr& data, const char* split, Communicator& comm,
+                         torch::Device device) {
   ExtractOptions e;
   e.batch_size = o.batch_size_per_gpu;
   e.num_workers = o.num_workers;
@@ -109,9 +108,12 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
   if (!options.load_features.empty()) {
     if (comm.is_main()) data = load_dumped(options.load_features, model_spec);
   } else {
+    // Data first: a wrong --data_path fails before any model work.
+    const augment::DatasetPtr train = augment::open_dataset(options.data_path, "train");
+    const augment::DatasetPtr val = augment::open_dataset(options.data_path, "val");
     const auto model = load_frozen_backbone(options.model, device);
-    data.train = extract_split(*model, options, "train", comm, device);
-    data.test = extract_split(*model, options, "val", comm, device);
+    data.train = extract_split(*model, options, train, "train", comm, device);
+    data.test = extract_split(*model, options, val, "val", comm, device);
   }
   const double extraction_s = seconds_since(t0);
 

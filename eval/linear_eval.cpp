@@ -154,8 +154,6 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   } else {
     if (!o.evaluate || cached) train_data = augment::open_dataset(o.data_path, "train");
     val_data = augment::open_dataset(o.data_path, "val");
-    if (train_data) log::info("Data loaded: ", train_data->describe());
-    log::info("Data loaded: ", val_data->describe());
     if (cached) {
       train_set = extract_features(*model, train_data, ex, comm, device);
       val_set = extract_features(*model, val_data, ex, comm, device);

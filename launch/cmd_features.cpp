@@ -13,6 +13,7 @@ class FeaturesCommand : public Command {
   void declare(Flags& f) override {
     eval::FeaturesOptions& o = opt_;
     declare_backbone_flags(f, o.model);
+    f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
     f.add("data_path", &o.data_path, "dataset root (ImageFolder train/ val/, IDX or HDF5)")
         .add("split", &o.split, "which split: train or val")
         .add("output", &o.output,

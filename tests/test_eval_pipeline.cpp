@@ -13,10 +13,12 @@
 #include "augment/decode.h"
 #include "augment/eval_transforms.h"
 #include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/pth.h"
 #include "eval/extract.h"
 #include "eval/json.h"
 #include "eval/knn_eval.h"
-#include "eval/linear_eval.h"
+#include "models/weights.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
@@ -51,14 +53,6 @@ BackboneSpec tiny_xcit() {
 }
 
 Json read_json(const fs::path& p) { return Json::parse(xdino::read_file(p), p.string()); }
-
-std::vector<Json> read_lines(const fs::path& p) {
-  std::vector<Json> out;
-  std::ifstream in(p);
-  std::string line;
-  while (std::getline(in, line)) out.push_back(Json::parse(line, p.string()));
-  return out;
-}
 
 std::vector<std::string> keys(const Json& j) {
   std::vector<std::string> k;
@@ -137,88 +131,41 @@ TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
   fs::remove_all(root);
 }
 
-TEST(EvalPipeline, LinearOfficialProtocolLogsCheckpointsAndResumes) {
-  const fs::path root = make_image_folder("linear", 4, 2);
-  LinearEvalOptions o;
-  o.model = tiny_xcit();
-  o.data_path = root.string();
-  o.epochs = 2;
-  o.batch_size_per_gpu = 3;
-  o.num_workers = 2;
-  o.num_labels = 2;
-  o.lr = 0.1;
-  o.output_dir = (root / "out").string();
-  torch::manual_seed(0);
-  run_linear_eval(o, *xdino::local_communicator(), torch::kCPU);
-  const auto lines = read_lines(root / "out/log.txt");
-  ASSERT_EQ(lines.size(), 2u);
-  // Official keys in the official order; no test_acc5 with fewer than 5 labels.
-  EXPECT_EQ(keys(lines[0]), (std::vector<std::string>{"train_lr", "train_loss", "epoch",
-                                                      "test_loss", "test_acc1"}));
-  EXPECT_NEAR(lines[0].at("train_lr").as_number(), 0.1 * 3 / 256, 1e-15);
-  EXPECT_NEAR(lines[1].at("train_lr").as_number(), 0.1 * 3 / 256 * 0.5, 1e-15);  // cos(pi/2)
-  const Json lj = read_json(root / "out/linear.json");
-  EXPECT_EQ(lj.at("protocol").as_string(), kOfficialLinearProtocol);
-  EXPECT_EQ(lj.at("feature_dim").as_int(), 128);
-  EXPECT_EQ(lj.at("best").at("acc5").is_null(), true);
+TEST(EvalPipeline, LoadsDinoCheckpointsLikeTheOfficialLoader) {
+  const fs::path dir = fresh_temp_dir("dino_ckpt");
+  torch::manual_seed(5);
+  auto source = xdino::models::create_backbone(
+      "xcit_nano_12_p16", eval_backbone_options("xcit_nano_12_p16", 16, 32));
+  source->eval();
+  // A DINO training checkpoint: teacher without DDP prefix, student with it, heads included.
+  auto sub = [&](const std::string& prefix) {
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    for (const auto& item : xdino::models::state_dict(*source))
+      d.insert(prefix + item.key(), item.value().clone());
+    d.insert(prefix.substr(0, prefix.size() - 9) + "head.mlp.0.weight", torch::zeros({4, 128}));
+    return d;
+  };
+  c10::impl::GenericDict ckpt(c10::StringType::get(), c10::AnyType::get());
+  ckpt.insert("teacher", sub("backbone."));
+  ckpt.insert("student", sub("module.backbone."));
+  ckpt.insert("epoch", int64_t{3});
+  xdino::save_pth(dir / "checkpoint.pth", ckpt);
 
-  if (fs::exists("/usr/bin/python3")) {
-    const auto r = xdino::testing::run_process(
-        {"/usr/bin/python3", "-c",
-         "import sys, torch; c = torch.load(sys.argv[1]);"
-         "print(sorted(c), c['epoch'], list(c['state_dict']), "
-         "tuple(c['state_dict']['module.linear.weight'].shape), "
-         "sorted(c['optimizer']['state'][0]), c['scheduler']['last_epoch'],"
-         "c['optimizer']['param_groups'][0]['momentum'])",
-         (root / "out/checkpoint.pth").string()});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(r.out,
-              "['best_acc', 'best_acc5', 'best_epoch', 'epoch', 'optimizer', 'protocol', "
-              "'scheduler', 'state_dict'] 2 ['module.linear.weight', 'module.linear.bias'] "
-              "(2, 128) ['momentum_buffer'] 2 0.9\n");
+  const torch::Tensor x = torch::randn({2, 3, 32, 32});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = source->forward(x);
+  for (const char* key : {"teacher", "student"}) {
+    torch::manual_seed(99);  // a different random init, overwritten by the load
+    BackboneSpec spec = tiny_xcit();
+    spec.pretrained_weights = (dir / "checkpoint.pth").string();
+    spec.checkpoint_key = key;
+    const auto model = load_frozen_backbone(spec, torch::kCPU);
+    EXPECT_TRUE(torch::allclose(model->forward(x), expected, 1e-5, 1e-6)) << key;
+    EXPECT_FALSE(model->is_training());
+    for (const auto& p : model->parameters()) EXPECT_FALSE(p.requires_grad());
   }
-
-  // A longer run in the same folder resumes at epoch 2 (one more log line, not three).
-  o.epochs = 3;
-  run_linear_eval(o, *xdino::local_communicator(), torch::kCPU);
-  const auto more = read_lines(root / "out/log.txt");
-  ASSERT_EQ(more.size(), 3u);
-  EXPECT_EQ(more[2].at("epoch").as_int(), 2);
-
-  // --evaluate reproduces the last epoch's validation accuracy from the checkpoint.
-  LinearEvalOptions ev = o;
-  ev.evaluate = true;
-  const LinearEvalResult e = run_linear_eval(ev, *xdino::local_communicator(), torch::kCPU);
-  EXPECT_NEAR(e.outcome.best_acc, more[2].at("test_acc1").as_number(), 1e-9);
-  fs::remove_all(root);
-}
-
-TEST(EvalPipeline, CachedLinearModeIsLabelled) {
-  const fs::path root = make_image_folder("linear_cached", 4, 2);
-  LinearEvalOptions o;
-  o.model = tiny_xcit();
-  o.data_path = root.string();
-  o.epochs = 3;
-  o.batch_size_per_gpu = 4;
-  o.num_workers = 2;
-  o.num_labels = 2;
-  o.cached_features = true;
-  o.dump_features = (root / "feats").string();
-  o.output_dir = (root / "out").string();
-  torch::manual_seed(0);
-  run_linear_eval(o, *xdino::local_communicator(), torch::kCPU);
-  const Json lj = read_json(root / "out/linear.json");
-  EXPECT_EQ(lj.at("protocol").as_string(), "cached-features (fast, not the official protocol)");
-  const FeatureSet dumped = read_features(root / "feats/trainfeat.h5");
-  EXPECT_FALSE(dumped.attributes.normalized);
-  EXPECT_EQ(dumped.features.size(0), 8);
-  // Training again from the dumped features gives the same run (same seed, same data).
-  LinearEvalOptions again = o;
-  again.dump_features.clear();
-  again.load_features = (root / "feats").string();
-  again.output_dir = (root / "out2").string();
-  torch::manual_seed(0);
-  run_linear_eval(again, *xdino::local_communicator(), torch::kCPU);
-  EXPECT_EQ(read_json(root / "out2/linear.json").at("best").dump(), lj.at("best").dump());
-  fs::remove_all(root);
+  BackboneSpec missing = tiny_xcit();
+  missing.pretrained_weights = (dir / "nope.pth").string();
+  EXPECT_THROW(load_frozen_backbone(missing, torch::kCPU), xdino::UsageError);
+  fs::remove_all(dir);
 }
