@@ -40,6 +40,7 @@ void print_usage(std::ostream& os);
 
 // Factories, one per file launch/cmd_<name>.cpp.
 std::unique_ptr<Command> make_train_command();
+std::unique_ptr<Command> make_visualize_command();
 std::unique_ptr<Command> make_pack_command();
 std::unique_ptr<Command> make_preview_command();
 std::unique_ptr<Command> make_info_command();

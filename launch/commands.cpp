@@ -16,7 +16,7 @@ const std::vector<CommandInfo>& commands() {
       {"features", "extract L2-normalised features of one split to HDF5", make_features_command,
        ""},
       {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
-       nullptr, "#8"},
+       make_visualize_command, ""},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders",
        make_report_command, ""},
       {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,

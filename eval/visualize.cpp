@@ -1,0 +1,240 @@
+#include "eval/visualize.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "augment/decode.h"
+#include "augment/resize.h"
+#include "augment/tensor.h"
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "eval/heatmap.h"
+#include "models/registry.h"
+#include "models/weights.h"
+
+namespace fs = std::filesystem;
+
+namespace xdino::eval {
+namespace {
+
+bool is_xcit(const models::Backbone& model) { return model.arch().rfind("xcit", 0) == 0; }
+
+torch::Tensor grid_of(const torch::Tensor& per_patch, int64_t gh, int64_t gw) {
+  return per_patch.reshape({per_patch.size(0), gh, gw}).to(torch::kFloat).contiguous();
+}
+
+std::string format_threshold(double t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", t);
+  return buf;
+}
+
+bool wants(const VisualizeOptions& o, const char* kind) {
+  XDINO_CHECK_ARG(o.qk_norms == "hat" || o.qk_norms == "raw" || o.qk_norms == "both" ||
+                      o.qk_norms == "none",
+                  "--qk_norms must be hat, raw, both or none, got '", o.qk_norms, "'");
+  return o.qk_norms == "both" || o.qk_norms == kind;
+}
+
+cv::Mat blend(const cv::Mat& a, const cv::Mat& b) {
+  cv::Mat out;
+  cv::addWeighted(a, 0.5, b, 0.5, 0, out);
+  return out;
+}
+
+std::vector<cv::Mat> heads_of(const torch::Tensor& maps, int64_t patch, Colormap colormap) {
+  std::vector<cv::Mat> tiles;
+  const torch::Tensor up = upsample_nearest(maps, patch);
+  for (int64_t j = 0; j < up.size(0); ++j) tiles.push_back(colorize(up[j], colormap));
+  return tiles;
+}
+
+std::vector<std::string> head_captions(int64_t heads) {
+  std::vector<std::string> c;
+  for (int64_t j = 0; j < heads; ++j) c.push_back("head " + std::to_string(j));
+  return c;
+}
+
+std::shared_ptr<models::Backbone> load_model(const VisualizeOptions& o) {
+  models::BackboneOptions bo;
+  bo.patch_size = o.patch_size;
+  auto model = models::create_backbone(o.arch, bo);
+  if (o.pretrained_weights.empty()) {
+    log::warn("no --pretrained_weights: the maps show a randomly initialised ", o.arch,
+              " (the official script would download reference weights; this program does "
+              "not reach the network)");
+  } else {
+    const auto report = models::load_pretrained(*model, o.pretrained_weights, o.checkpoint_key);
+    log::info("loaded ", o.pretrained_weights, ": ", report.summary());
+  }
+  model->eval();
+  return model;
+}
+
+bool is_image_file(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  for (const char* e : {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".ppm", ".pgm", ".tif", ".tiff"})
+    if (ext == e) return true;
+  return false;
+}
+
+}  // namespace
+
+ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
+                       const VisualizeOptions& o, const std::string& name) {
+  ImageMaps m;
+  m.name = name;
+  m.patch = model.patch_size();
+  augment::Image sized = rgb;
+  if (!(o.image_size.size() == 1 && o.image_size[0] == 0) && !o.image_size.empty()) {
+    XDINO_CHECK_ARG(o.image_size.size() <= 2 && o.image_size[0] > 0 && o.image_size.back() > 0,
+                    "--image_size takes H W, one size for a square, or 0 to keep each image's "
+                    "size");
+    const int h = static_cast<int>(o.image_size[0]), w = static_cast<int>(o.image_size.back());
+    sized = augment::resize(rgb, cv::Size(w, h), augment::Interpolation::kBilinear);
+  }
+  const int hc = sized.rows - sized.rows % static_cast<int>(m.patch);
+  const int wc = sized.cols - sized.cols % static_cast<int>(m.patch);
+  XDINO_CHECK_ARG(hc > 0 && wc > 0, "image '", name, "' (", sized.cols, "x", sized.rows,
+                  ") is smaller than one ", m.patch, "-pixel patch");
+  m.image = sized(cv::Rect(0, 0, wc, hc)).clone();
+  m.input = augment::Normalizer()(m.image);
+
+  models::ProbeRequest request;
+  request.feature = false;
+  request.cls_attention_layer = o.ca_layer;
+  const bool xcit = is_xcit(model);
+  if (xcit && o.qk_norms != "none") request.qk_block = o.qk_block;
+  models::Probe probe;
+  {
+    torch::NoGradGuard no_grad;
+    probe = model.probe(m.input.unsqueeze(0), request);
+  }
+  const int64_t gh = hc / m.patch, gw = wc / m.patch;
+  const torch::Tensor attn = probe.cls_attention[0].narrow(1, 1, gh * gw);  // drop CLS->CLS
+  m.attention = grid_of(attn, gh, gw);
+  if (o.threshold > 0) m.mask = grid_of(attention_mask(attn, o.threshold), gh, gw);
+  if (request.qk_block) {
+    m.q_hat = grid_of(probe.qk.q_hat[0], gh, gw);
+    m.k_hat = grid_of(probe.qk.k_hat[0], gh, gw);
+    m.q_raw = grid_of(probe.qk.q_raw[0], gh, gw);
+    m.k_raw = grid_of(probe.qk.k_raw[0], gh, gw);
+    m.qk_block = models::resolve_index(o.qk_block, model.num_blocks(), "--qk_block");
+  }
+  m.ca_layer = xcit ? models::resolve_index(o.ca_layer, 2, "--ca_layer")
+                    : models::resolve_index(o.ca_layer, model.num_blocks(), "--ca_layer");
+  return m;
+}
+
+void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions& o) {
+  fs::create_directories(dir);
+  const int64_t heads = m.attention.size(0);
+  const cv::Mat img = tensor_to_image(m.input);
+  write_png(dir / "img.png", img);
+  std::vector<GridRow> rows;
+  rows.push_back({"image", {m.image}, {m.name}});
+
+  const auto attn_tiles = heads_of(m.attention, m.patch, Colormap::kViridis);
+  std::vector<cv::Mat> overlays;
+  for (int64_t j = 0; j < heads; ++j) {
+    write_png(dir / ("attn-head" + std::to_string(j) + ".png"), attn_tiles[j]);
+    overlays.push_back(blend(m.image, attn_tiles[j]));
+    write_png(dir / ("attn-overlay-head" + std::to_string(j) + ".png"), overlays.back());
+  }
+  write_npy(dir / "attn.npy", m.attention);
+  rows.push_back({(m.q_hat.defined() || o.arch.rfind("xcit", 0) == 0 ? "CLS attn, CA layer "
+                                                                       : "CLS attn, block ") +
+                      std::to_string(m.ca_layer),
+                  attn_tiles, head_captions(heads)});
+  rows.push_back({"attn over image", overlays, {}});
+
+  if (m.mask.defined()) {
+    const std::string t = format_threshold(o.threshold);
+    const torch::Tensor up = upsample_nearest(m.mask, m.patch);
+    std::vector<cv::Mat> tiles;
+    for (int64_t j = 0; j < heads; ++j) {
+      tiles.push_back(overlay_mask(img, up[j]));
+      write_png(dir / ("mask_th" + t + "_head" + std::to_string(j) + ".png"), tiles.back());
+    }
+    write_npy(dir / "mask.npy", m.mask);
+    rows.push_back({"mask: top " + t + " of mass", tiles, {}});
+  }
+
+  const std::string layer = "-layer" + std::to_string(m.qk_block);
+  auto qk_rows = [&](const torch::Tensor& q, const torch::Tensor& k, const std::string& suffix,
+                     const std::string& label) {
+    for (const auto& [map, stem] : {std::pair{q, std::string("qnorm")}, std::pair{k, std::string("knorm")}}) {
+      const auto tiles = heads_of(map, m.patch, Colormap::kViridis);
+      for (int64_t j = 0; j < heads; ++j)
+        write_png(dir / (stem + suffix + layer + "-head" + std::to_string(j) + ".png"), tiles[j]);
+      write_npy(dir / (stem + (suffix.empty() ? "" : "_raw") + ".npy"), map);
+      rows.push_back({(stem == "qnorm" ? "|q|" : "|k|") + label + ", XCA blk " +
+                          std::to_string(m.qk_block),
+                      tiles, {}});
+    }
+  };
+  if (m.q_hat.defined() && wants(o, "hat")) qk_rows(m.q_hat, m.k_hat, "", " normalised");
+  if (m.q_raw.defined() && wants(o, "raw")) qk_rows(m.q_raw, m.k_raw, "-raw", " raw");
+
+  const int tile = static_cast<int>(std::clamp<int64_t>(m.image.rows, 96, 192));
+  const std::string title =
+      o.arch + (o.pretrained_weights.empty() ? " (random weights)" : " <- " + o.pretrained_weights) +
+      "   colours: each map from its minimum (dark blue) to its maximum (yellow)";
+  write_png(dir / "overview.png", make_grid(rows, tile, title));
+}
+
+void write_frame(const ImageMaps& m, const fs::path& file) {
+  const torch::Tensor mean = upsample_nearest(m.attention.mean(0, true), m.patch)[0];
+  cv::Mat rgb = colorize(mean, Colormap::kInferno), bgr;
+  std::string ext = file.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  if (ext != ".jpg" && ext != ".jpeg") return write_png(file, rgb);
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  std::vector<uint8_t> bytes;
+  XDINO_CHECK(cv::imencode(".jpg", bgr, bytes), "cannot encode ", file, " as JPEG");
+  write_file_atomically(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
+                                               bytes.size()));
+}
+
+int64_t visualize(const VisualizeOptions& o) {
+  XDINO_CHECK_ARG(!o.image_path.empty(),
+                  "--image_path is required (one or more images, or a folder of video frames)");
+  std::vector<fs::path> images;
+  std::vector<fs::path> frame_dirs;
+  for (const std::string& p : o.image_path) {
+    XDINO_CHECK_ARG(fs::exists(p), "--image_path '", p, "' does not exist");
+    (fs::is_directory(p) ? frame_dirs : images).push_back(p);
+  }
+  auto model = load_model(o);
+  const fs::path out(o.output_dir);
+  fs::create_directories(out);
+  int64_t count = 0;
+  for (const fs::path& path : images) {
+    const ImageMaps m = compute_maps(*model, augment::read_image(path), o, path.filename().string());
+    const fs::path dir = images.size() == 1 ? out : out / path.stem();
+    write_maps(m, dir, o);
+    log::info("wrote ", dir / "overview.png", " (", m.attention.size(0), " heads, ",
+              m.attention.size(1), "x", m.attention.size(2), " patches)");
+    ++count;
+  }
+  for (const fs::path& dir : frame_dirs) {
+    std::vector<fs::path> frames;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file() && is_image_file(e.path())) frames.push_back(e.path());
+    std::sort(frames.begin(), frames.end());
+    XDINO_CHECK_ARG(!frames.empty(), "frame folder '", dir.string(), "' has no images");
+    for (const fs::path& f : frames) {
+      write_frame(compute_maps(*model, augment::read_image(f), o, f.filename().string()),
+                  out / ("attn-" + f.filename().string()));
+      ++count;
+    }
+    log::info("wrote ", frames.size(), " attention frames from ", dir, " to ", out);
+  }
+  return count;
+}
+
+}  // namespace xdino::eval

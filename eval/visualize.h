@@ -1,0 +1,67 @@
+// Attention visualisations: what DINO's visualize_attention.py / video_generation.py draw for
+// ViT, and their XCiT counterparts (class-attention maps, |Q^| / |K^| maps; spec
+// visualize.md), as PNG files, an overview grid and raw .npy maps.
+//
+// Contract:
+//  - Each image is read as RGB, resized to image_size (H, W) with PIL's bilinear filter unless
+//    image_size is {0} (keep its size), normalised with ImageNet statistics, and cropped from
+//    the top-left to multiples of the patch size, so maps align with pixels exactly.
+//  - compute_maps runs the model (eval mode, float32, no grad) once per image. attention is
+//    (heads, Hf, Wf): the CLS query's weights over patches (CLS column dropped, not
+//    renormalised) of class-attention layer `ca_layer` (XCiT) or of the last block (ViT).
+//    mask is attention_mask(threshold) reshaped alike (undefined without a threshold). For
+//    XCiT, q_hat/k_hat and q_raw/k_raw are the per-patch norms of XCA block `qk_block`.
+//  - write_maps writes into `dir`: img.png, attn-head{j}.png, attn-overlay-head{j}.png,
+//    mask_th{t}_head{j}.png (with a threshold), qnorm[-raw]-layer{l}-head{j}.png and
+//    knorm[-raw]-layer{l}-head{j}.png (XCiT), overview.png (labelled rows), and the raw maps
+//    attn.npy, mask.npy, qnorm[_raw].npy, knorm[_raw].npy.
+//  - visualize(options) does all of it: one image writes into output_dir (the official
+//    layout), several into output_dir/<image stem>/; a folder given as image_path is a video's
+//    frames: each becomes output_dir/attn-<frame name>, the mean over heads in the inferno
+//    colormap (video_generation.py's frames). Returns the number of images processed.
+//  - Unreadable images, unknown archs and out-of-range layers throw with one line naming them.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "augment/image.h"
+#include "models/backbone.h"
+
+namespace xdino::eval {
+
+struct VisualizeOptions {
+  std::string arch = "vit_small";
+  int64_t patch_size = 8;
+  std::string pretrained_weights;
+  std::string checkpoint_key = "teacher";
+  std::vector<std::string> image_path;
+  std::vector<int64_t> image_size = {480, 480};  // (H, W), one value for a square, 0: keep
+  std::string output_dir = ".";
+  double threshold = 0;       // mass kept by the masks; 0: no masks (the official None)
+  int64_t ca_layer = -1;      // XCiT class-attention layer of the attention maps
+  int64_t qk_block = -1;      // XCiT XCA block of the |Q|/|K| maps
+  std::string qk_norms = "both";  // hat, raw, both or none
+};
+
+struct ImageMaps {
+  std::string name;
+  augment::Image image;        // the resized, cropped RGB image the model saw
+  torch::Tensor input;         // (3, H, W) normalised
+  int64_t patch = 0;
+  torch::Tensor attention;     // (heads, Hf, Wf)
+  torch::Tensor mask;          // (heads, Hf, Wf), or undefined
+  torch::Tensor q_hat, k_hat, q_raw, k_raw;  // (heads, Hf, Wf), or undefined
+  int64_t ca_layer = 0, qk_block = 0;        // resolved indices, for labels and file names
+};
+
+ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
+                       const VisualizeOptions& options, const std::string& name);
+void write_maps(const ImageMaps& maps, const std::filesystem::path& dir,
+                const VisualizeOptions& options);
+void write_frame(const ImageMaps& maps, const std::filesystem::path& file);
+
+int64_t visualize(const VisualizeOptions& options);
+
+}  // namespace xdino::eval

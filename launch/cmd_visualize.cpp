@@ -1,0 +1,45 @@
+// `dino visualize`: attention maps, masks and |Q|/|K| maps as pictures
+// (flags of visualize_attention.py, plus the XCiT-specific ones).
+#include "core/blas.h"
+#include "core/log.h"
+#include "eval/visualize.h"
+#include "launch/command.h"
+
+namespace xdino::launch {
+namespace {
+
+class VisualizeCommand : public Command {
+ public:
+  void declare(Flags& f) override {
+    eval::VisualizeOptions& o = opt_;
+    f.add("arch", &o.arch, "backbone: xcit_* (class attention + |Q|/|K| maps) or vit_*")
+        .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
+        .add("pretrained_weights", &o.pretrained_weights, "checkpoint to visualise")
+        .add("checkpoint_key", &o.checkpoint_key, "teacher or student, in a training checkpoint")
+        .add("image_path", &o.image_path,
+             "images to visualise; a folder is a video's frames (one attn-<frame> each)")
+        .add("image_size", &o.image_size, "resize to H W (or one size), 0 keeps each image's size")
+        .add("output_dir", &o.output_dir, "where the pictures go")
+        .add("threshold", &o.threshold,
+             "masks keep this fraction of the attention mass, e.g. 0.6 (0: no masks)")
+        .add("ca_layer", &o.ca_layer, "XCiT class-attention layer shown (negative: from the end)")
+        .add("qk_block", &o.qk_block, "XCiT XCA block of the |Q|/|K| maps (negative: from the end)")
+        .add("qk_norms", &o.qk_norms, "|Q|/|K| maps after normalisation (hat), raw, both or none");
+  }
+
+  int run(const Flags& flags) override {
+    log::info(blas_summary());
+    const int64_t n = eval::visualize(opt_);
+    log::info("visualised ", n, " image(s) in ", opt_.output_dir);
+    return 0;
+  }
+
+ private:
+  eval::VisualizeOptions opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_visualize_command() { return std::make_unique<VisualizeCommand>(); }
+
+}  // namespace xdino::launch
