@@ -55,5 +55,9 @@ std::unique_ptr<Command> make_pack_command();
 std::unique_ptr<Command> make_preview_command();
 std::unique_ptr<Command> make_info_command();
 std::unique_ptr<Command> make_launch_command();
+std::unique_ptr<Command> make_report_command();
+std::unique_ptr<Command> make_features_command();
+std::unique_ptr<Command> make_knn_command();
+std::unique_ptr<Command> make_linear_command();
 
 }  // namespace xdino::launch

@@ -146,6 +146,13 @@ Flags& Flags::add(const std::string& name, bool* field, const std::string& help)
                    [=] { return std::string(*field ? "true" : "false"); }});
 }
 
+Flags& Flags::add_switch(const std::string& name, bool* field, const std::string& help) {
+  add(name, field, help);
+  flags_.back().bare = true;
+  flags_.back().type = "[BOOL]";
+  return *this;
+}
+
 Flags& Flags::add(const std::string& name, int* field, const std::string& help) {
   return add_flag({name, help, "INT", false,
                    [=](const std::vector<std::string>& t) {
@@ -207,7 +214,10 @@ Flags& Flags::add(const std::string& name, std::vector<std::string>* field,
 void Flags::assign(const Flag& flag, const std::vector<std::string>& tokens,
                    const std::string& where) {
   try {
-    flag.assign(flag.list ? split_list(tokens) : tokens);
+    if (flag.bare && tokens.empty())
+      flag.assign({"true"});  // boost leaves a bare implicit-value option's tokens empty
+    else
+      flag.assign(flag.list ? split_list(tokens) : tokens);
   } catch (const UsageError& e) {
     if (where.empty()) throw;
     // Name the file the bad value came from.
@@ -230,6 +240,11 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
   for (const Flag& f : flags_) {
     if (f.list)
       desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>()->multitoken(), "");
+    else if (f.bare)
+      desc.add_options()(f.name.c_str(),
+                         po::value<std::vector<std::string>>()->implicit_value(
+                             std::vector<std::string>{"true"}, "true"),
+                         "");
     else
       desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>(), "");
   }

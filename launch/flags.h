@@ -31,6 +31,9 @@ class Flags {
   explicit Flags(std::string command);
 
   Flags& add(const std::string& name, bool* field, const std::string& help);
+  // A boolean that may be given bare, like argparse's store_true (`--evaluate`); an explicit
+  // value needs the `=` form on the command line (`--evaluate=false`), INI files as usual.
+  Flags& add_switch(const std::string& name, bool* field, const std::string& help);
   Flags& add(const std::string& name, int* field, const std::string& help);
   Flags& add(const std::string& name, int64_t* field, const std::string& help);
   Flags& add(const std::string& name, double* field, const std::string& help);
@@ -73,6 +76,7 @@ class Flags {
     bool list = false;
     std::function<void(const std::vector<std::string>&)> assign;
     std::function<std::string()> render;
+    bool bare = false;  // may appear without a value (add_switch)
   };
   Flags& add_flag(Flag flag);
   const Flag* find(const std::string& name) const;

@@ -254,3 +254,18 @@ TEST(Flags, ValueRendersTheCurrentSetting) {
   EXPECT_TRUE(f.has("epochs"));
   EXPECT_FALSE(f.has("output_dir"));
 }
+
+TEST(Flags, SwitchesMayBeGivenBare) {
+  bool evaluate = false, other = true;
+  Flags f("linear");
+  f.add_switch("evaluate", &evaluate, "evaluate only").add_switch("other", &other, "x");
+  ASSERT_TRUE(f.parse({"--evaluate", "--other=false"}));
+  EXPECT_TRUE(evaluate);
+  EXPECT_FALSE(other);
+  EXPECT_NE(f.to_ini().find("evaluate = true"), std::string::npos);
+  bool from_ini = false;
+  Flags g("linear");
+  g.add_switch("evaluate", &from_ini, "evaluate only");
+  ASSERT_TRUE(g.parse({"--config", write_ini("switch", "evaluate = on\n")}));
+  EXPECT_TRUE(from_ini);
+}

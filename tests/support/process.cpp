@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstring>
 #include <stdexcept>
 
@@ -79,5 +80,13 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 
 std::string dino_binary() { return XDINO_DINO_BIN; }
 std::string test_data_dir() { return XDINO_TEST_DATA_DIR; }
+
+std::string fresh_temp_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("xdino_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
 
 }  // namespace xdino::testing

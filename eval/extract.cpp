@@ -1,0 +1,121 @@
+#include "eval/extract.h"
+
+#include <filesystem>
+
+#include "augment/eval_transforms.h"
+#include "augment/loader.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "core/progress.h"
+
+namespace xdino::eval {
+
+std::string feature_description(const ExtractOptions& options) {
+  if (options.kind == FeatureKind::kBackbone) return "backbone";
+  return "linear n=" + std::to_string(options.n_last_blocks) +
+         " avgpool=" + (options.avgpool_patchtokens ? "true" : "false");
+}
+
+FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& dataset,
+                            const ExtractOptions& options, Communicator& comm,
+                            torch::Device device) {
+  XDINO_CHECK_ARG(options.batch_size >= 1, "batch size must be >= 1, got ", options.batch_size);
+  augment::EvalTransformOptions eval_options;
+  eval_options.crop_size = options.image_size;
+  const auto transform = std::make_shared<const augment::EvalTransform>(eval_options);
+  augment::LoaderOptions lo;
+  lo.batch_size = options.batch_size;
+  lo.num_workers = options.num_workers;
+  lo.shuffle = false;
+  lo.drop_last = false;
+  lo.pin_memory = device.is_cuda();
+  augment::DataLoader loader(
+      dataset,
+      [transform](const augment::Image& image, augment::Rng&) {
+        return std::vector<torch::Tensor>{(*transform)(image)};
+      },
+      lo, comm.rank(), comm.world_size());
+  loader.start_epoch(0);
+
+  const int64_t n = dataset->size();
+  const bool main = comm.is_main();
+  torch::Tensor features;  // rank 0: [n, C] on the CPU
+  torch::Tensor filled = torch::zeros({n}, torch::kBool);
+  torch::NoGradGuard no_grad;
+  Progress progress("features " + dataset->location(), loader.samples_per_epoch());
+  while (std::optional<augment::Batch> batch = loader.next()) {
+    const torch::Tensor x = batch->views[0].to(device, torch::kFloat32, /*non_blocking=*/true);
+    torch::Tensor f = options.kind == FeatureKind::kBackbone
+                          ? model.forward(x)
+                          : model.linear_features(x, options.n_last_blocks,
+                                                  options.avgpool_patchtokens);
+    f = f.reshape({f.size(0), -1}).to(torch::kFloat32);
+    if (options.normalize)
+      f = torch::nn::functional::normalize(
+          f, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12));
+    torch::Tensor index = batch->indices.to(device);
+    if (comm.world_size() > 1) {
+      f = torch::cat(comm.all_gather_varying(f.contiguous()));
+      index = torch::cat(comm.all_gather_varying(index.contiguous()));
+    }
+    if (main) {
+      if (!features.defined()) {
+        features = torch::zeros({n, f.size(1)}, torch::kFloat32);
+        log::info("Storing features into tensor of shape ", features.sizes());
+      }
+      const torch::Tensor cpu_index = index.to(torch::kCPU);
+      features.index_copy_(0, cpu_index, f.to(torch::kCPU));
+      filled.index_fill_(0, cpu_index, true);
+    }
+    progress.step(batch->size());
+  }
+  progress.finish();
+  FeatureSet out;
+  if (!main) return out;
+  XDINO_CHECK(features.defined(), "no image of ", dataset->location(), " could be read");
+
+  std::vector<int64_t> labels = dataset->labels();
+  const torch::Tensor keep = filled.nonzero().view(-1);
+  out.features = features;
+  out.labels = torch::tensor(labels, torch::kInt64);
+  if (keep.size(0) < n) {
+    log::warn(n - keep.size(0), " of ", n, " images of ", dataset->location(),
+              " could not be read and have no feature row (left out)");
+    out.features = features.index_select(0, keep);
+    out.labels = out.labels.index_select(0, keep);
+  }
+  const int64_t* k = keep.data_ptr<int64_t>();
+  out.paths.reserve(static_cast<size_t>(keep.size(0)));
+  for (int64_t i = 0; i < keep.size(0); ++i) out.paths.push_back(dataset->path(k[i]));
+  out.attributes.image_size = options.image_size;
+  out.attributes.normalized = options.normalize;
+  out.attributes.feature = feature_description(options);
+  return out;
+}
+
+void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device device) {
+  XDINO_CHECK_ARG(o.split == "train" || o.split == "val", "--split must be train or val, got '",
+                  o.split, "'");
+  const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split);
+  const auto model = load_frozen_backbone(o.model, device);
+  ExtractOptions e;
+  e.batch_size = o.batch_size_per_gpu;
+  e.num_workers = o.num_workers;
+  e.image_size = o.model.image_size;
+  FeatureSet set = extract_features(*model, data, e, comm, device);
+  if (comm.is_main()) {
+    set.attributes.arch = o.model.arch;
+    set.attributes.checkpoint = o.model.pretrained_weights;
+    set.attributes.checkpoint_key = o.model.checkpoint_key;
+    set.attributes.patch_size = o.model.patch_size;
+    set.attributes.split = o.split;
+    const std::filesystem::path out(o.output);
+    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+    write_features(out, set);
+    log::info("wrote ", set.features.size(0), " x ", set.features.size(1), " features to ",
+              o.output);
+  }
+  comm.barrier();
+}
+
+}  // namespace xdino::eval

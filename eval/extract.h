@@ -1,0 +1,63 @@
+// Features of a whole dataset split through a frozen backbone (eval_knn.py's
+// extract_features, and the cached features of the fast linear probe).
+//
+// Contract:
+//  - Images go through augment::EvalTransform(image_size) (Resize image_size*256/224 bicubic,
+//    CenterCrop, ToTensor, Normalize), decoded by the augment DataLoader's worker threads, in
+//    dataset order, batches of batch_size, fp32 (no autocast), under no-grad.
+//  - A row is model.forward(x) (kind kBackbone) or model.linear_features(x, n_last_blocks,
+//    avgpool) (kind kLinear); L2-normalised (max(norm, 1e-12)) when `normalize`.
+//  - Distributed: each process extracts its DistributedSampler shard (no shuffle); rows are
+//    gathered to rank 0 through the Communicator by dataset index, so the padding duplicates
+//    collapse. Rank 0 returns the whole set (CPU, float32) with labels and paths; the others
+//    return a FeatureSet whose tensors are undefined.
+//  - Unreadable images (reported once by the loader) have no row: they are left out of the
+//    result, with a warning counting them. The order of the remaining rows is dataset order.
+//  - A progress line reports images per second.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "augment/dataset.h"
+#include "core/dist.h"
+#include "eval/features_io.h"
+#include "eval/frozen_backbone.h"
+#include "models/backbone.h"
+
+namespace xdino::eval {
+
+enum class FeatureKind { kBackbone, kLinear };
+
+struct ExtractOptions {
+  int64_t batch_size = 128;
+  int64_t num_workers = 10;
+  int64_t image_size = 224;
+  bool normalize = true;
+  FeatureKind kind = FeatureKind::kBackbone;
+  int64_t n_last_blocks = 4;         // kLinear only
+  bool avgpool_patchtokens = false;  // kLinear only
+};
+
+FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& dataset,
+                            const ExtractOptions& options, Communicator& comm,
+                            torch::Device device);
+
+// "backbone" or "linear n=4 avgpool=false": what a row of the result is (file attribute).
+std::string feature_description(const ExtractOptions& options);
+
+// `dino features`: L2-normalised backbone features of one split written to one HDF5 file
+// (features_io.h) by rank 0, with the model recorded in its attributes.
+struct FeaturesOptions {
+  BackboneSpec model;
+  std::string data_path = "/path/to/imagenet/";
+  std::string split = "val";  // train | val
+  std::string output = "features.h5";
+  int64_t batch_size_per_gpu = 128;
+  int64_t num_workers = 10;
+};
+
+void run_features(const FeaturesOptions& options, Communicator& comm, torch::Device device);
+
+}  // namespace xdino::eval

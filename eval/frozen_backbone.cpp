@@ -1,0 +1,64 @@
+#include "eval/frozen_backbone.h"
+
+#include <filesystem>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "models/weights.h"
+
+namespace xdino::eval {
+
+std::string weights_kind(const BackboneSpec& spec) {
+  if (spec.arch == "pixels") return "none";
+  return spec.pretrained_weights.empty() ? "random" : "pretrained";
+}
+
+models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t patch_size,
+                                              int64_t image_size) {
+  models::BackboneOptions o;
+  o.num_classes = 0;
+  o.drop_path_rate = 0.0;
+  o.patch_size = patch_size;
+  o.img_size = arch == "pixels" ? image_size : 224;
+  return o;
+}
+
+std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
+                                                       torch::Device device) {
+  XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
+  // LibTorch seeds its generator randomly per process: without this, random weights would
+  // differ between the processes of one distributed run.
+  torch::manual_seed(static_cast<uint64_t>(spec.seed));
+  std::shared_ptr<models::Backbone> model = models::create_backbone(
+      spec.arch, eval_backbone_options(spec.arch, spec.patch_size, spec.image_size));
+  const std::string kind = weights_kind(spec);
+  if (kind == "pretrained") {
+    XDINO_CHECK_ARG(std::filesystem::is_regular_file(spec.pretrained_weights),
+                    "weights file '", spec.pretrained_weights, "' not found (--pretrained_weights)");
+    // load_pretrained logs what it loaded, ignored and missed.
+    const models::LoadReport report = models::load_pretrained(
+        *model, spec.pretrained_weights, spec.checkpoint_key, /*strict=*/false);
+    XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ",
+                spec.arch, ": wrong --arch or --checkpoint_key?");
+  } else if (kind == "random") {
+    log::warn("no --pretrained_weights given: evaluating RANDOMLY INITIALISED weights of ",
+              spec.arch, " (eval_knn.py / eval_linear.py would download the reference DINO "
+              "weights; this build never downloads: pass the .pth file with "
+              "--pretrained_weights)");
+  }
+  model->to(device);
+  model->eval();
+  for (auto& p : model->parameters()) p.set_requires_grad(false);
+  return model;
+}
+
+void add_model_fields(Json& json, const BackboneSpec& spec) {
+  json.set("arch", spec.arch)
+      .set("patch_size", spec.patch_size)
+      .set("image_size", spec.image_size)
+      .set("pretrained_weights", spec.pretrained_weights)
+      .set("checkpoint_key", spec.checkpoint_key)
+      .set("weights", weights_kind(spec));
+}
+
+}  // namespace xdino::eval

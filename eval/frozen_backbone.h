@@ -1,0 +1,55 @@
+// The model under evaluation: built by name, weights loaded as eval_knn.py / eval_linear.py
+// load them, frozen.
+//
+// Contract:
+//  - BackboneSpec names the model the way the official scripts' flags do (--arch,
+//    --patch_size, --pretrained_weights, --checkpoint_key) plus the evaluation resolution.
+//  - load_frozen_backbone(): create_backbone(arch, num_classes 0, drop path 0) on `device`,
+//    in eval mode (BatchNorm running statistics, no drop path), every parameter with
+//    requires_grad false. With pretrained_weights: models::load_pretrained(..., strict=false),
+//    as the official loader (prefixes module./backbone. removed, DINO head ignored), logging
+//    what was loaded and what was missing. Without: random initial weights, said loudly (the
+//    official scripts would download reference weights; this build never downloads). The
+//    global torch generator is seeded with spec.seed first, so random weights are the same in
+//    every process of a run and in every run. The pixels baseline has no weights to load.
+//    A missing weights file is a UsageError.
+//  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
+//    arch, patch_size, image_size, pretrained_weights, checkpoint_key, weights
+//    ("pretrained" | "random" | "none").
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "eval/json.h"
+#include "models/backbone.h"
+#include "models/registry.h"
+
+namespace xdino::eval {
+
+struct BackboneSpec {
+  std::string arch = "vit_small";
+  int64_t patch_size = 16;
+  std::string pretrained_weights;  // "" = random weights
+  std::string checkpoint_key = "teacher";
+  int64_t image_size = 224;  // evaluation crop; the resize is image_size * 256 / 224
+  int64_t seed = 0;          // ours: the random initial weights when no weights are given
+};
+
+// The model as the official evaluation scripts build it: num_classes 0, no drop path, ViT
+// position grid of 224 (checkpoints hold it; other resolutions interpolate), pixels resized to
+// image_size.
+models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t patch_size,
+                                              int64_t image_size);
+
+std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
+                                                       torch::Device device);
+
+// "pretrained", "random" (no weights given) or "none" (pixels: nothing to learn).
+std::string weights_kind(const BackboneSpec& spec);
+
+void add_model_fields(Json& json, const BackboneSpec& spec);
+
+}  // namespace xdino::eval

@@ -1,0 +1,61 @@
+// The k-NN evaluation of `dino knn` (eval_knn.py): features of data_path/train and
+// data_path/val through the frozen backbone (or loaded from --load_features), weighted k-NN
+// for every k, knn.json.
+//
+// Contract:
+//  - KnnEvalOptions: eval_knn.py's flags with its defaults (the member initialisers), plus
+//    ours: output_dir (knn.json, config.ini), image_size (in `model`), knn_backend.
+//  - run_knn_eval(): every process extracts its shard (extract.h); rank 0 normalises, dumps
+//    (--dump_features DIR: DIR/trainfeat.h5 and DIR/testfeat.h5, features_io.h format),
+//    classifies (knn.h) and writes <output_dir>/knn.json atomically; the official result lines
+//    "{k}-NN classifier result: Top1: ..., Top5: ..." are printed. Other ranks return an empty
+//    result after a barrier.
+//  - --load_features DIR reads DIR/trainfeat.h5 + DIR/testfeat.h5, or the official dumps
+//    DIR/trainfeat.pth, testfeat.pth, trainlabels.pth, testlabels.pth (torch.save'd tensors);
+//    the model fields of knn.json then come from the HDF5 attributes where present. Missing
+//    files are a UsageError naming what was looked for.
+//  - knn.json (one object, keys in this order): protocol, arch, patch_size, image_size,
+//    pretrained_weights, checkpoint_key, weights, temperature, num_train, num_test,
+//    num_classes, feature_dim, backend, features ("extracted" | "loaded from DIR"),
+//    results [{k, top1, top5}...] in --nb_knn order, reported {k, top1, top5} (k = 20 or the
+//    nearest given, knn.h reported_k), seconds {extraction, knn}. Accuracies in percent.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "core/dist.h"
+#include "eval/frozen_backbone.h"
+#include "eval/json.h"
+#include "eval/knn.h"
+
+namespace xdino::eval {
+
+struct KnnEvalOptions {
+  BackboneSpec model;
+  int64_t batch_size_per_gpu = 128;
+  std::vector<int64_t> nb_knn = {10, 20, 100, 200};
+  double temperature = 0.07;
+  bool use_cuda = true;  // keep the features on the GPU for the search (when there is one)
+  std::string dump_features;
+  std::string load_features;
+  int64_t num_workers = 10;
+  std::string dist_url = "env://";
+  int64_t local_rank = 0;
+  std::string data_path = "/path/to/imagenet/";
+  // Ours.
+  std::string output_dir = ".";
+  std::string knn_backend = "faiss";  // faiss | torch
+};
+
+struct KnnEvalResult {
+  KnnResult knn;  // rank 0 only
+  Json json;      // what knn.json holds (rank 0 only)
+};
+
+KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
+                           torch::Device device);
+
+}  // namespace xdino::eval

@@ -1,0 +1,327 @@
+#include "eval/linear_eval.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "augment/dataset.h"
+#include "augment/eval_transforms.h"
+#include "augment/loader.h"
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "eval/extract.h"
+#include "eval/features_io.h"
+#include "eval/linear_checkpoint.h"
+
+namespace xdino::eval {
+namespace fs = std::filesystem;
+
+const char* const kOfficialLinearProtocol =
+    "official (eval_linear.py): frozen backbone, RandomResizedCrop + flip, SGD, cosine";
+const char* const kCachedLinearProtocol = "cached-features (fast, not the official protocol)";
+
+namespace {
+
+// Batches of images from the augment loader, turned into classifier inputs by the frozen
+// backbone under no-grad.
+class BackboneBatches : public FeatureBatches {
+ public:
+  BackboneBatches(augment::DatasetPtr data, augment::SampleTransform transform,
+                  augment::LoaderOptions lo, int rank, int world, models::Backbone& model,
+                  const LinearEvalOptions& o, torch::Device device)
+      : loader_(std::move(data), std::move(transform), lo, rank, world),
+        model_(model),
+        n_(o.n_last_blocks),
+        avgpool_(o.avgpool_patchtokens),
+        device_(device) {}
+
+  void start_epoch(int64_t epoch) override { loader_.start_epoch(epoch); }
+  bool next(torch::Tensor& features, torch::Tensor& targets) override {
+    std::optional<augment::Batch> b = loader_.next();
+    if (!b) return false;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = b->views[0].to(device_, torch::kFloat32, /*non_blocking=*/true);
+    features = model_.linear_features(x, n_, avgpool_).reshape({x.size(0), -1});
+    targets = b->labels.to(device_);
+    return true;
+  }
+  int64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+
+ private:
+  augment::DataLoader loader_;
+  models::Backbone& model_;
+  int64_t n_;
+  bool avgpool_;
+  torch::Device device_;
+};
+
+// This process's contiguous share of the validation set: every image counted exactly once.
+augment::DatasetPtr val_shard(const augment::DatasetPtr& val, const Communicator& comm) {
+  if (comm.world_size() == 1) return val;
+  const int64_t n = val->size(), per = (n + comm.world_size() - 1) / comm.world_size();
+  std::vector<int64_t> idx;
+  for (int64_t i = per * comm.rank(); i < std::min(n, per * (comm.rank() + 1)); ++i)
+    idx.push_back(i);
+  return std::make_shared<augment::SubsetDataset>(val, std::move(idx));
+}
+
+augment::LoaderOptions loader_options(const LinearEvalOptions& o, bool shuffle,
+                                      torch::Device device) {
+  augment::LoaderOptions lo;
+  lo.batch_size = o.batch_size_per_gpu;
+  lo.num_workers = o.num_workers;
+  lo.shuffle = shuffle;
+  lo.drop_last = false;
+  lo.seed = o.seed;
+  lo.pin_memory = device.is_cuda();
+  return lo;
+}
+
+// Rank 0's cached features, copied to every process (each trains on its shard).
+FeatureSet share(FeatureSet set, Communicator& comm, torch::Device device) {
+  if (comm.world_size() == 1) return set;
+  torch::Tensor shape = comm.is_main()
+                            ? torch::tensor({set.features.size(0), set.features.size(1)})
+                            : torch::zeros({2}, torch::kInt64);
+  std::vector<torch::Tensor> s{shape.to(device)};
+  comm.broadcast(s, 0);
+  const auto dims = s[0].to(torch::kCPU);
+  const int64_t n = dims[0].item<int64_t>(), c = dims[1].item<int64_t>();
+  std::vector<torch::Tensor> t{
+      comm.is_main() ? set.features.to(device) : torch::empty({n, c}, torch::kFloat32).to(device),
+      comm.is_main() ? set.labels.to(device) : torch::empty({n}, torch::kInt64).to(device)};
+  comm.broadcast(t, 0);
+  set.features = t[0].to(torch::kCPU);
+  set.labels = t[1].to(torch::kCPU);
+  return set;
+}
+
+Json epoch_line(const EpochStats& e) {
+  Json j = Json::object();
+  j.set("train_lr", e.train_lr).set("train_loss", e.train_loss).set("epoch", e.epoch);
+  if (e.test) {
+    j.set("test_loss", e.test->loss).set("test_acc1", e.test->acc1);
+    if (!std::isnan(e.test->acc5)) j.set("test_acc5", e.test->acc5);
+  }
+  return j;
+}
+
+Json nan_null(double v) { return std::isnan(v) ? Json() : Json(v); }
+
+}  // namespace
+
+LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
+                                 torch::Device device) {
+  const auto begin = std::chrono::steady_clock::now();
+  XDINO_CHECK_ARG(o.num_labels >= 1, "--num_labels must be >= 1, got ", o.num_labels);
+  XDINO_CHECK_ARG(o.load_features.empty() || o.cached_features,
+                  "--load_features needs --cached_features true (the official protocol "
+                  "augments images, so it cannot start from stored features)");
+  const bool cached = o.cached_features;
+  const std::string protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
+  if (cached)
+    log::warn("--cached_features: training on features computed once without augmentation. "
+              "This is a fast approximation, NOT the official linear protocol.");
+
+  std::shared_ptr<models::Backbone> model;
+  if (o.load_features.empty()) model = load_frozen_backbone(o.model, device);
+
+  ExtractOptions ex;
+  ex.batch_size = o.batch_size_per_gpu;
+  ex.num_workers = o.num_workers;
+  ex.image_size = o.model.image_size;
+  ex.normalize = false;
+  ex.kind = FeatureKind::kLinear;
+  ex.n_last_blocks = o.n_last_blocks;
+  ex.avgpool_patchtokens = o.avgpool_patchtokens;
+
+  // Data: image datasets (official), or cached features of both splits.
+  augment::DatasetPtr train_data, val_data;
+  FeatureSet train_set, val_set;
+  int64_t classes = 0, dim = 0, num_train = 0, num_val = 0;
+  if (cached && !o.load_features.empty()) {
+    if (comm.is_main()) {
+      train_set = read_features(fs::path(o.load_features) / "trainfeat.h5");
+      val_set = read_features(fs::path(o.load_features) / "testfeat.h5");
+      XDINO_CHECK_ARG(!train_set.attributes.normalized,
+                      "--load_features ", o.load_features, " holds L2-normalised (k-NN) features; "
+                      "the linear probe takes unnormalised ones (dino linear --cached_features "
+                      "true --dump_features DIR)");
+    }
+  } else {
+    if (!o.evaluate || cached) train_data = augment::open_dataset(o.data_path, "train");
+    val_data = augment::open_dataset(o.data_path, "val");
+    if (cached) {
+      train_set = extract_features(*model, train_data, ex, comm, device);
+      val_set = extract_features(*model, val_data, ex, comm, device);
+      if (comm.is_main() && !o.dump_features.empty()) {
+        fs::create_directories(o.dump_features);
+        for (FeatureSet* s : {&train_set, &val_set}) {
+          s->attributes.arch = o.model.arch;
+          s->attributes.checkpoint = o.model.pretrained_weights;
+          s->attributes.checkpoint_key = o.model.checkpoint_key;
+          s->attributes.patch_size = o.model.patch_size;
+        }
+        train_set.attributes.split = "train";
+        val_set.attributes.split = "val";
+        write_features(fs::path(o.dump_features) / "trainfeat.h5", train_set);
+        write_features(fs::path(o.dump_features) / "testfeat.h5", val_set);
+      }
+    }
+  }
+  if (cached) {
+    train_set = share(std::move(train_set), comm, device);
+    val_set = share(std::move(val_set), comm, device);
+    classes = std::max(train_set.labels.max().item<int64_t>(),
+                       val_set.labels.max().item<int64_t>()) + 1;
+    dim = train_set.features.size(1);
+    num_train = train_set.features.size(0);
+    num_val = val_set.features.size(0);
+  } else {
+    classes = val_data->num_classes();
+    if (train_data) classes = std::max(classes, train_data->num_classes());
+    torch::NoGradGuard no_grad;
+    const auto probe = torch::zeros({1, 3, o.model.image_size, o.model.image_size}, device);
+    dim = model->linear_features(probe, o.n_last_blocks, o.avgpool_patchtokens).numel();
+    num_train = train_data ? train_data->size() : 0;
+    num_val = val_data->size();
+  }
+  XDINO_CHECK_ARG(classes <= o.num_labels, "the data has ", classes, " classes but --num_labels is ",
+                  o.num_labels, ": raise --num_labels");
+  if (classes < o.num_labels)
+    log::info("the data has ", classes, " classes; the classifier has --num_labels ",
+              o.num_labels, " outputs, as eval_linear.py would");
+
+  torch::manual_seed(static_cast<uint64_t>(o.seed));  // the classifier's N(0, 0.01^2) draw
+  LinearClassifier classifier(dim, o.num_labels);
+  classifier->to(device);
+  {  // DDP starts every process from rank 0's initial weights
+    std::vector<torch::Tensor> p{classifier->linear->weight.detach(),
+                                 classifier->linear->bias.detach()};
+    comm.broadcast(p, 0);
+  }
+  log::info("Linear classifier ", dim, " -> ", o.num_labels, " on ", device.str(), " (",
+            cached ? "cached features" : "features of augmented images", ")");
+
+  // Validation batches (both modes and --evaluate).
+  std::unique_ptr<FeatureBatches> val;
+  if (cached) {
+    val = std::make_unique<CachedBatches>(val_set.features, val_set.labels, o.batch_size_per_gpu,
+                                          false, 0, comm.rank(), comm.world_size(), device);
+  } else {
+    const auto eval_tf =
+        std::make_shared<const augment::EvalTransform>(augment::EvalTransformOptions{
+            o.model.image_size, 0, {}});
+    val = std::make_unique<BackboneBatches>(
+        val_shard(val_data, comm),
+        [eval_tf](const augment::Image& im, augment::Rng&) {
+          return std::vector<torch::Tensor>{(*eval_tf)(im)};
+        },
+        loader_options(o, false, device), 0, 1, *model, o, device);
+  }
+
+  LinearEvalResult result;
+  const fs::path out_dir(o.output_dir);
+  if (o.evaluate) {
+    const fs::path weights = o.linear_weights.empty() ? out_dir / "checkpoint.pth"
+                                                      : fs::path(o.linear_weights);
+    XDINO_CHECK_ARG(fs::is_regular_file(weights), "--evaluate: linear weights '",
+                    weights.string(), "' not found (--linear_weights; eval_linear.py would "
+                    "download reference weights, this build never downloads)");
+    load_linear_weights(weights, classifier);
+    const ValidationStats s = validate_linear(classifier, *val, comm);
+    log::info("Accuracy of the network on the ", s.samples, " test images: ", s.acc1, "%");
+    result.outcome.best_acc = s.acc1;
+    result.outcome.best_acc5 = s.acc5;
+    return result;
+  }
+
+  std::unique_ptr<FeatureBatches> train;
+  if (cached) {
+    train = std::make_unique<CachedBatches>(train_set.features, train_set.labels,
+                                            o.batch_size_per_gpu, true, o.seed, comm.rank(),
+                                            comm.world_size(), device);
+  } else {
+    augment::LinearTrainOptions lt;
+    lt.crop_size = o.model.image_size;
+    const auto train_tf = std::make_shared<const augment::LinearTrainTransform>(lt);
+    train = std::make_unique<BackboneBatches>(
+        train_data,
+        [train_tf](const augment::Image& im, augment::Rng& rng) {
+          return std::vector<torch::Tensor>{(*train_tf)(im, rng)};
+        },
+        loader_options(o, true, device), comm.rank(), comm.world_size(), *model, o, device);
+  }
+
+  LinearSchedule schedule;
+  schedule.epochs = o.epochs;
+  schedule.lr = o.lr;
+  schedule.batch_size_per_gpu = o.batch_size_per_gpu;
+  schedule.val_freq = o.val_freq;
+  const double base_lr = scaled_lr(schedule, comm.world_size());
+  auto optimizer = make_linear_optimizer(classifier, base_lr);
+  LinearCheckpointInfo info{o.epochs, base_lr, protocol};
+
+  int64_t start_epoch = 0;
+  LinearOutcome resumed;
+  const fs::path ckpt = out_dir / "checkpoint.pth";
+  if (fs::is_regular_file(ckpt)) {  // eval_linear.py's restart_from_checkpoint
+    start_epoch = restore_linear_checkpoint(ckpt, classifier, *optimizer, resumed);
+    log::info("Resuming from ", ckpt.string(), " at epoch ", start_epoch, " (best top-1 so far ",
+              resumed.best_acc, "%)");
+  }
+  if (comm.is_main()) fs::create_directories(out_dir);
+
+  result.outcome = train_linear(
+      classifier, *optimizer, *train, *val, schedule, comm, start_epoch, resumed,
+      [&](const EpochStats& e, const LinearOutcome& so_far) {
+        if (!comm.is_main()) return;
+        std::ofstream log_file(out_dir / "log.txt", std::ios::app);
+        log_file << epoch_line(e).dump() << "\n";
+        XDINO_CHECK(log_file.good(), "cannot append to ", (out_dir / "log.txt").string());
+        save_linear_checkpoint(ckpt, classifier, *optimizer, e.epoch + 1, so_far, info);
+      });
+
+  if (comm.is_main()) {
+    const LinearOutcome& r = result.outcome;
+    Json& j = result.json = Json::object();
+    j.set("protocol", protocol);
+    add_model_fields(j, o.model);
+    j.set("feature", feature_description(ex))
+        .set("feature_dim", dim)
+        .set("num_labels", o.num_labels)
+        .set("num_train", num_train)
+        .set("num_val", num_val)
+        .set("epochs", o.epochs)
+        .set("lr", o.lr)
+        .set("batch_size_per_gpu", o.batch_size_per_gpu)
+        .set("world_size", comm.world_size())
+        .set("scaled_lr", base_lr);
+    Json best = Json::object();
+    best.set("epoch", r.best_epoch).set("acc1", r.best_acc).set("acc5", nan_null(r.best_acc5));
+    j.set("best", best);
+    Json last = Json::object();
+    if (r.last) {
+      last.set("epoch", r.last->epoch).set("train_loss", r.last->train_loss);
+      if (r.last->test)
+        last.set("test_loss", r.last->test->loss)
+            .set("acc1", r.last->test->acc1)
+            .set("acc5", nan_null(r.last->test->acc5));
+    }
+    j.set("last", last);
+    j.set("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+    write_file_atomically(out_dir / "linear.json", j.dump(2) + "\n");
+    log::info("Training of the supervised linear classifier on frozen features completed.");
+    char acc[32];
+    std::snprintf(acc, sizeof acc, "%.1f", r.best_acc);
+    log::info("Top-1 test accuracy: ", acc,
+              cached ? " (cached features, not the official protocol)" : "");
+  }
+  comm.barrier();
+  return result;
+}
+
+}  // namespace xdino::eval

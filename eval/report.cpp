@@ -1,0 +1,368 @@
+#include "eval/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "eval/frozen_backbone.h"
+#include "eval/json.h"
+#include "models/registry.h"
+
+namespace xdino::eval {
+namespace fs = std::filesystem;
+namespace {
+
+const char* const kDash = "–";  // U+2013, the paper's "not reported"
+const char* const kCachedNote =
+    "* linear probe trained on cached features without augmentation (fast mode), not the "
+    "official protocol";
+
+std::string fixed1(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string format_params(const std::optional<double>& p) {
+  if (!p) return kDash;
+  if (*p >= 1e6 || *p == 0) return std::to_string(std::llround(*p / 1e6)) + "M";
+  return fixed1(*p / 1e6) + "M";
+}
+
+std::string format_flops(const std::optional<double>& f) {
+  return f ? fixed1(*f / 1e9) + "B" : kDash;
+}
+
+std::string format_acc(const std::optional<double>& a, bool cached = false) {
+  return a ? fixed1(*a) + (cached ? "*" : "") : kDash;
+}
+
+std::vector<std::string> cells(const ReportRow& r) {
+  return {r.method,         r.model,          format_params(r.params), format_flops(r.flops),
+          format_acc(r.linear, r.linear_cached), format_acc(r.knn)};
+}
+
+const std::vector<std::string>& header() {
+  static const std::vector<std::string> h = {"SSL Method", "Model", "#params",
+                                             "FLOPs",      "Linear", "k-NN"};
+  return h;
+}
+
+// Key/value pairs of an INI file, sections ignored (a run's config.ini has one).
+std::map<std::string, std::string> read_ini(const fs::path& path) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#' || line[first] == ';' ||
+        line[first] == '[')
+      continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    auto trim = [](std::string s) {
+      const auto b = s.find_first_not_of(" \t\r");
+      const auto e = s.find_last_not_of(" \t\r");
+      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+    };
+    kv[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return kv;
+}
+
+// DIR/name, DIR/<stem>/name, or the single DIR/*/name.
+std::optional<fs::path> find_result(const fs::path& dir, const std::string& name,
+                                    const std::string& stem) {
+  if (fs::is_regular_file(dir / name)) return dir / name;
+  if (fs::is_regular_file(dir / stem / name)) return dir / stem / name;
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && fs::is_regular_file(e.path() / name)) found.push_back(e.path() / name);
+  XDINO_CHECK_ARG(found.size() <= 1, "run folder '", dir.string(), "' holds several ", name,
+                  " files (", found.front().string(), ", ", found[1].string(),
+                  "): give each evaluation its own --runs folder");
+  if (found.empty()) return std::nullopt;
+  return found.front();
+}
+
+struct ModelKey {  // unset fields are filled from config.ini, then defaults
+  std::string arch;
+  std::optional<int64_t> patch_size, image_size;
+  std::optional<bool> pretrained;
+};
+
+void merge_model(ModelKey& key, const Json& j, const fs::path& file) {
+  if (const Json* a = j.find("arch")) {
+    XDINO_CHECK_ARG(key.arch.empty() || key.arch == a->as_string(), "run folder results disagree on the architecture: '",
+                    key.arch, "' vs '", a->as_string(), "' in ", file.string());
+    key.arch = a->as_string();
+  }
+  if (const Json* p = j.find("patch_size")) key.patch_size = p->as_int();
+  if (const Json* s = j.find("image_size")) key.image_size = s->as_int();
+  if (const Json* w = j.find("weights")) key.pretrained = w->as_string() == "pretrained";
+}
+
+std::string latex_escape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (s.compare(i, 3, "↑") == 0) {
+      out += "$\\uparrow$";
+      i += 2;
+    } else if (s.compare(i, 3, kDash) == 0) {
+      out += "--";
+      i += 2;
+    } else if (std::string("&%$#_{}").find(c) != std::string::npos) {
+      out += std::string("\\") + c;
+    } else if (c == '~') {
+      out += "\\textasciitilde{}";
+    } else if (c == '^') {
+      out += "\\textasciicircum{}";
+    } else if (c == '\\') {
+      out += "\\textbackslash{}";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+Json number_or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
+
+}  // namespace
+
+ModelFacts registry_facts(const std::string& arch, int64_t patch_size, int64_t image_size) {
+  const auto model =
+      models::create_backbone(arch, eval_backbone_options(arch, patch_size, image_size));
+  ModelFacts f;
+  for (const auto& p : model->parameters()) f.params += static_cast<double>(p.numel());
+  f.flops = model->flops(image_size, image_size);
+  return f;
+}
+
+std::string display_model_name(const std::string& arch, int64_t patch_size, int64_t image_size) {
+  static const std::map<std::string, std::string> xcit_sizes = {
+      {"nano", "N"}, {"tiny", "T"}, {"small", "S"}, {"medium", "M"}, {"large", "L"}};
+  static const std::map<std::string, std::string> vit_sizes = {
+      {"tiny", "Ti"}, {"small", "S"}, {"base", "B"}, {"large", "L"}};
+  std::string name = arch;
+  std::smatch m;
+  if (std::regex_match(arch, m, std::regex("xcit_([a-z]+)_(\\d+)_p(\\d+)")) &&
+      xcit_sizes.count(m[1]))
+    name = "XCiT-" + xcit_sizes.at(m[1]) + m[2].str() + "/" + m[3].str();
+  else if (std::regex_match(arch, m, std::regex("vit_([a-z]+)")) && vit_sizes.count(m[1]))
+    name = "ViT-" + vit_sizes.at(m[1]) + "/" + std::to_string(patch_size);
+  else if (arch == "pixels")
+    name = "Pixels";
+  if (image_size != 224) name += "↑" + std::to_string(image_size);
+  return name;
+}
+
+ReportFormat format_for(const std::string& output) {
+  if (output == "-") return ReportFormat::kMarkdown;
+  std::string ext = fs::path(output).extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".md" || ext == ".markdown") return ReportFormat::kMarkdown;
+  if (ext == ".tex") return ReportFormat::kLatex;
+  if (ext == ".csv") return ReportFormat::kCsv;
+  if (ext == ".json") return ReportFormat::kJson;
+  XDINO_FAIL_ARG("cannot tell the report format from '", output,
+                 "': --output must end in .md, .tex, .csv or .json (or be - for stdout)");
+}
+
+ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
+  const fs::path dir(dir_text);
+  XDINO_CHECK_ARG(fs::is_directory(dir), "run folder '", dir_text, "' not found (--runs)");
+  const auto knn_file = find_result(dir, "knn.json", "knn");
+  const auto linear_file = find_result(dir, "linear.json", "linear");
+  XDINO_CHECK_ARG(knn_file || linear_file, "run folder '", dir_text,
+                  "' has no knn.json or linear.json: run 'dino knn' / 'dino linear' with "
+                  "--output_dir there first");
+  ReportRow row;
+  row.run = dir_text;
+  ModelKey key;
+  if (knn_file) {
+    const Json j = Json::parse(read_file(*knn_file), knn_file->string());
+    merge_model(key, j, *knn_file);
+    const Json& rep = j.at("reported");
+    row.knn = rep.at("top1").as_number();
+    row.knn_k = rep.at("k").as_int();
+  }
+  if (linear_file) {
+    const Json j = Json::parse(read_file(*linear_file), linear_file->string());
+    merge_model(key, j, *linear_file);
+    row.linear = j.at("best").at("acc1").as_number();
+    row.linear_cached = j.at("protocol").as_string().rfind("cached-features", 0) == 0;
+  }
+  // Results written by older or other tools may lack fields: the run's config.ini has them.
+  const fs::path ini = (knn_file ? *knn_file : *linear_file).parent_path() / "config.ini";
+  const auto kv = read_ini(fs::exists(ini) ? ini : dir / "config.ini");
+  const auto int_of = [&](const std::string& k) -> std::optional<int64_t> {
+    if (!kv.count(k)) return std::nullopt;
+    try {
+      return std::stoll(kv.at(k));
+    } catch (const std::exception&) {
+      XDINO_FAIL_ARG("bad value '", kv.at(k), "' for ", k, " in ", ini.string());
+    }
+  };
+  if (key.arch.empty() && kv.count("arch")) key.arch = kv.at("arch");
+  if (!key.patch_size) key.patch_size = int_of("patch_size");
+  if (!key.image_size) key.image_size = int_of("image_size");
+  if (!key.pretrained && kv.count("pretrained_weights"))
+    key.pretrained = !kv.at("pretrained_weights").empty();
+  XDINO_CHECK_ARG(!key.arch.empty(), "run folder '", dir_text,
+                  "': no architecture in its results or config.ini");
+  const int64_t patch = key.patch_size.value_or(16), size = key.image_size.value_or(224);
+  row.arch = key.arch;
+  row.image_size = size;
+  row.model = display_model_name(key.arch, patch, size);
+  row.method = key.arch == "pixels" ? "None" : key.pretrained.value_or(true) ? "DINO" : "Random init";
+  if (facts) {
+    const ModelFacts f = facts(key.arch, patch, size);
+    row.params = f.params;
+    row.flops = f.flops;
+  }
+  return row;
+}
+
+std::vector<ReportRow> published_rows() {
+  struct P {
+    const char* method;
+    const char* model;
+    double params_m, flops_b;
+    double linear, knn;  // < 0: not reported
+  };
+  static const P table[] = {
+      {"MoBY", "Swin-T", 29, 4.5, 75.0, -1},      {"DINO", "ResNet-50", 23, 4.1, 74.5, 65.6},
+      {"DINO", "ViT-S/16", 22, 4.6, 76.1, 72.8},  {"DINO", "ViT-S/8", 22, 22.4, 79.2, 77.2},
+      {"DINO", "XCiT-S12/16", 26, 4.9, 77.8, 76.0},
+      {"DINO", "XCiT-S12/8", 26, 18.9, 79.2, 77.1},
+      {"DINO", "ViT-B/16", 87, 17.5, 78.2, 76.1}, {"DINO", "ViT-B/8", 87, 78.2, 80.1, 77.4},
+      {"DINO", "XCiT-M24/16", 84, 16.2, 78.8, 76.4},
+      {"DINO", "XCiT-M24/8", 84, 64.0, 80.3, 77.9},
+      {"DINO", "XCiT-M24/8↑384", 84, 188.0, 80.9, -1},
+  };
+  std::vector<ReportRow> rows;
+  for (const P& p : table) {
+    ReportRow r;
+    r.method = p.method;
+    r.model = p.model;
+    r.params = p.params_m * 1e6;
+    r.flops = p.flops_b * 1e9;
+    if (p.linear >= 0) r.linear = p.linear;
+    if (p.knn >= 0) {
+      r.knn = p.knn;
+      r.knn_k = 20;
+    }
+    r.source = "published";
+    r.image_size = std::string(p.model).find("↑384") != std::string::npos ? 384 : 224;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::string render_report(const std::vector<ReportRow>& rows, ReportFormat format) {
+  bool with_source = false, any_cached = false;
+  for (const ReportRow& r : rows) {
+    with_source |= r.source != "ours";
+    any_cached |= r.linear_cached;
+  }
+  std::vector<std::string> head = header();
+  if (with_source) head.push_back("Source");
+  auto row_cells = [&](const ReportRow& r) {
+    auto c = cells(r);
+    if (with_source) c.push_back(r.source);
+    return c;
+  };
+  std::string out;
+  if (format == ReportFormat::kMarkdown) {
+    auto line = [&](const std::vector<std::string>& c) {
+      out += "|";
+      for (const auto& s : c) out += " " + s + " |";
+      out += "\n";
+    };
+    line(head);
+    out += "|---|---|--:|--:|--:|--:|" + std::string(with_source ? "---|" : "") + "\n";
+    for (const ReportRow& r : rows) line(row_cells(r));
+    if (any_cached) out += std::string("\n") + kCachedNote + "\n";
+  } else if (format == ReportFormat::kLatex) {
+    out += "% XCiT paper Table 3 layout; needs \\usepackage{booktabs}\n";
+    out += std::string("\\begin{tabular}{ll") + "rrrr" + (with_source ? "l" : "") + "}\n\\toprule\n";
+    auto line = [&](const std::vector<std::string>& c) {
+      for (size_t i = 0; i < c.size(); ++i) out += (i ? " & " : "") + latex_escape(c[i]);
+      out += " \\\\\n";
+    };
+    out += std::string("SSL Method & Model & \\#params & FLOPs & Linear & $k$-NN") +
+           (with_source ? " & Source" : "") + " \\\\\n";
+    out += "\\midrule\n";
+    for (const ReportRow& r : rows) line(row_cells(r));
+    out += "\\bottomrule\n\\end{tabular}\n";
+    if (any_cached) out += std::string("% ") + kCachedNote + "\n";
+  } else if (format == ReportFormat::kCsv) {
+    auto line = [&](const std::vector<std::string>& c) {
+      for (size_t i = 0; i < c.size(); ++i) out += (i ? "," : "") + csv_cell(c[i]);
+      out += "\n";
+    };
+    line(head);
+    for (const ReportRow& r : rows) line(row_cells(r));
+  } else {
+    Json j = Json::object();
+    Json cols = Json::array();
+    for (const auto& h : head) cols.push_back(h);
+    j.set("columns", cols);
+    Json list = Json::array();
+    for (const ReportRow& r : rows) {
+      Json o = Json::object();
+      o.set("ssl_method", r.method).set("model", r.model).set("arch", r.arch);
+      o.set("image_size", r.image_size).set("params", number_or_null(r.params));
+      o.set("flops", number_or_null(r.flops)).set("linear", number_or_null(r.linear));
+      o.set("linear_protocol", r.linear ? (r.linear_cached ? "cached-features" : "official")
+                                        : Json());
+      o.set("knn", number_or_null(r.knn)).set("knn_k", r.knn_k ? Json(r.knn_k) : Json());
+      o.set("source", r.source).set("run", r.run);
+      o.set("cells", [&] {
+        Json c = Json::array();
+        for (const auto& s : cells(r)) c.push_back(s);
+        return c;
+      }());
+      list.push_back(o);
+    }
+    j.set("rows", list);
+    if (any_cached) j.set("notes", Json(kCachedNote));
+    out = j.dump(2) + "\n";
+  }
+  return out;
+}
+
+std::string write_report(const ReportOptions& options, const ModelFactsFn& facts) {
+  XDINO_CHECK_ARG(!options.runs.empty(), "no run folders given (--runs DIR...)");
+  const ReportFormat format = format_for(options.output);
+  std::vector<ReportRow> rows;
+  for (const std::string& run : options.runs) rows.push_back(read_run(run, facts));
+  if (options.with_published)
+    for (ReportRow& r : published_rows()) rows.push_back(std::move(r));
+  const std::string text = render_report(rows, format);
+  if (options.output == "-") {
+    std::cout << text;
+  } else {
+    const fs::path out(options.output);
+    if (out.has_parent_path()) fs::create_directories(out.parent_path());
+    write_file_atomically(out, text);
+  }
+  return text;
+}
+
+}  // namespace xdino::eval

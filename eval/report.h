@@ -1,0 +1,77 @@
+// The XCiT paper's Table 3 from evaluation run folders (`dino report`).
+//
+// Contract:
+//  - Columns: SSL Method | Model | #params | FLOPs | Linear | k-NN (eval.md section 4), plus
+//    Source (ours / published) when published rows are appended.
+//  - A run folder DIR yields one row. Its results are DIR/knn.json and DIR/linear.json, else
+//    DIR/knn/knn.json and DIR/linear/linear.json, else the only such file one folder below
+//    DIR. The model (arch, patch_size, image_size, weights) comes from those files, else from
+//    DIR/config.ini (written by every dino subcommand). A folder with neither result, or with
+//    results of two different models, throws xdino::UsageError naming it.
+//  - SSL Method: "DINO" when weights were loaded, "Random init" without weights, "None" for
+//    the pixels baseline. Model: "XCiT-S12/16", "ViT-S/16", "Pixels", ... with "↑384" when the
+//    evaluation resolution is not 224. #params and FLOPs come from `facts` (default: the
+//    model registry: backbone parameters without classifier, fvcore-convention FLOPs at the
+//    evaluation resolution). Linear = best top-1 of linear.json; k-NN = top-1 of its reported
+//    k (20). A linear result from the cached-features fast mode is marked with "*" and a
+//    footnote, never passed off as the official protocol.
+//  - Formatting: accuracies and FLOPs one decimal ("4.9B"), params in whole millions ("26M";
+//    one decimal below 1M), "–" when missing. Output format by the extension of `output`:
+//    .md/.markdown, .tex, .csv, .json; anything else throws xdino::UsageError.
+//    `output` "-" prints Markdown to stdout.
+//  - with_published appends the paper's rows (eval.md section 4), Source "published".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace xdino::eval {
+
+struct ReportOptions {
+  std::vector<std::string> runs;
+  std::string output = "report.md";
+  bool with_published = false;
+};
+
+struct ModelFacts {
+  double params = 0.0;  // parameter count
+  double flops = 0.0;   // forward FLOPs of one image
+};
+
+using ModelFactsFn =
+    std::function<ModelFacts(const std::string& arch, int64_t patch_size, int64_t image_size)>;
+
+// #params and FLOPs of a registered backbone (models/registry.h).
+ModelFacts registry_facts(const std::string& arch, int64_t patch_size, int64_t image_size);
+
+struct ReportRow {
+  std::string method;
+  std::string model;
+  std::optional<double> params, flops, linear, knn;
+  bool linear_cached = false;  // linear.json came from the cached-features fast mode
+  std::string source = "ours";  // or "published"
+  std::string run;               // run folder ("" for published rows)
+  std::string arch;
+  int64_t image_size = 224;
+  int64_t knn_k = 0;  // k of the k-NN column (0: none)
+};
+
+enum class ReportFormat { kMarkdown, kLatex, kCsv, kJson };
+
+ReportFormat format_for(const std::string& output);
+
+ReportRow read_run(const std::string& dir, const ModelFactsFn& facts);
+std::vector<ReportRow> published_rows();
+// "XCiT-S12/16", "ViT-B/8", "Pixels", with "↑384" for other resolutions.
+std::string display_model_name(const std::string& arch, int64_t patch_size, int64_t image_size);
+
+std::string render_report(const std::vector<ReportRow>& rows, ReportFormat format);
+
+// Reads every run, renders, writes `options.output` atomically (or prints for "-"); returns
+// the rendered text.
+std::string write_report(const ReportOptions& options, const ModelFactsFn& facts = registry_facts);
+
+}  // namespace xdino::eval

@@ -1,0 +1,43 @@
+// `dino features`: L2-normalised features of one split to an HDF5 file.
+#include <filesystem>
+
+#include "eval/extract.h"
+#include "launch/command.h"
+#include "launch/eval_common.h"
+
+namespace xdino::launch {
+namespace {
+
+class FeaturesCommand : public Command {
+ public:
+  void declare(Flags& f) override {
+    eval::FeaturesOptions& o = opt_;
+    declare_backbone_flags(f, o.model);
+    f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
+    f.add("data_path", &o.data_path, "dataset root (ImageFolder train/ val/, IDX or HDF5)")
+        .add("split", &o.split, "which split: train or val")
+        .add("output", &o.output,
+             "HDF5 file to write (features [N,C] float32, labels, paths); config.ini goes next "
+             "to it")
+        .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
+        .add("num_workers", &o.num_workers, "data loading threads per process");
+  }
+
+  int run(const Flags& flags) override {
+    EvalSession s = start_session();
+    const std::filesystem::path parent = std::filesystem::path(opt_.output).parent_path();
+    write_config(flags, parent.empty() ? "." : parent.string(), *s.comm);
+    eval::run_features(opt_, *s.comm, s.device);
+    s.comm->finalize();
+    return 0;
+  }
+
+ private:
+  eval::FeaturesOptions opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_features_command() { return std::make_unique<FeaturesCommand>(); }
+
+}  // namespace xdino::launch

@@ -1,0 +1,48 @@
+// `dino knn`: weighted k-NN on frozen features. Flags keep eval_knn.py's names and defaults.
+#include "eval/knn_eval.h"
+#include "launch/command.h"
+#include "launch/eval_common.h"
+
+namespace xdino::launch {
+namespace {
+
+class KnnCommand : public Command {
+ public:
+  void declare(Flags& f) override {
+    eval::KnnEvalOptions& o = opt_;
+    f.add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
+        .add("nb_knn", &o.nb_knn, "numbers of nearest neighbours (20 is usually the best)")
+        .add("temperature", &o.temperature, "temperature of the voting weights exp(sim / T)")
+        .add("use_cuda", &o.use_cuda, "keep the features on the GPU for the search");
+    declare_backbone_flags(f, o.model);
+    f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
+    f.add("dump_features", &o.dump_features,
+          "folder to save the computed features to (trainfeat.h5, testfeat.h5); empty: none")
+        .add("load_features", &o.load_features,
+             "folder of features computed before (our .h5 dumps or eval_knn.py's .pth dumps)")
+        .add("num_workers", &o.num_workers, "data loading threads per process")
+        .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
+        .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
+        .add("data_path", &o.data_path, "dataset root with train/ and val/ (or IDX / HDF5)")
+        .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
+        .add("knn_backend", &o.knn_backend,
+             "faiss (exact search, bounded memory) or torch (eval_knn.py's mm + topk)");
+  }
+
+  int run(const Flags& flags) override {
+    EvalSession s = start_session();
+    write_config(flags, opt_.output_dir, *s.comm);
+    eval::run_knn_eval(opt_, *s.comm, s.device);
+    s.comm->finalize();
+    return 0;
+  }
+
+ private:
+  eval::KnnEvalOptions opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_knn_command() { return std::make_unique<KnnCommand>(); }
+
+}  // namespace xdino::launch

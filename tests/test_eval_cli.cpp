@@ -1,0 +1,145 @@
+// The evaluation subcommands of the dino binary: exit codes and one-line messages.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "eval/features_io.h"
+#include "eval/json.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::fresh_temp_dir;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+
+namespace {
+
+size_t count_lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// Exit code `code` with exactly one line on stderr that mentions `needle`.
+void expect_one_line_failure(const std::vector<std::string>& args, int code,
+                             const std::string& needle) {
+  std::vector<std::string> argv{dino_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto r = run_process(argv);
+  EXPECT_EQ(r.exit_code, code) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+// A tiny ImageFolder of binary PPM files (no image library needed): 2 classes by colour.
+fs::path make_ppm_folder(const std::string& name, int train_per_class, int val_per_class) {
+  const fs::path root = fresh_temp_dir(name);
+  uint32_t state = 12345;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
+  for (const auto& [split, count] : {std::pair{"train", train_per_class}, {"val", val_per_class}})
+    for (int c = 0; c < 2; ++c) {
+      const fs::path dir = root / split / (c ? "b" : "a");
+      fs::create_directories(dir);
+      for (int i = 0; i < count; ++i) {
+        std::ofstream f(dir / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
+        f << "P6\n36 30\n255\n";
+        for (int p = 0; p < 36 * 30; ++p)
+          for (int ch = 0; ch < 3; ++ch)
+            f.put(static_cast<char>(next() / 2 + (ch == 2 * c ? 120 : 0)));
+      }
+    }
+  return root;
+}
+
+xdino::eval::Json results_of(const fs::path& knn_json) {
+  std::ifstream in(knn_json);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return xdino::eval::Json::parse(text, knn_json.string()).at("results");
+}
+
+}  // namespace
+
+TEST(EvalCli, FeaturesWritesTheSplit) {
+  const fs::path root = make_ppm_folder("features_cli", 2, 3);
+  const auto r = run_process({dino_binary(), "features", "--arch", "xcit_nano_12_p16",
+                              "--image_size", "32", "--data_path", root.string(), "--split",
+                              "val", "--num_workers", "1", "--output",
+                              (root / "out/val.h5").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("RANDOMLY INITIALISED"), std::string::npos) << r.err;
+  const auto f = xdino::eval::read_features(root / "out/val.h5");
+  EXPECT_EQ(f.features.sizes(), (std::vector<int64_t>{6, 128}));
+  EXPECT_EQ(f.attributes.arch, "xcit_nano_12_p16");
+  EXPECT_EQ(f.attributes.split, "val");
+  EXPECT_TRUE(fs::exists(root / "out/config.ini"));
+  fs::remove_all(root);
+}
+
+TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
+  // 9 train images on 2 processes: the DistributedSampler pads one duplicate.
+  const fs::path root = make_ppm_folder("knn_dist", 5, 3);
+  fs::remove(root / "train/b/x4.ppm");
+  const std::vector<std::string> common = {"knn", "--arch", "xcit_nano_12_p16", "--image_size",
+                                           "32", "--data_path", root.string(), "--nb_knn", "1",
+                                           "3", "5", "--num_workers", "1",
+                                           "--batch_size_per_gpu", "2"};
+  std::vector<std::string> one{dino_binary()};
+  one.insert(one.end(), common.begin(), common.end());
+  one.insert(one.end(), {"--output_dir", (root / "one").string(), "--dump_features",
+                         (root / "one_dump").string()});
+  const auto r1 = run_process(one);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  std::vector<std::string> two{dino_binary(), "launch", "--nproc", "2", "--"};
+  two.insert(two.end(), common.begin(), common.end());
+  two.insert(two.end(), {"--output_dir", (root / "two").string(), "--dump_features",
+                         (root / "two_dump").string()});
+  const auto r2 = run_process(two, {}, 300);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_EQ(results_of(root / "two/knn.json").dump(), results_of(root / "one/knn.json").dump());
+  const auto a = xdino::eval::read_features(root / "one_dump/trainfeat.h5");
+  const auto b = xdino::eval::read_features(root / "two_dump/trainfeat.h5");
+  ASSERT_EQ(b.features.size(0), 9);  // the padding duplicate collapsed
+  EXPECT_TRUE(torch::allclose(a.features, b.features, 1e-5, 1e-6));
+  EXPECT_EQ(a.paths, b.paths);
+  fs::remove_all(root);
+}
+
+TEST(EvalCli, MissingInputsExitTwoWithOneLine) {
+  const fs::path root = make_ppm_folder("missing_cli", 1, 1);
+  expect_one_line_failure({"knn", "--arch", "xcit_nano_12_p16", "--data_path", "/no/such/data",
+                           "--output_dir", (root / "o").string()},
+                          2, "/no/such/data");
+  expect_one_line_failure({"knn", "--arch", "xcit_nano_12_p16", "--data_path", root.string(),
+                           "--pretrained_weights", "/no/such/weights.pth", "--output_dir",
+                           (root / "o").string()},
+                          2, "/no/such/weights.pth");
+  expect_one_line_failure({"knn", "--load_features", (root / "nothing").string(), "--output_dir",
+                           (root / "o").string()},
+                          2, "nothing");
+  expect_one_line_failure({"features", "--arch", "xcit_nano_12_p16", "--data_path",
+                           root.string(), "--split", "test", "--output",
+                           (root / "f.h5").string()},
+                          2, "--split");
+  expect_one_line_failure({"knn", "--arch", "no_such_arch", "--data_path", root.string(),
+                           "--output_dir", (root / "o").string()},
+                          2, "no_such_arch");
+  fs::remove_all(root);
+}
+
+TEST(EvalCli, ReportMissingRunFolderExitsTwo) {
+  expect_one_line_failure({"report", "--runs", "/no/such/run", "--output", "/tmp/r.md"}, 2,
+                          "/no/such/run");
+}
+
+TEST(EvalCli, ReportUnknownFormatExitsTwo) {
+  expect_one_line_failure({"report", "--runs", "/tmp", "--output", "table.pdf"}, 2, "table.pdf");
+}
+
+TEST(EvalCli, ReportCorruptResultExitsOne) {
+  const fs::path dir = fresh_temp_dir("report_corrupt");
+  std::ofstream(dir / "knn.json") << "{\"reported\": [";
+  expect_one_line_failure({"report", "--runs", dir.string(), "--output", (dir / "t.md").string()},
+                          1, "knn.json");
+  fs::remove_all(dir);
+}

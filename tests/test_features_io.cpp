@@ -1,0 +1,135 @@
+// Feature files (HDF5) and the JSON helper: round trips, h5py reading our files, errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/check.h"
+#include "eval/features_io.h"
+#include "eval/json.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::fresh_temp_dir;
+using namespace xdino::eval;
+
+namespace {
+
+FeatureSet sample_set() {
+  FeatureSet s;
+  s.features = torch::arange(15, torch::kFloat32).view({5, 3}) / 7.0;
+  s.labels = torch::tensor(std::vector<int64_t>{0, 2, 1, 1, 4000000000LL});
+  s.paths = {"train/a/1.jpg", "train/b/ümlaut ß.png", "", "x", "train/c/3.JPEG"};
+  s.attributes.arch = "xcit_small_12_p16";
+  s.attributes.checkpoint = "/ckpt/checkpoint.pth";
+  s.attributes.checkpoint_key = "teacher";
+  s.attributes.split = "train";
+  s.attributes.image_size = 384;
+  s.attributes.patch_size = 16;
+  s.attributes.normalized = false;
+  return s;
+}
+
+}  // namespace
+
+TEST(FeaturesIo, RoundTrip) {
+  const fs::path dir = fresh_temp_dir("features_rt");
+  const FeatureSet s = sample_set();
+  write_features(dir / "f.h5", s);
+  const FeatureSet r = read_features(dir / "f.h5");
+  EXPECT_TRUE(torch::equal(r.features, s.features));
+  EXPECT_TRUE(torch::equal(r.labels, s.labels));
+  EXPECT_EQ(r.paths, s.paths);
+  EXPECT_EQ(r.attributes.arch, "xcit_small_12_p16");
+  EXPECT_EQ(r.attributes.checkpoint, "/ckpt/checkpoint.pth");
+  EXPECT_EQ(r.attributes.checkpoint_key, "teacher");
+  EXPECT_EQ(r.attributes.split, "train");
+  EXPECT_EQ(r.attributes.feature, "backbone");
+  EXPECT_EQ(r.attributes.image_size, 384);
+  EXPECT_FALSE(r.attributes.normalized);
+  // Only the final file remains (the temporary was renamed).
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
+TEST(FeaturesIo, H5pyReadsOurFileAndWeReadH5pys) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  const auto probe = xdino::testing::run_process({"/usr/bin/python3", "-c", "import h5py"});
+  if (probe.exit_code != 0) GTEST_SKIP() << "h5py not installed";
+  const fs::path dir = fresh_temp_dir("features_h5py");
+  write_features(dir / "ours.h5", sample_set());
+  const std::string script = R"(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], 'r') as f:
+    x = f['features'][()]; y = f['labels'][()]; p = [s.decode('utf-8') for s in f['paths'][()]]
+    assert x.dtype == np.float32 and x.shape == (5, 3), (x.dtype, x.shape)
+    assert np.array_equal(x, (np.arange(15, dtype=np.float32).reshape(5, 3) / np.float32(7)))
+    assert y.dtype == np.int64 and list(y) == [0, 2, 1, 1, 4000000000]
+    assert p[1] == 'train/b/\u00fcmlaut \u00df.png' and p[2] == '', p
+    assert f.attrs['arch'] == 'xcit_small_12_p16' and int(f.attrs['image_size']) == 384
+    assert int(f.attrs['normalized']) == 0
+with h5py.File(sys.argv[2], 'w') as f:
+    f['features'] = np.ones((2, 4), dtype=np.float64) * 0.5
+    f['labels'] = np.array([3, 7], dtype=np.int32)
+    f.attrs['arch'] = 'vit_small'
+print('ok')
+)";
+  const auto r = xdino::testing::run_process(
+      {"/usr/bin/python3", "-c", script, (dir / "ours.h5").string(), (dir / "theirs.h5").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "ok\n");
+  // A file written by h5py with other dtypes and no /paths reads with conversions.
+  const FeatureSet t = read_features(dir / "theirs.h5");
+  EXPECT_TRUE(torch::equal(t.features, torch::full({2, 4}, 0.5f)));
+  EXPECT_TRUE(torch::equal(t.labels, torch::tensor(std::vector<int64_t>{3, 7})));
+  EXPECT_EQ(t.paths, (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(t.attributes.arch, "vit_small");
+  EXPECT_TRUE(t.attributes.normalized);  // default when the attribute is missing
+  fs::remove_all(dir);
+}
+
+TEST(FeaturesIo, ErrorsNameTheFile) {
+  const fs::path dir = fresh_temp_dir("features_err");
+  try {
+    read_features(dir / "missing.h5");
+    FAIL() << "no exception";
+  } catch (const xdino::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.h5"), std::string::npos);
+  }
+  std::ofstream(dir / "junk.h5") << "not hdf5";
+  EXPECT_THROW(read_features(dir / "junk.h5"), xdino::Error);
+  FeatureSet bad = sample_set();
+  bad.labels = bad.labels.narrow(0, 0, 4);
+  EXPECT_THROW(write_features(dir / "bad.h5", bad), xdino::Error);
+  EXPECT_FALSE(fs::exists(dir / "bad.h5"));
+  fs::remove_all(dir);
+}
+
+TEST(Json, DumpParseRoundTrip) {
+  Json o = Json::object();
+  o.set("k", int64_t{20}).set("top1", 76.04).set("name", "a \"q\"\n\u00e9");
+  Json arr = Json::array();
+  arr.push_back(1e-06).push_back(true).push_back(nullptr);
+  o.set("list", arr);
+  EXPECT_EQ(o.dump(), R"({"k": 20, "top1": 76.04, "name": "a \"q\"\n)" "\u00e9" R"(", "list": [1e-06, true, null]})");
+  const Json back = Json::parse(o.dump(2), "test");
+  EXPECT_EQ(back.dump(), o.dump());
+  EXPECT_EQ(back.at("k").as_int(), 20);
+  EXPECT_EQ(Json::parse(R"("\u00e9\ud83d\ude00")", "t").as_string(), "\u00e9\U0001F600");
+  EXPECT_THROW(Json::parse("{\"a\": }", "broken.json"), xdino::Error);
+  EXPECT_THROW(Json::parse("[1, 2", "t"), xdino::Error);
+  EXPECT_THROW(o.at("missing"), xdino::Error);
+}
+
+TEST(Json, PythonParsesOurDump) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  Json o = Json::object();
+  o.set("a", 0.1).set("b", -3).set("c", "\u00fc\t").set("d", Json::array());
+  const auto r = xdino::testing::run_process(
+      {"/usr/bin/python3", "-c",
+       "import json,sys; d=json.loads(sys.argv[1]); "
+       "assert d == {'a': 0.1, 'b': -3, 'c': '\\u00fc\\t', 'd': []}, d; print('ok')",
+       o.dump()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
