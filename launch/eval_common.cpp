@@ -24,8 +24,8 @@ void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
            "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }
 
-EvalSession start_session() {
-  const ssl::DistConfig config = dist_config_from_env();
+EvalSession start_session(const DistOptions& options) {
+  const ssl::DistConfig config = dist_config_from_env(options);
   EvalSession s;
   s.comm = ssl::connect(config);
   s.device = config.device;
