@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
       auto t = torch::ones({4});
       comm->all_reduce_sum(t);
     } else if (scenario == "hang") {
-      if (comm->rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(40));
+      if (comm->rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(25));
       auto t = torch::ones({4});
       comm->all_reduce_sum(t);
     } else {
