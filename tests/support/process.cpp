@@ -14,6 +14,21 @@
 extern char** environ;
 
 namespace xdino::testing {
+namespace {
+
+// In the forked child, after its standard streams are set up.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv,
+                             const std::map<std::string, std::string>& env) {
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  std::perror("execv");
+  _exit(127);
+}
+
+}  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env,
@@ -30,13 +45,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
     dup2(err_pipe[1], 2);
     close(out_pipe[0]);
     close(err_pipe[0]);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::perror("execv");
-    _exit(127);
+    exec_child(argv, env);
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
@@ -90,13 +99,7 @@ int start_process(const std::vector<std::string>& argv, const std::string& out_p
     dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::perror("execv");
-    _exit(127);
+    exec_child(argv, env);
   }
   return pid;
 }
