@@ -10,6 +10,13 @@
 
 namespace xdino::eval {
 
+augment::DatasetPtr open_eval_split(const std::string& data_path, const std::string& split,
+                                    const EvalSubset& subset) {
+  augment::DatasetOptions o;
+  o.max_samples = split == "train" ? subset.max_train_samples : subset.max_val_samples;
+  return augment::open_dataset(data_path, split, o);
+}
+
 std::string feature_description(const ExtractOptions& options) {
   if (options.kind == FeatureKind::kBackbone) return "backbone";
   return "linear n=" + std::to_string(options.n_last_blocks) +

@@ -47,6 +47,17 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
 // "backbone" or "linear n=4 avgpool=false": what a row of the result is (file attribute).
 std::string feature_description(const ExtractOptions& options);
 
+// Which images an evaluation reads (ours, for quick runs; 0 = the whole split): a
+// deterministic class-balanced subset of each split (augment::DatasetOptions::max_samples).
+struct EvalSubset {
+  int64_t max_train_samples = 0;
+  int64_t max_val_samples = 0;
+};
+
+// open_dataset(data_path, split) limited by `subset` ("train" or "val").
+augment::DatasetPtr open_eval_split(const std::string& data_path, const std::string& split,
+                                    const EvalSubset& subset);
+
 // `dino features`: L2-normalised backbone features of one split written to one HDF5 file
 // (features_io.h) by rank 0, with the model recorded in its attributes.
 struct FeaturesOptions {

@@ -109,8 +109,8 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     if (comm.is_main()) data = load_dumped(options.load_features, model_spec);
   } else {
     // Data first: a wrong --data_path fails before any model work.
-    const augment::DatasetPtr train = augment::open_dataset(options.data_path, "train");
-    const augment::DatasetPtr val = augment::open_dataset(options.data_path, "val");
+    const augment::DatasetPtr train = open_eval_split(options.data_path, "train", options.subset);
+    const augment::DatasetPtr val = open_eval_split(options.data_path, "val", options.subset);
     const auto model = load_frozen_backbone(options.model, device);
     data.train = extract_split(*model, options, train, "train", comm, device);
     data.test = extract_split(*model, options, val, "val", comm, device);

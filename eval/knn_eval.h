@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/dist.h"
+#include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "eval/json.h"
 #include "eval/knn.h"
@@ -48,6 +49,7 @@ struct KnnEvalOptions {
   // Ours.
   std::string output_dir = ".";
   std::string knn_backend = "faiss";  // faiss | torch
+  EvalSubset subset;
 };
 
 struct KnnEvalResult {

@@ -152,8 +152,8 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
                       "true --dump_features DIR)");
     }
   } else {
-    if (!o.evaluate || cached) train_data = augment::open_dataset(o.data_path, "train");
-    val_data = augment::open_dataset(o.data_path, "val");
+    if (!o.evaluate || cached) train_data = open_eval_split(o.data_path, "train", o.subset);
+    val_data = open_eval_split(o.data_path, "val", o.subset);
     if (cached) {
       train_set = extract_features(*model, train_data, ex, comm, device);
       val_set = extract_features(*model, val_data, ex, comm, device);

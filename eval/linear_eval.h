@@ -37,6 +37,7 @@
 #include <string>
 
 #include "core/dist.h"
+#include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "eval/json.h"
 #include "eval/linear.h"
@@ -64,6 +65,7 @@ struct LinearEvalOptions {
   std::string dump_features;
   std::string linear_weights;
   int64_t seed = 0;
+  EvalSubset subset;
 };
 
 extern const char* const kOfficialLinearProtocol;

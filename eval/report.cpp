@@ -36,7 +36,10 @@ std::string format_params(const std::optional<double>& p) {
 }
 
 std::string format_flops(const std::optional<double>& f) {
-  return f ? fixed1(*f / 1e9) + "B" : kDash;
+  if (!f) return kDash;
+  // Small-image models (e.g. 32-pixel Fashion-MNIST) would all read "0.0B".
+  if (*f > 0 && *f < 0.1e9) return fixed1(*f / 1e6) + "M";
+  return fixed1(*f / 1e9) + "B";
 }
 
 std::string format_acc(const std::optional<double>& a, bool cached = false) {

@@ -15,8 +15,9 @@
 //    evaluation resolution). Linear = best top-1 of linear.json; k-NN = top-1 of its reported
 //    k (20). A linear result from the cached-features fast mode is marked with "*" and a
 //    footnote, never passed off as the official protocol.
-//  - Formatting: accuracies and FLOPs one decimal ("4.9B"), params in whole millions ("26M";
-//    one decimal below 1M), "–" when missing. Output format by the extension of `output`:
+//  - Formatting: accuracies and FLOPs one decimal ("4.9B"; below 0.1B in millions, "46.1M"),
+//    params in whole millions ("26M"; one decimal below 1M), "–" when missing. Output format
+//    by the extension of `output`:
 //    .md/.markdown, .tex, .csv, .json; anything else throws xdino::UsageError.
 //    `output` "-" prints Markdown to stdout.
 //  - with_published appends the paper's rows (eval.md section 4), Source "published".

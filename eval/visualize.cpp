@@ -1,10 +1,12 @@
 #include "eval/visualize.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "augment/dataset.h"
 #include "augment/decode.h"
 #include "augment/resize.h"
 #include "augment/tensor.h"
@@ -200,9 +202,47 @@ void write_frame(const ImageMaps& m, const fs::path& file) {
                                                bytes.size()));
 }
 
+namespace {
+
+// "val_00042_Sneaker": the split, the index and, for labelled data, the class name (made safe
+// for a folder name).
+std::string sample_name(const augment::Dataset& data, const std::string& split, int64_t i) {
+  std::string index = std::to_string(i);
+  index.insert(0, index.size() < 5 ? 5 - index.size() : 0, '0');
+  std::string name = split + "_" + index;
+  const int64_t label = data.label(i);
+  if (label >= 0) name += "_" + data.class_names()[static_cast<size_t>(label)];
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '-';
+  return name;
+}
+
+int64_t visualize_samples(const VisualizeOptions& o) {
+  XDINO_CHECK_ARG(o.image_path.empty(), "give either --image_path or --data_path, not both");
+  XDINO_CHECK_ARG(!o.sample_indices.empty(), "--sample_indices is empty");
+  const auto data = augment::open_dataset(o.data_path, o.split);
+  for (int64_t i : o.sample_indices)
+    XDINO_CHECK_ARG(i >= 0 && i < data->size(), "--sample_indices ", i, " is outside the ",
+                    data->size(), " images of ", data->describe());
+  auto model = load_model(o);
+  const fs::path out(o.output_dir);
+  fs::create_directories(out);
+  for (int64_t i : o.sample_indices) {
+    const std::string name = sample_name(*data, o.split, i);
+    const ImageMaps m = compute_maps(*model, data->load(i), o, name);
+    write_maps(m, out / name, o);
+    log::info("wrote ", out / name / "overview.png");
+  }
+  return static_cast<int64_t>(o.sample_indices.size());
+}
+
+}  // namespace
+
 int64_t visualize(const VisualizeOptions& o) {
+  if (!o.data_path.empty()) return visualize_samples(o);
   XDINO_CHECK_ARG(!o.image_path.empty(),
-                  "--image_path is required (one or more images, or a folder of video frames)");
+                  "--image_path is required (one or more images, or a folder of video frames), "
+                  "or --data_path with --sample_indices");
   std::vector<fs::path> images;
   std::vector<fs::path> frame_dirs;
   for (const std::string& p : o.image_path) {

@@ -18,7 +18,8 @@
 //  - visualize(options) does all of it: one image writes into output_dir (the official
 //    layout), several into output_dir/<image stem>/; a folder given as image_path is a video's
 //    frames: each becomes output_dir/attn-<frame name>, the mean over heads in the inferno
-//    colormap (video_generation.py's frames). Returns the number of images processed.
+//    colormap (video_generation.py's frames). With data_path set, the chosen samples of a
+//    dataset are visualised instead of files. Returns the number of images processed.
 //  - Unreadable images, unknown archs and out-of-range layers throw with one line naming them.
 #pragma once
 
@@ -37,6 +38,11 @@ struct VisualizeOptions {
   std::string pretrained_weights;
   std::string checkpoint_key = "teacher";
   std::vector<std::string> image_path;
+  // Or images of a dataset (any layout open_dataset reads, e.g. Fashion-MNIST's IDX files):
+  // samples `sample_indices` of `split`, each written to output_dir/<split>_<index>_<class>/.
+  std::string data_path;
+  std::string split = "val";
+  std::vector<int64_t> sample_indices = {0, 1, 2, 3};
   std::vector<int64_t> image_size = {480, 480};  // (H, W), one value for a square, 0: keep
   std::string output_dir = ".";
   double threshold = 0;       // mass kept by the masks; 0: no masks (the official None)

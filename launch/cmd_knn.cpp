@@ -15,6 +15,7 @@ class KnnCommand : public Command {
         .add("temperature", &o.temperature, "temperature of the voting weights exp(sim / T)")
         .add("use_cuda", &o.use_cuda, "keep the features on the GPU for the search");
     declare_backbone_flags(f, o.model);
+    declare_subset_flags(f, o.subset);
     f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
     f.add("dump_features", &o.dump_features,
           "folder to save the computed features to (trainfeat.h5, testfeat.h5); empty: none")

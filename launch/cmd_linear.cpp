@@ -17,6 +17,7 @@ class LinearCommand : public Command {
         .add("avgpool_patchtokens", &o.avgpool_patchtokens,
              "ViT: also the average of the patch tokens (true for ViT-B); XCiT ignores it");
     declare_backbone_flags(f, o.model);
+    declare_subset_flags(f, o.subset);
     f.add("epochs", &o.epochs, "training epochs")
         .add("lr", &o.lr, "learning rate per 256 images (scaled by the total batch size)")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")

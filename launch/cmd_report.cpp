@@ -23,7 +23,10 @@ class ReportCommand : public Command {
   }
 
   int run(const Flags&) override {
-    eval::write_report(opt_);
+    const std::string text = eval::write_report(opt_);
+    // A Markdown report is also shown, so the end of a pipeline's log has the table.
+    if (opt_.output != "-" && eval::format_for(opt_.output) == eval::ReportFormat::kMarkdown)
+      log::info(text);
     if (opt_.output != "-")
       log::info("wrote ", opt_.output, " (", opt_.runs.size(), " run",
                 opt_.runs.size() == 1 ? "" : "s", opt_.with_published ? " + published rows" : "",

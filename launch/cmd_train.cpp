@@ -49,6 +49,11 @@ augment::SampleTransform multicrop_transform(const ssl::TrainOptions& o) {
   mo.local_crops_number = o.local_crops_number;
   mo.global_crops_size = o.global_crops_size;
   mo.local_crops_size = o.local_crops_size;
+  XDINO_CHECK_ARG(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
+                  "--blur_sigma takes two values 0 < min <= max (pixels), got ", o.blur_sigma.size(),
+                  " values");
+  mo.blur_sigma_min = o.blur_sigma[0];
+  mo.blur_sigma_max = o.blur_sigma[1];
   auto aug = std::make_shared<const augment::MultiCropAugmentation>(mo);
   std::vector<std::vector<int64_t>> shapes;
   for (int64_t c = 0; c < aug->num_crops(); ++c)
@@ -71,6 +76,10 @@ class TrainCommand : public Command {
         .add("momentum_teacher", &o.momentum_teacher,
              "base EMA momentum of the teacher, raised to 1 by a cosine schedule")
         .add("use_bn_in_head", &o.use_bn_in_head, "BatchNorm in the projection head")
+        .add("head_hidden_dim", &o.head_hidden_dim,
+             "width of the head's hidden layers (main_dino.py: 2048; smaller for CPU runs)")
+        .add("head_bottleneck_dim", &o.head_bottleneck_dim,
+             "width of the head's L2-normalised bottleneck (main_dino.py: 256)")
         .add("warmup_teacher_temp", &o.warmup_teacher_temp, "initial teacher temperature")
         .add("teacher_temp", &o.teacher_temp, "teacher temperature after the warmup")
         .add("warmup_teacher_temp_epochs", &o.warmup_teacher_temp_epochs,
@@ -99,6 +108,9 @@ class TrainCommand : public Command {
         .add("local_crops_scale", &o.local_crops_scale, "area range of the local crops")
         .add("global_crops_size", &o.global_crops_size, "side of the global crops in pixels")
         .add("local_crops_size", &o.local_crops_size, "side of the local crops in pixels")
+        .add("blur_sigma", &o.blur_sigma,
+             "Gaussian blur sigma range in pixels (main_dino.py: 0.1 2.0, for 224-pixel crops; "
+             "scale it with the crop size)")
         .add("data_path", &o.data_path, "training data (ImageFolder, IDX, HDF5 or flat folder)")
         .add("max_samples", &o.max_samples,
              "train on a class-balanced subset of this many images (0: all)")

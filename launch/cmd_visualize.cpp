@@ -18,6 +18,10 @@ class VisualizeCommand : public Command {
         .add("checkpoint_key", &o.checkpoint_key, "teacher or student, in a training checkpoint")
         .add("image_path", &o.image_path,
              "images to visualise; a folder is a video's frames (one attn-<frame> each)")
+        .add("data_path", &o.data_path,
+             "instead of --image_path: a dataset (folder, IDX, HDF5) to take --sample_indices from")
+        .add("split", &o.split, "split of --data_path: train or val")
+        .add("sample_indices", &o.sample_indices, "indices of the --data_path images to visualise")
         .add("image_size", &o.image_size, "resize to H W (or one size), 0 keeps each image's size")
         .add("output_dir", &o.output_dir, "where the pictures go")
         .add("threshold", &o.threshold,

@@ -24,6 +24,13 @@ void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
            "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }
 
+void declare_subset_flags(Flags& f, eval::EvalSubset& s) {
+  f.add("max_train_samples", &s.max_train_samples,
+        "use a class-balanced subset of this many training images (0: all; quick runs only)")
+      .add("max_val_samples", &s.max_val_samples,
+           "use a class-balanced subset of this many validation images (0: all)");
+}
+
 EvalSession start_session(const DistOptions& options) {
   const ssl::DistConfig config = dist_config_from_env(options);
   EvalSession s;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/dist.h"
+#include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "launch/flags.h"
 #include "launch/rendezvous.h"
@@ -23,6 +24,8 @@
 namespace xdino::launch {
 
 void declare_backbone_flags(Flags& flags, eval::BackboneSpec& spec);
+// --max_train_samples, --max_val_samples (ours): class-balanced subsets for quick runs.
+void declare_subset_flags(Flags& flags, eval::EvalSubset& subset);
 
 struct EvalSession {
   std::shared_ptr<Communicator> comm;

@@ -19,6 +19,8 @@ struct TrainOptions {
   bool norm_last_layer = true;
   double momentum_teacher = 0.996;
   bool use_bn_in_head = false;
+  int64_t head_hidden_dim = 2048;     // ours: main_dino.py fixes DINOHead's hidden width
+  int64_t head_bottleneck_dim = 256;  // ours: ... and its bottleneck width
 
   // Temperatures.
   double warmup_teacher_temp = 0.04;
@@ -47,6 +49,9 @@ struct TrainOptions {
   std::vector<double> local_crops_scale = {0.05, 0.4};
   int64_t global_crops_size = 224;  // ours: hard-coded 224 in main_dino.py
   int64_t local_crops_size = 96;    // ours: hard-coded 96 in main_dino.py
+  // ours: GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py; it is
+  // meant for 224-pixel crops, so small crops need it scaled down.
+  std::vector<double> blur_sigma = {0.1, 2.0};
 
   // Run.
   std::string data_path = "/path/to/imagenet/train/";

@@ -66,6 +66,8 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   ho.in_dim = student_backbone->embed_dim();
   ho.out_dim = o_.out_dim;
   ho.use_bn = o_.use_bn_in_head;
+  ho.hidden_dim = o_.head_hidden_dim;
+  ho.bottleneck_dim = o_.head_bottleneck_dim;
   ho.norm_last_layer = o_.norm_last_layer;
   DINOHead student_head(ho);
   ho.norm_last_layer = true;

@@ -190,3 +190,16 @@ TEST(Report, RegistryFactsAtTheEvaluationResolution) {
             std::string::npos);
   fs::remove_all(root);
 }
+
+TEST(Report, SmallImageModelsShowFlopsInMillions) {
+  ReportRow r;
+  r.method = "DINO";
+  r.model = "XCiT-N12/8↑32";
+  r.params = 3.05e6;
+  r.flops = 46.13e6;  // 0.0B would hide it
+  r.knn = 80.0;
+  const std::string md = render_report({r}, ReportFormat::kMarkdown);
+  EXPECT_NE(md.find("| DINO | XCiT-N12/8↑32 | 3M | 46.1M | – | 80.0 |"), std::string::npos) << md;
+  r.flops = 0.1e9;
+  EXPECT_NE(render_report({r}, ReportFormat::kMarkdown).find("| 0.1B |"), std::string::npos);
+}

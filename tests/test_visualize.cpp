@@ -151,3 +151,27 @@ TEST(Visualize, CommandWritesFramesAndExplainsMistakes) {
   EXPECT_NE(missing.err.find("--image_path"), std::string::npos) << missing.err;
   fs::remove_all(dir);
 }
+
+TEST(Visualize, DatasetSamplesGetFoldersNamedBySplitIndexAndClass) {
+  const fs::path dir = fresh_dir("visualize_dataset");
+  for (const std::string cls : {"cat", "dog"}) {
+    fs::create_directories(dir / "data" / "val" / cls);
+    fs::copy_file(fixture("augment/photo_a.png"), dir / "data" / "val" / cls / "x.png");
+  }
+  const auto run = [&](const std::string& index) {
+    return xdino::testing::run_process(
+        {xdino::testing::dino_binary(), "visualize", "--arch", "xcit_nano_12_p8", "--data_path",
+         (dir / "data").string(), "--sample_indices", index, "--image_size", "32",
+         "--output_dir", (dir / "out").string()});
+  };
+  const auto r = run("1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cv::Mat overview = cv::imread((dir / "out" / "val_00001_dog" / "overview.png").string());
+  EXPECT_FALSE(overview.empty());
+  EXPECT_EQ(cv::imread((dir / "out" / "val_00001_dog" / "attn-head0.png").string()).rows, 32);
+  EXPECT_FALSE(fs::exists(dir / "out" / "val_00000_cat"));
+  const auto outside = run("2");
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_NE(outside.err.find("--sample_indices 2"), std::string::npos) << outside.err;
+  fs::remove_all(dir);
+}

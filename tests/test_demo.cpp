@@ -1,0 +1,89 @@
+// The main job's smoke variant end to end, as CI runs it: `dino pipeline` with
+// configs/fashion_mnist.ini + configs/fashion_mnist_smoke.ini on the Debian Fashion-MNIST
+// package, from an empty working folder. Every stage's output must exist and be well-formed,
+// and a rerun must reuse every stage instead of redoing it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+
+#include "core/atomic_file.h"
+#include "eval/json.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+
+namespace {
+
+const fs::path kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+fs::path config(const std::string& name) {
+  return fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "configs" / name;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+// knn.json's reported top-1, checked to be a percentage.
+double reported_top1(const fs::path& file) {
+  const auto j = xdino::eval::Json::parse(xdino::read_file(file), file.string());
+  const double top1 = j.at("reported").at("top1").as_number();
+  EXPECT_GE(top1, 0.0) << file;
+  EXPECT_LE(top1, 100.0) << file;
+  return top1;
+}
+
+}  // namespace
+
+TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
+  if (!fs::exists(kFashionMnist / "t10k-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "needs the Debian package dataset-fashion-mnist (scripts/setup.sh --tests)";
+  const fs::path dir = xdino::testing::fresh_dir("demo");
+  const fs::path here = fs::current_path();
+  fs::current_path(dir);  // the configs' relative runs/ folders land here
+  const std::vector<std::string> argv = {dino_binary(), "pipeline", "--config",
+                                         config("fashion_mnist.ini").string(), "--config",
+                                         config("fashion_mnist_smoke.ini").string()};
+  auto r = run_process(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const fs::path runs = dir / "runs" / "fashion_mnist_smoke";
+
+  for (const char* f : {"train/checkpoint.pth", "train/config.ini", "train/log.txt"})
+    EXPECT_TRUE(fs::is_regular_file(runs / f)) << f;
+  EXPECT_EQ(count(xdino::read_file(runs / "train" / "log.txt"), "\"train_loss\""), 2u);
+
+  // 10 classes: pixels on 1000 training images are far above chance (10%).
+  EXPECT_GT(reported_top1(runs / "pixels" / "knn.json"), 50.0);
+  reported_top1(runs / "random" / "knn.json");
+  reported_top1(runs / "dino" / "knn.json");
+  const auto linear = xdino::eval::Json::parse(xdino::read_file(runs / "dino" / "linear.json"), "linear.json");
+  EXPECT_NE(linear.at("protocol").as_string().find("cached"), std::string::npos);
+
+  const std::string report = xdino::read_file(runs / "report.md");
+  for (const char* row : {"Pixels", "Random init", "DINO", "XCiT-N12/8"})
+    EXPECT_NE(report.find(row), std::string::npos) << row << " missing from\n" << report;
+
+  int pictures = 0;
+  for (const auto& e : fs::directory_iterator(runs / "pictures")) {
+    if (!e.is_directory()) continue;  // the pipeline's marker
+    ++pictures;
+    const cv::Mat overview = cv::imread((e.path() / "overview.png").string());
+    EXPECT_FALSE(overview.empty()) << e.path();
+    EXPECT_TRUE(fs::is_regular_file(e.path() / "attn.npy")) << e.path();
+  }
+  EXPECT_EQ(pictures, 2);
+  EXPECT_NE(r.out.find("report.md"), std::string::npos) << "the end names the report";
+
+  r = run_process(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(r.out, "reused"), 7u) << r.out;
+  fs::current_path(here);
+  fs::remove_all(dir);
+}
