@@ -1,7 +1,8 @@
 // `dino launch --nproc 2 -- train ...` end to end through the binary, on loopback with Gloo and
 // a tiny generated IDX dataset (64 random 28x28 images, XCiT-nano at 32/16-pixel crops):
-// only rank 0 writes, a 2-process checkpoint resumes with 1 process, and a rank killed with
-// SIGKILL mid-epoch makes the survivor exit non-zero, naming it, with the checkpoint intact.
+// only rank 0 writes and warns, a 2-process checkpoint resumes with 1 process, and a rank
+// killed (SIGKILL) or frozen (SIGSTOP, ended by --dist_timeout) mid-epoch makes the survivor
+// exit non-zero naming it, with the checkpoint as it was.
 #include <gtest/gtest.h>
 #include <signal.h>
 
