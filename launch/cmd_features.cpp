@@ -21,10 +21,11 @@ class FeaturesCommand : public Command {
              "to it")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
         .add("num_workers", &o.num_workers, "data loading threads per process");
+    declare_dist_flags(f, dist_);
   }
 
   int run(const Flags& flags) override {
-    EvalSession s = start_session();
+    EvalSession s = start_session(dist_);
     const std::filesystem::path parent = std::filesystem::path(opt_.output).parent_path();
     write_config(flags, parent.empty() ? "." : parent.string(), *s.comm);
     eval::run_features(opt_, *s.comm, s.device);
@@ -34,6 +35,7 @@ class FeaturesCommand : public Command {
 
  private:
   eval::FeaturesOptions opt_;
+  DistOptions dist_;
 };
 
 }  // namespace

@@ -28,10 +28,11 @@ class KnnCommand : public Command {
         .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
         .add("knn_backend", &o.knn_backend,
              "faiss (exact search, bounded memory) or torch (eval_knn.py's mm + topk)");
+    declare_dist_flags(f, dist_);
   }
 
   int run(const Flags& flags) override {
-    EvalSession s = start_session();
+    EvalSession s = start_session(dist_);
     write_config(flags, opt_.output_dir, *s.comm);
     eval::run_knn_eval(opt_, *s.comm, s.device);
     s.comm->finalize();
@@ -40,6 +41,7 @@ class KnnCommand : public Command {
 
  private:
   eval::KnnEvalOptions opt_;
+  DistOptions dist_;
 };
 
 }  // namespace

@@ -40,10 +40,11 @@ class LinearCommand : public Command {
         .add("linear_weights", &o.linear_weights,
              "--evaluate: classifier checkpoint (default <output_dir>/checkpoint.pth)")
         .add("seed", &o.seed, "seed of the training shuffle and augmentation");
+    declare_dist_flags(f, dist_);
   }
 
   int run(const Flags& flags) override {
-    EvalSession s = start_session();
+    EvalSession s = start_session(dist_);
     if (!opt_.evaluate) write_config(flags, opt_.output_dir, *s.comm);
     eval::run_linear_eval(opt_, *s.comm, s.device);
     s.comm->finalize();
@@ -52,6 +53,7 @@ class LinearCommand : public Command {
 
  private:
   eval::LinearEvalOptions opt_;
+  DistOptions dist_;
 };
 
 }  // namespace

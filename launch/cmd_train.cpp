@@ -121,6 +121,7 @@ class TrainCommand : public Command {
         .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
         .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment");
+    declare_dist_flags(f, dist_);
   }
 
   int run(const Flags& flags) override {
@@ -130,7 +131,7 @@ class TrainCommand : public Command {
     XDINO_CHECK_ARG(o.dist_url == "env://", "--dist_url ", o.dist_url,
                     " is not supported: only env:// (torchrun, SLURM or MPI variables)");
 
-    const ssl::DistConfig dist = dist_config_from_env();
+    const ssl::DistConfig dist = dist_config_from_env(dist_);
     if (o.device == "auto") o.device = dist.device.str();
     if (dist.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
       at::set_num_threads(std::max<int>(
@@ -166,6 +167,7 @@ class TrainCommand : public Command {
 
  private:
   ssl::TrainOptions opt_;
+  DistOptions dist_;
 };
 
 }  // namespace

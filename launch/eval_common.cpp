@@ -31,8 +31,8 @@ void declare_subset_flags(Flags& f, eval::EvalSubset& s) {
            "use a class-balanced subset of this many validation images (0: all)");
 }
 
-EvalSession start_session() {
-  const ssl::DistConfig config = dist_config_from_env();
+EvalSession start_session(const DistOptions& options) {
+  const ssl::DistConfig config = dist_config_from_env(options);
   EvalSession s;
   s.comm = ssl::connect(config);
   s.device = config.device;

@@ -3,7 +3,7 @@
 // Contract:
 //  - declare_backbone_flags() binds the official model flags (--arch, --patch_size,
 //    --pretrained_weights, --checkpoint_key) and our --image_size to a BackboneSpec.
-//  - start_session() reads the process layout from the launcher's environment
+//  - start_session(options) reads the process layout from the launcher's environment
 //    (launch/rendezvous.h), connects the processes (one process: no networking) and picks the
 //    device (the local GPU when CUDA is available). It prints the BLAS in use on rank 0.
 //  - write_config() creates output_dir and writes the effective flags to
@@ -19,6 +19,7 @@
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "launch/flags.h"
+#include "launch/rendezvous.h"
 
 namespace xdino::launch {
 
@@ -31,7 +32,7 @@ struct EvalSession {
   torch::Device device = torch::kCPU;
 };
 
-EvalSession start_session();
+EvalSession start_session(const DistOptions& options);
 
 void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "core/check.h"
@@ -109,7 +110,11 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
         c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (c.exit_code != 0 && first_failure == 0) {
           first_failure = c.exit_code;
-          log::warn("rank ", c.rank, " exited with code ", c.exit_code);
+          if (WIFSIGNALED(status))
+            log::warn("rank ", c.rank, " (pid ", c.pid, ") was killed by signal ", WTERMSIG(status),
+                      " (", strsignal(WTERMSIG(status)), "); exit code ", c.exit_code);
+          else
+            log::warn("rank ", c.rank, " (pid ", c.pid, ") exited with code ", c.exit_code);
           term_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(o.grace_seconds));
         }
@@ -120,6 +125,7 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
     if (now >= term_at) {
       log::warn("stopping the remaining ranks after the failure");
       signal_all(children, SIGTERM);
+      signal_all(children, SIGCONT);  // a stopped (frozen) rank handles SIGTERM only once resumed
       term_at = Clock::time_point::max();
       kill_at = now + std::chrono::seconds(10);
     } else if (now >= kill_at) {

@@ -5,8 +5,10 @@
 // with child_args and the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP_NUM_THREADS = cores / nproc unless set),
 // forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits. When one fails, the others get
-// `grace_seconds` to notice on their own (they report the lost rank), then SIGTERM, then
-// SIGKILL. Returns 0 if all succeeded, else the exit code of the first that failed.
+// `grace_seconds` to notice on their own (they report the lost rank), then SIGTERM (with
+// SIGCONT, for a stopped rank), then SIGKILL 10 s later. The first failure is reported with
+// the rank, pid and exit code or signal. Returns 0 if all succeeded, else the exit code of
+// the first that failed (128 + signal when killed by one).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 #include "launch/rendezvous.h"
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/check.h"
@@ -95,6 +97,20 @@ ssl::DistConfig dist_config_from_env(const EnvLookup& env) {
 
 ssl::DistConfig dist_config_from_env() {
   return dist_config_from_env([](const char* name) { return std::getenv(name); });
+}
+
+void declare_dist_flags(Flags& f, DistOptions& o) {
+  f.add("dist_timeout", &o.dist_timeout,
+        "seconds a process waits for the others (rendezvous, each collective) before it "
+        "names the lost rank and exits 1; a process that dies is noticed at once");
+}
+
+ssl::DistConfig dist_config_from_env(const DistOptions& o) {
+  XDINO_CHECK_ARG(o.dist_timeout > 0, "--dist_timeout must be positive (seconds), got ",
+                  o.dist_timeout);
+  ssl::DistConfig c = dist_config_from_env();
+  c.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(o.dist_timeout * 1000)));
+  return c;
 }
 
 }  // namespace xdino::launch

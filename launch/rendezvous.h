@@ -10,11 +10,17 @@
 //              (mpirun -x MASTER_ADDR) unless every rank is on one node
 // and otherwise returns a single process. Malformed values throw xdino::UsageError naming the
 // variable. The device is the local GPU when CUDA is available, else the CPU.
+//
+// DistOptions are the flags every subcommand that connects processes (train, knn, linear,
+// features) has: --dist_timeout, the seconds a process waits for the others at the rendezvous
+// and in each collective before it names the lost rank and exits 1 (a process that dies is
+// noticed at the next collective, without waiting). Not positive: UsageError.
 #pragma once
 
 #include <functional>
 #include <string>
 
+#include "launch/flags.h"
 #include "ssl/distributed.h"
 
 namespace xdino::launch {
@@ -23,6 +29,14 @@ using EnvLookup = std::function<const char*(const char*)>;
 
 ssl::DistConfig dist_config_from_env(const EnvLookup& env);
 ssl::DistConfig dist_config_from_env();
+
+struct DistOptions {
+  double dist_timeout = 1800;  // torch.distributed's default process-group timeout
+};
+
+void declare_dist_flags(Flags& flags, DistOptions& options);
+// dist_config_from_env() with the options applied.
+ssl::DistConfig dist_config_from_env(const DistOptions& options);
 
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);

@@ -104,7 +104,8 @@ class PeerMonitor {
           hung << (hung.tellp() > 0 ? ", " : "") << r << " (at collective " << seq[r] << " of "
                << max_seq << ")";
       }
-      if (dead.tellp() > 0) return "lost rank " + dead.str() + ": the process died";
+      if (dead.tellp() > 0)
+        return "lost rank " + dead.str() + ": the process died or is stopped (no heartbeat)";
       if (hung.tellp() > 0) return "lost rank " + hung.str() + ": the process is alive but hung";
       return "a peer failed, but every rank still answers (network trouble?)";
     } catch (const std::exception&) {
@@ -296,7 +297,7 @@ class C10dCommunicator final : public Communicator {
       size_t j = i;
       int64_t bytes = 0;
       while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
-             (j == i || bytes + tensors[j].nbytes() <= config_.bucket_bytes)) {
+             (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= config_.bucket_bytes)) {
         bytes += tensors[j].nbytes();
         ++j;
       }

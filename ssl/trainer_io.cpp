@@ -88,7 +88,7 @@ Trainer::Position Trainer::resume() {
   }
   if (w.iterations_per_epoch == niter_) {
     pos = {w.iteration / niter_, w.iteration % niter_};
-  } else if (w.iteration % w.iterations_per_epoch != 0) {
+  } else if (w.iteration % w.iterations_per_epoch != 0 && comm_->is_main()) {
     log::warn("iterations per epoch changed from ", w.iterations_per_epoch, " to ", niter_,
               " (dataset, batch size or world size differ): restarting epoch ", pos.epoch,
               " from its first batch");
@@ -99,7 +99,7 @@ Trainer::Position Trainer::resume() {
     set_rng_state(torch::kCPU, w.rng_cpu[rank]);
     if (plan_.device.is_cuda() && rank < w.rng_cuda.size())
       set_rng_state(plan_.device, w.rng_cuda[rank]);
-  } else {
+  } else if (comm_->is_main()) {
     log::warn("the checkpoint was written by ", w.world_size, " processes, this run has ",
               comm_->world_size(), ": random streams restart (drop path masks will differ)");
   }
@@ -145,12 +145,13 @@ void Trainer::finish_epoch(int64_t epoch) {
   // Collapse heuristics (DINO paper section 5.3): one dimension dominating every teacher
   // output drives KL(mean p_t || uniform) to ln K; uniform outputs drive H(p_t) to ln K.
   // High entropy is normal in the first epochs; it is a collapse when it stays.
-  if (avg[6] > 0.8 * ln_k)
+  // The averages are the same on every rank: warn once.
+  if (avg[6] > 0.8 * ln_k && comm_->is_main())
     log::warn("epoch ", epoch, ": the teacher maps nearly every image to the same few output ",
               "dimensions (KL(mean teacher||uniform) ", avg[6], " of at most ln K = ", ln_k,
               "); if this persists the training has collapsed (centering too weak: check "
               "momentum_teacher and the batch size)");
-  if (avg[5] > 0.9 * ln_k)
+  if (avg[5] > 0.9 * ln_k && comm_->is_main())
     log::warn("epoch ", epoch, ": the teacher outputs are nearly uniform (entropy ", avg[5],
               " of at most ln K = ", ln_k, "); if this persists the training has collapsed ",
               "(sharpening too weak: lower teacher_temp)");

@@ -1,17 +1,23 @@
-// One process of a multi-process test: `dist_worker <scenario>`, with the torchrun
-// environment set by the test. Each scenario computes its single-process reference itself
-// (every rank can afford the whole tiny batch) and exits 0 when the distributed result
-// matches it, 1 with a message otherwise.
+// One process of a multi-process test: `dist_worker <scenario> [args]`, with the torchrun
+// environment set by the test. Each scenario but `train` computes its single-process
+// reference itself (every rank can afford the whole tiny batch) and exits 0 when the
+// distributed result matches it, 1 with a message otherwise; `train` leaves checkpoints for
+// the test to compare across world sizes.
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "core/check.h"
+#include "core/pth.h"
 #include "launch/rendezvous.h"
 #include "models/batch_norm.h"
 #include "ssl/distributed.h"
 #include "ssl/grad_sync.h"
+#include "ssl/ivalue_util.h"
+#include "ssl/trainer.h"
+#include "tests/support/synthetic_crops.h"
 
 using namespace xdino;
 
@@ -135,6 +141,69 @@ void gradient_sync(std::shared_ptr<Communicator> c, bool overlap) {
   }
 }
 
+// Rank r of W gets rows [r*b, (r+1)*b) of the batch one process with batch W*b gets.
+class ShardedCrops : public ssl::DataSource {
+ public:
+  ShardedCrops(int64_t batches, int64_t total_batch, int rank, int world)
+      : whole_(batches, total_batch, /*local_crops=*/2, /*global_size=*/32, /*local_size=*/16),
+        rows_(total_batch / world),
+        rank_(rank) {}
+  int64_t batches_per_epoch() const override { return whole_.batches_per_epoch(); }
+  void start_epoch(int64_t epoch, int64_t first_batch) override {
+    whole_.start_epoch(epoch, first_batch);
+  }
+  std::vector<torch::Tensor> next_batch() override {
+    auto crops = whole_.next_batch();
+    for (auto& c : crops) c = c.narrow(0, rank_ * rows_, rows_).contiguous();
+    return crops;
+  }
+
+ private:
+  testing::SyntheticCrops whole_;
+  int64_t rows_;
+  int rank_;
+};
+
+// `train OUT_DIR TOTAL_BATCH OPTIMIZER STEPS`: DINO steps of XCiT-nano (BatchNorm in the patch
+// embedding and LPI) through the real Trainer, the total batch split across the processes.
+// Rank 0 writes OUT_DIR/initial.pth (the student after the broadcast) and the trainer's
+// checkpoint.pth; the test compares the checkpoints of different world sizes.
+void train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t total_batch,
+           const std::string& optimizer, int64_t steps) {
+  XDINO_CHECK(total_batch % c->world_size() == 0, "total batch must split evenly");
+  ssl::TrainOptions o;
+  o.arch = "xcit_nano_12_p16";
+  o.out_dim = 64;
+  o.epochs = 1;
+  o.batch_size_per_gpu = total_batch / c->world_size();
+  o.local_crops_number = 2;
+  o.global_crops_size = 32;
+  o.local_crops_size = 16;
+  o.drop_path_rate = 0.0;  // no per-process random masks
+  o.optimizer = optimizer;
+  // Large enough steps that a wrong gradient (e.g. summed instead of averaged) shows; no
+  // clipping and no frozen last layer, which would hide the scale of the gradients.
+  o.lr = optimizer == "adamw" ? 0.05 : 2.0;
+  o.warmup_epochs = 0;
+  o.clip_grad = 0.0;
+  o.freeze_last_layer = 0;
+  o.momentum_teacher = 0.9;  // the teacher moves visibly in 3 steps
+  o.saveckp_freq = 0;
+  o.device = "cpu";
+  o.output_dir = out_dir;
+  auto data = std::make_shared<ShardedCrops>(steps, total_batch, c->rank(), c->world_size());
+  ssl::Trainer trainer(
+      o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
+      data, c);
+  if (c->is_main()) {
+    auto initial = ssl::make_dict();
+    for (const auto& p : trainer.student()->named_parameters())
+      initial.insert(p.key(), p.value().detach().clone());
+    save_pth(std::filesystem::path(out_dir) / "initial.pth", initial);
+  }
+  trainer.train();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,13 +220,15 @@ int main(int argc, char** argv) {
     } else if (scenario == "gradsync") {
       gradient_sync(comm, true);
       gradient_sync(comm, false);
+    } else if (scenario == "train" && argc == 6) {
+      train(comm, argv[2], std::atol(argv[3]), argv[4], std::atol(argv[5]));
     } else if (scenario == "die") {
       if (comm->rank() == 1) std::_Exit(3);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       auto t = torch::ones({4});
       comm->all_reduce_sum(t);
     } else if (scenario == "hang") {
-      if (comm->rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(40));
+      if (comm->rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(25));
       auto t = torch::ones({4});
       comm->all_reduce_sum(t);
     } else {

@@ -86,3 +86,14 @@ TEST(Rendezvous, MalformedValuesNameTheVariable) {
   }
   EXPECT_THROW(dist_config_from_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), xdino::UsageError);
 }
+
+TEST(Rendezvous, DistTimeoutFlagSetsTheCollectiveTimeout) {
+  xdino::launch::DistOptions o;
+  xdino::launch::Flags flags("train");
+  xdino::launch::declare_dist_flags(flags, o);
+  EXPECT_EQ(o.dist_timeout, 1800);
+  ASSERT_TRUE(flags.parse({"--dist_timeout", "2.5"}));
+  EXPECT_EQ(dist_config_from_env(o).timeout, std::chrono::milliseconds(2500));
+  o.dist_timeout = 0;
+  EXPECT_THROW(dist_config_from_env(o), xdino::UsageError);
+}

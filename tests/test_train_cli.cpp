@@ -8,8 +8,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <random>
 #include <thread>
 
 #include "core/atomic_file.h"
@@ -24,27 +22,6 @@ using xdino::testing::TempDir;
 
 namespace {
 
-void write_be32(std::ofstream& f, uint32_t v) {
-  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
-                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
-  f.write(reinterpret_cast<const char*>(b), 4);
-}
-
-// Fashion-MNIST's IDX layout: images (magic 2051, n, rows, cols, bytes) and labels (2049, n).
-void write_idx(const fs::path& dir, int n) {
-  std::mt19937 rng(3);
-  std::ofstream images(dir / "train-images-idx3-ubyte", std::ios::binary);
-  write_be32(images, 2051);
-  write_be32(images, n);
-  write_be32(images, 28);
-  write_be32(images, 28);
-  for (int i = 0; i < n * 28 * 28; ++i) images.put(static_cast<char>(rng() & 0xff));
-  std::ofstream labels(dir / "train-labels-idx1-ubyte", std::ios::binary);
-  write_be32(labels, 2049);
-  write_be32(labels, n);
-  for (int i = 0; i < n; ++i) labels.put(static_cast<char>(i % 10));
-}
-
 std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int epochs) {
   return {dino_binary(), "train", "--data_path", data.string(), "--output_dir", out.string(),
           "--arch", "xcit_nano_12_p16", "--out_dim", "64", "--global_crops_size", "32",
@@ -57,7 +34,7 @@ size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.beg
 
 class TrainCli : public ::testing::Test {
  protected:
-  void SetUp() override { write_idx(data_.path(), 64); }
+  void SetUp() override { xdino::testing::write_random_idx(data_.path(), 64); }
   TempDir data_, out_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <random>
+
 #include "tests/support/process.h"
 
 namespace xdino::testing {
@@ -20,6 +23,31 @@ fs::path fixture(const std::string& rel) { return fs::path(test_data_dir()) / re
 bool python_has(const std::string& module) {
   if (!fs::exists("/usr/bin/python3")) return false;
   return run_process({"/usr/bin/python3", "-c", "import " + module}, {}, 60).exit_code == 0;
+}
+
+namespace {
+
+void write_be32(std::ofstream& f, uint32_t v) {
+  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  f.write(reinterpret_cast<const char*>(b), 4);
+}
+
+}  // namespace
+
+// IDX: images (magic 2051, n, rows, cols, bytes) and labels (2049, n), big-endian.
+void write_random_idx(const fs::path& dir, int n) {
+  std::mt19937 rng(3);
+  std::ofstream images(dir / "train-images-idx3-ubyte", std::ios::binary);
+  write_be32(images, 2051);
+  write_be32(images, n);
+  write_be32(images, 28);
+  write_be32(images, 28);
+  for (int i = 0; i < n * 28 * 28; ++i) images.put(static_cast<char>(rng() & 0xff));
+  std::ofstream labels(dir / "train-labels-idx1-ubyte", std::ios::binary);
+  write_be32(labels, 2049);
+  write_be32(labels, n);
+  for (int i = 0; i < n; ++i) labels.put(static_cast<char>(i % 10));
 }
 
 }  // namespace xdino::testing

@@ -3,7 +3,9 @@
 // Contract: fresh_dir(name) returns an empty folder under the system temp dir, unique to this
 // process and name (removed first if it exists; tests remove it when done). fixture(rel) is
 // tests/data/<rel>. python_has(module) tells whether /usr/bin/python3 can import `module`
-// (tests that cross-check with Python skip themselves when it cannot).
+// (tests that cross-check with Python skip themselves when it cannot). write_random_idx(dir, n)
+// writes an IDX training set of n random 28x28 images with labels i % 10, in Fashion-MNIST's
+// layout (train-images-idx3-ubyte, train-labels-idx1-ubyte), the same bytes on every call.
 #pragma once
 
 #include <filesystem>
@@ -14,5 +16,6 @@ namespace xdino::testing {
 std::filesystem::path fresh_dir(const std::string& name);
 std::filesystem::path fixture(const std::string& rel);
 bool python_has(const std::string& module);
+void write_random_idx(const std::filesystem::path& dir, int n);
 
 }  // namespace xdino::testing

@@ -4,6 +4,10 @@
 // extra environment variables added to the current ones; it waits for the exit (or kills the
 // process after timeout_seconds) and returns the exit code (128 + signal if killed by one),
 // stdout and stderr separately.
+// start_process(argv, out_path, err_path, env) starts it the same way without waiting, its
+// stdout and stderr going to the two files, and returns its pid; wait_process(pid, timeout)
+// waits for it (killing it after timeout_seconds: then timed_out) and returns the exit code,
+// timed_out and seconds of a ProcessResult (out and err stay empty).
 #pragma once
 
 #include <map>
@@ -23,6 +27,10 @@ struct ProcessResult {
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env = {},
                           double timeout_seconds = 600);
+
+int start_process(const std::vector<std::string>& argv, const std::string& out_path,
+                  const std::string& err_path, const std::map<std::string, std::string>& env = {});
+ProcessResult wait_process(int pid, double timeout_seconds);
 
 // Path of the dino binary under test (set by CMake).
 std::string dino_binary();

@@ -1,0 +1,219 @@
+// `dino launch --nproc 2 -- train ...` end to end through the binary, on loopback with Gloo and
+// a tiny generated IDX dataset (64 random 28x28 images, XCiT-nano at 32/16-pixel crops):
+// only rank 0 writes and warns, a 2-process checkpoint resumes with 1 process, and a rank
+// killed (SIGKILL) or frozen (SIGSTOP, ended by --dist_timeout) mid-epoch makes the survivor
+// exit non-zero naming it, with the checkpoint as it was.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/pth.h"
+#include "ssl/distributed.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::read_file;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+
+namespace {
+
+std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int epochs,
+                                    int batch) {
+  return {"train", "--data_path", data.string(), "--output_dir", out.string(),
+          "--arch", "xcit_nano_12_p16", "--out_dim", "64", "--global_crops_size", "32",
+          "--local_crops_size", "16", "--local_crops_number", "2", "--batch_size_per_gpu",
+          std::to_string(batch), "--epochs", std::to_string(epochs), "--warmup_epochs", "0",
+          "--num_workers", "1", "--saveckp_freq", "1", "--device", "cpu"};
+}
+
+std::vector<std::string> launch(int nproc, std::vector<std::string> child,
+                                std::vector<std::string> launcher_flags = {}) {
+  std::vector<std::string> argv{dino_binary(), "launch", "--nproc", std::to_string(nproc)};
+  argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), child.begin(), child.end());
+  return argv;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+int64_t resume_value(const c10::IValue& checkpoint, const std::string& key) {
+  return checkpoint.toGenericDict().at("xdino_resume").toGenericDict().at(key).toInt();
+}
+
+// The children of `parent`, by the RANK variable each was started with.
+std::map<int, int> ranks_of_children(int parent) {
+  std::map<int, int> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces, so read after its closing paren.
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    std::string state;
+    int ppid = 0;
+    if (!(rest >> state >> ppid) || ppid != parent) continue;
+    std::ifstream environ(entry.path() / "environ");
+    for (std::string var; std::getline(environ, var, '\0');)
+      if (var.rfind("RANK=", 0) == 0) out[std::stoi(var.substr(5))] = std::stoi(name);
+  }
+  return out;
+}
+
+class DistributedCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!xdino::ssl::gloo_available()) GTEST_SKIP() << "this LibTorch has no Gloo";
+    xdino::testing::write_random_idx(data_, 64);
+  }
+  // Starts a 2-process run (8 iterations per epoch, 50 epochs: far from over when a rank is
+  // lost) and waits until it is in its second epoch, checkpoint.pth written.
+  void start_run(double dist_timeout) {
+    auto train = train_args(data_, out_, 50, 4);
+    train.insert(train.end(), {"--dist_timeout", std::to_string(dist_timeout)});
+    const auto argv = launch(2, train, {"--grace_seconds", "2"});
+    launcher_ = xdino::testing::start_process(argv, (out_ / "launch.out").string(),
+                                              (out_ / "launch.err").string());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!fs::exists(out_ / "checkpoint0000.pth") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into epoch 1
+    ranks_ = ranks_of_children(launcher_);
+    ASSERT_TRUE(fs::exists(out_ / "checkpoint0000.pth") && ranks_.size() == 2)
+        << ranks_.size() << " ranks; " << read_file(out_ / "launch.err");
+    checkpoint_ = read_file(out_ / "checkpoint.pth");
+  }
+
+  // Waits for the launcher; every rank must be gone and checkpoint.pth as it was before the
+  // rank was lost (nothing can be saved without every rank), and loadable.
+  xdino::testing::ProcessResult finish_run() {
+    const auto r = xdino::testing::wait_process(launcher_, 90);
+    launcher_ = -1;
+    for (const auto& [rank, pid] : ranks_) {
+      EXPECT_NE(kill(pid, 0), 0) << "rank " << rank << " is still running";
+      kill(pid, SIGKILL);  // in case the launcher did not stop it
+    }
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_TRUE(read_file(out_ / "checkpoint.pth") == checkpoint_) << "checkpoint.pth changed";
+    const auto ckpt = xdino::load_pth(out_ / "checkpoint.pth");
+    EXPECT_GE(ckpt.toGenericDict().at("epoch").toInt(), 1);
+    EXPECT_EQ(resume_value(ckpt, "world_size"), 2);
+    return r;
+  }
+
+  // SIGKILLs rank `victim`: the other rank must stop within seconds (long before the 20 s
+  // --dist_timeout), naming the victim.
+  void kill_rank(int victim, const std::string& survivor_says) {
+    start_run(20);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(kill(ranks_.at(victim), SIGKILL), 0);
+    const auto r = finish_run();
+    const std::string err = read_file(out_ / "launch.err");
+    EXPECT_LT(r.seconds, 20) << "the survivor must notice a dead peer before --dist_timeout";
+    EXPECT_NE(err.find("rank " + std::to_string(victim) + " (pid " +
+                       std::to_string(ranks_.at(victim)) + ") was killed by signal 9"),
+              std::string::npos) << err;
+    EXPECT_NE(err.find(survivor_says), std::string::npos) << err;
+    EXPECT_EQ(count(err, "error: "), 1u) << "one failure line, from the survivor: " << err;
+  }
+
+  void TearDown() override {
+    if (launcher_ > 0) {
+      kill(launcher_, SIGKILL);
+      xdino::testing::wait_process(launcher_, 30);
+    }
+    for (const auto& [rank, pid] : ranks_) kill(pid, SIGKILL);
+    fs::remove_all(data_);
+    fs::remove_all(out_);
+  }
+
+  int launcher_ = -1;
+  std::map<int, int> ranks_;
+  std::string checkpoint_;
+  fs::path data_ = xdino::testing::fresh_dir("dist_cli_data");
+  fs::path out_ = xdino::testing::fresh_dir("dist_cli_out");
+};
+
+}  // namespace
+
+TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
+  // A hot teacher makes near-uniform outputs: the collapse warning, a fact about the run
+  // that rank 0 alone must print.
+  auto first = train_args(data_, out_, 1, 8);
+  first.insert(first.end(), {"--teacher_temp", "5", "--warmup_teacher_temp", "5"});
+  auto r = run_process(launch(2, first));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("[rank 0] warning: epoch 0: the teacher outputs are nearly uniform"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[rank 1]"), std::string::npos) << r.err;
+  // Exactly what one process writes: no second log line, no stray temporary files.
+  std::set<std::string> files;
+  for (const auto& e : fs::directory_iterator(out_)) files.insert(e.path().filename());
+  EXPECT_EQ(files, (std::set<std::string>{"config.ini", "log.txt", "checkpoint.pth",
+                                          "checkpoint0000.pth"}));
+  EXPECT_EQ(count(read_file(out_ / "log.txt"), "\n"), 1u);
+  EXPECT_EQ(count(r.out, "Averaged stats"), 1u) << r.out;
+  EXPECT_NE(r.out.find("total batch 16"), std::string::npos) << r.out;
+  auto ckpt = xdino::load_pth(out_ / "checkpoint.pth");
+  EXPECT_EQ(resume_value(ckpt, "world_size"), 2);
+  EXPECT_EQ(resume_value(ckpt, "iterations_per_epoch"), 4);  // 64 images / (2 x 8)
+
+  // One process, one more epoch: it resumes at epoch 1 with twice the iterations per epoch.
+  auto argv = train_args(data_, out_, 2, 8);
+  argv.insert(argv.begin(), dino_binary());
+  r = run_process(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Found checkpoint"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Starting DINO training at epoch 1, iteration 8"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("written by 2 processes"), std::string::npos) << r.err;
+  const std::string log = read_file(out_ / "log.txt");
+  EXPECT_EQ(count(log, "\n"), 2u) << log;
+  EXPECT_NE(log.find("\"epoch\": 1"), std::string::npos) << log;
+  ckpt = xdino::load_pth(out_ / "checkpoint.pth");
+  EXPECT_EQ(ckpt.toGenericDict().at("epoch").toInt(), 2);
+  EXPECT_EQ(resume_value(ckpt, "world_size"), 1);
+  EXPECT_EQ(resume_value(ckpt, "iterations_per_epoch"), 8);
+}
+
+TEST_F(DistributedCli, KilledRankOneIsNamedByRankZero) {
+  kill_rank(1, "lost rank 1: the process died");
+}
+
+TEST_F(DistributedCli, KilledRankZeroIsNamedByRankOne) {
+  // Rank 0 also hosts the rendezvous store, which dies with it.
+  kill_rank(0, "lost rank 0");
+}
+
+TEST_F(DistributedCli, FrozenRankIsNamedAfterTheDistTimeout) {
+  // SIGSTOP freezes rank 1 without closing its sockets: only --dist_timeout (10 s) ends
+  // rank 0's wait. The launcher then resumes and stops rank 1.
+  start_run(10);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(kill(ranks_.at(1), SIGSTOP), 0);
+  const auto r = finish_run();
+  const std::string err = read_file(out_ / "launch.err");
+  EXPECT_NE(err.find("all_reduce on rank 0 failed: lost rank 1: the process died or is stopped"),
+            std::string::npos) << err;
+  EXPECT_NE(err.find("rank 0 (pid " + std::to_string(ranks_.at(0)) + ") exited with code 1"),
+            std::string::npos) << err;
+  EXPECT_GT(r.seconds, 10) << "rank 0 must wait out --dist_timeout";
+  EXPECT_LT(r.seconds, 40) << err;
+}
