@@ -27,8 +27,7 @@ class Command {
 struct CommandInfo {
   std::string name;
   std::string summary;
-  std::unique_ptr<Command> (*make)();  // nullptr: not implemented in this build yet
-  std::string pending_issue;           // where the missing implementation is tracked
+  std::unique_ptr<Command> (*make)();
 };
 
 const std::vector<CommandInfo>& commands();

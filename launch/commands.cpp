@@ -9,25 +9,23 @@ namespace xdino::launch {
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> list = {
-      {"train", "DINO self-supervised pretraining (main_dino.py flags)", make_train_command, ""},
+      {"train", "DINO self-supervised pretraining (main_dino.py flags)", make_train_command},
       {"knn", "weighted k-NN classification on frozen features (eval_knn.py flags)",
-       make_knn_command, ""},
-      {"linear", "linear probe on a frozen backbone (eval_linear.py flags)", make_linear_command, ""},
-      {"features", "extract L2-normalised features of one split to HDF5", make_features_command,
-       ""},
+       make_knn_command},
+      {"linear", "linear probe on a frozen backbone (eval_linear.py flags)", make_linear_command},
+      {"features", "extract L2-normalised features of one split to HDF5", make_features_command},
       {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
-       make_visualize_command, ""},
+       make_visualize_command},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders",
-       make_report_command, ""},
-      {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command,
-       ""},
+       make_report_command},
+      {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command},
       {"launch", "start N local processes of a multi-process run (like torchrun)",
-       make_launch_command, ""},
+       make_launch_command},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures",
-       make_pipeline_command, ""},
-      {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command, ""},
+       make_pipeline_command},
+      {"pack", "pack an image folder into encoded-image HDF5 shards", make_pack_command},
       {"preview", "PNG of the augmented views of a few images, one row per image",
-       make_preview_command, ""},
+       make_preview_command},
   };
   return list;
 }
@@ -39,7 +37,7 @@ void print_usage(std::ostream& os) {
   for (const CommandInfo& c : commands()) {
     std::string name = "  " + c.name;
     name.resize(14, ' ');
-    os << name << c.summary << (c.make ? "" : " [not implemented yet]") << "\n";
+    os << name << c.summary << "\n";
   }
   os << "\n'dino <subcommand> --help' lists every flag with its default.\n";
 }
@@ -57,7 +55,7 @@ void describe_others(const std::string& self, Flags& flags) {
   std::set<std::string> keys, sections;
   for (const CommandInfo& c : commands()) {
     sections.insert(c.name);
-    if (c.name == self || c.make == nullptr) continue;
+    if (c.name == self) continue;
     Flags other(c.name);
     c.make()->declare(other);
     for (const std::string& k : other.names()) keys.insert(k);
@@ -70,8 +68,6 @@ void describe_others(const std::string& self, Flags& flags) {
 
 PreparedCommand prepare_command(const std::string& name) {
   const CommandInfo& info = find_command(name);
-  XDINO_CHECK(info.make != nullptr, "dino ", name,
-              ": not implemented yet in this build (tracked in issue ", info.pending_issue, ")");
   PreparedCommand p{info.make(), Flags(name), &info};
   p.command->declare(p.flags);
   describe_others(name, p.flags);
