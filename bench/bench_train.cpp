@@ -3,6 +3,8 @@
 // image, fp32 on this CPU, every parameter updated (after the last-layer freeze).
 //   build/bench/bench_train [--arch a,b] [--out_dim 65536,4096] [--batch 8] [--steps 5]
 //                           [--warmup 2] [--threads N] [--profile trace.json]
+//                           [--global_size 224] [--local_size 96] [--locals 8]
+//                           [--head_hidden_dim 2048]
 // --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
 // which operators the time goes to.
 // bench/official_dino_step.py times the official PyTorch step with the same settings; run
@@ -35,20 +37,21 @@ using xdino::ssl::StepTimes;
 // Fresh random crops for every batch, as the Python reference makes them.
 class RandomCrops : public xdino::ssl::DataSource {
  public:
-  RandomCrops(int64_t batches, int64_t batch) : batches_(batches), batch_(batch) {}
+  RandomCrops(int64_t batches, int64_t batch, int64_t global, int64_t local, int64_t locals)
+      : batches_(batches), batch_(batch), global_(global), local_(local), locals_(locals) {}
   int64_t batches_per_epoch() const override { return batches_; }
   void start_epoch(int64_t, int64_t) override {}
   std::vector<torch::Tensor> next_batch() override {
     std::vector<torch::Tensor> crops;
-    for (int i = 0; i < 10; ++i) {
-      const int64_t s = i < 2 ? 224 : 96;
+    for (int64_t i = 0; i < 2 + locals_; ++i) {
+      const int64_t s = i < 2 ? global_ : local_;
       crops.push_back(torch::randn({batch_, 3, s, s}));
     }
     return crops;
   }
 
  private:
-  int64_t batches_, batch_;
+  int64_t batches_, batch_, global_, local_, locals_;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -73,7 +76,8 @@ StepTimes minus(const StepTimes& a, const StepTimes& b) {
 
 int main(int argc, char** argv) {
   std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
-  int64_t batch = 8, steps = 5, warmup = 2;
+  int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
+  int64_t head_hidden = 2048;
   std::string profile;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -82,6 +86,10 @@ int main(int argc, char** argv) {
     else if (k == "--batch") batch = std::atoll(v.c_str());
     else if (k == "--steps") steps = std::atoll(v.c_str());
     else if (k == "--warmup") warmup = std::atoll(v.c_str());
+    else if (k == "--global_size") global = std::atoll(v.c_str());
+    else if (k == "--local_size") local = std::atoll(v.c_str());
+    else if (k == "--locals") locals = std::atoll(v.c_str());
+    else if (k == "--head_hidden_dim") head_hidden = std::atoll(v.c_str());
     else if (k == "--threads") at::set_num_threads(std::atoi(v.c_str()));
     else if (k == "--profile") profile = v;
     else {
@@ -100,13 +108,17 @@ int main(int argc, char** argv) {
       o.arch = arch;
       o.out_dim = std::atoll(dim.c_str());
       o.batch_size_per_gpu = batch;
+      o.head_hidden_dim = head_hidden;
+      o.global_crops_size = global;
+      o.local_crops_size = local;
+      o.local_crops_number = locals;
       o.epochs = 1;
       o.warmup_epochs = 0;
       o.freeze_last_layer = 0;
       o.saveckp_freq = 0;
       o.device = "cpu";
       o.output_dir = out.string();
-      auto data = std::make_shared<RandomCrops>(warmup + steps, batch);
+      auto data = std::make_shared<RandomCrops>(warmup + steps, batch, global, local, locals);
       xdino::ssl::Trainer trainer(o, [&](const xdino::models::BackboneOptions& bo) {
         return xdino::models::create_backbone(arch, bo);
       }, data);
