@@ -162,8 +162,10 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   const auto acc = accumulation_dtype(q.scalar_type());
   // F.normalize divides each channel's token vector by max(|.|_2, 1e-12). square+sum is a
   // vectorised reduction over these strided views; linalg_vector_norm is ~4x slower here.
+  // Clamping the squared sum before the root is the same value, and keeps the gradient of an
+  // all-zero channel finite (0, as F.normalize's) where sqrt'(0) = inf would make it NaN.
   const auto token_norm = [acc](const Tensor& t) {
-    return t.square().sum({-1}, /*keepdim=*/true, acc).sqrt().clamp_min(1e-12);
+    return t.square().sum({-1}, /*keepdim=*/true, acc).clamp_min(1e-24).sqrt();
   };
   const Tensor nq = token_norm(q);
   const Tensor nk = token_norm(k);

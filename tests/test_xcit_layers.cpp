@@ -67,6 +67,29 @@ TEST(XCA, NormalisedQueryNormsSumToHeadDim) {
   EXPECT_GT((norms.q_raw.pow(2).sum(-1) - 8.0).abs().max().item<double>(), 1e-3);
 }
 
+TEST(XCA, ZeroChannelHasFiniteGradientsLikeFNormalize) {
+  // A channel whose query is zero on every token (possible with one-token local crops) is
+  // normalised to 0 by F.normalize's max(|q|, 1e-12); its gradient must stay finite too.
+  // sqrt'(0) is infinite, so a norm taken as sqrt(sum q^2) and clamped afterwards returned NaN
+  // here and, through the optimizer, turned every weight into NaN mid-run.
+  for (const auto& [dtype, tol] : kPrecisions) {
+    XCA xca = prepared(XCA(8, 2), dtype, 3);
+    {
+      torch::NoGradGuard no_grad;
+      xca->qkv->weight[1].zero_();  // query channel 1 of head 0
+      xca->qkv->bias[1].zero_();
+    }
+    const Tensor x = torch::randn({2, 1, 8}, dtype).requires_grad_(true);
+    const Tensor out = xca(x, nullptr);
+    expect_close(out.detach(), naive::xca(x.detach(), naive::params_of(*xca), "", 2, nullptr), tol,
+                 "XCA output with a zero channel");
+    out.square().sum().backward();
+    EXPECT_TRUE(x.grad().isfinite().all().item<bool>()) << x.grad();
+    for (const auto& p : xca->named_parameters())
+      EXPECT_TRUE(p.value().grad().isfinite().all().item<bool>()) << p.key();
+  }
+}
+
 TEST(LPI, MatchesNaiveInFloat64AndFloat32) {
   for (const auto& [dtype, tol] : kPrecisions) {
     LPI lpi = prepared(LPI(8), dtype, 3);
