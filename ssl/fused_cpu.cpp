@@ -46,6 +46,14 @@ bool fusable(std::initializer_list<const at::Tensor*> ts) {
 
 }  // namespace
 
+bool fused_cpu_applies(at::ArrayRef<at::Tensor> tensors) {
+  for (const at::Tensor& t : tensors)
+    if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != at::kFloat ||
+        !t.is_contiguous())
+      return false;
+  return true;
+}
+
 bool fused_adamw(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
                  const AdamWStep& s) {
   if (!fusable({&p, &g, &m, &v})) return false;

@@ -6,12 +6,20 @@
 // Contract: each function returns false and touches nothing unless every tensor is a
 // contiguous float32 CPU tensor of the same number of elements; the caller then uses the
 // LibTorch ops. The arithmetic is torch's, element by element and in the same order, in
-// float32 with the scalars rounded to float as ATen's CPU kernels round them.
+// float32 with the scalars rounded to float as ATen's CPU kernels round them. Without FMA:
+// ATen's vectorised addcmul/addcdiv contract a multiply-add, so AdamW can differ from the
+// op-by-op path in the last bit (tests/test_update_paths.cpp bounds it); the EMA is
+// bit-identical.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
 
 namespace xdino::ssl {
+
+// True when every tensor is defined, contiguous, float32 and on the CPU: what the kernels
+// below take (they also need equal sizes within one call).
+bool fused_cpu_applies(at::ArrayRef<at::Tensor> tensors);
 
 struct AdamWStep {
   double lr, weight_decay, beta1, beta2, eps;

@@ -1,5 +1,7 @@
 #include "ssl/grad_scaler.h"
 
+#include <cmath>
+
 #include "core/check.h"
 #include "ssl/ivalue_util.h"
 
@@ -27,13 +29,18 @@ void GradScaler::unscale(Optimizer& optimizer) {
   const auto options = grads[0].options().dtype(torch::kFloat);
   auto found = torch::zeros({1}, options);
   const auto inv = torch::full({1}, inv_scale, options);
-  if (grads[0].is_cuda()) {
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
-  } else {
+  if (optimizer.update_path() == UpdatePath::kPerTensor) {
     for (auto& g : grads) {
       found.logical_or_(g.isfinite().logical_not().any());
       g.mul_(inv);
     }
+  } else if (grads[0].is_cuda()) {
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+  } else {
+    // max |g| is inf or NaN exactly when g holds a non-finite value.
+    const auto amax = torch::stack(at::_foreach_norm(grads, INFINITY));
+    found.logical_or_(amax.isfinite().logical_not().any());
+    at::_foreach_mul_(grads, static_cast<double>(inv_scale));
   }
   found_inf_ = found.item<float>() != 0.0f;
 }

@@ -5,7 +5,11 @@
 //  - scale(loss) = loss * scale (fp32). Backward of it yields gradients times the scale.
 //  - unscale(opt) multiplies every defined grad of the optimiser's parameters by 1/scale
 //    (computed in double, applied in fp32) and records whether any of them holds inf/NaN.
-//    At most once per step; step() calls it if the caller did not.
+//    At most once per step; step() calls it if the caller did not. It walks the grads as the
+//    optimiser's update_path() says: on CUDA torch's fused check-and-unscale kernel unless
+//    kPerTensor; on the CPU a loop of per-tensor ops (kPerTensor) or two multi-tensor ops
+//    (max-abs of every grad, checked before scaling as torch's kernel checks, then one
+//    multiply); all give bit-identical grads and the same verdict.
 //  - step(opt) runs opt.step() unless a non-finite grad was recorded; returns whether it did.
 //  - update(): a recorded non-finite grad multiplies the scale by backoff_factor (0.5) and
 //    resets the growth tracker; otherwise after growth_interval (2000) consecutive good steps

@@ -1,6 +1,7 @@
 #include "ssl/optim.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "core/check.h"
 #include "ssl/fused_cpu.h"
@@ -52,7 +53,8 @@ void Optimizer::step() {
   torch::NoGradGuard no_grad;
   size_t index = 0;
   for (const auto& g : groups_) {
-    for (auto p : g.params) {
+    GroupBatch batch;
+    for (const auto& p : g.params) {
       ParamState& s = states_[index];
       const torch::Tensor& grad = p.grad();
       if (grad.defined()) {
@@ -60,11 +62,19 @@ void Optimizer::step() {
           s.started = true;
           state_order_.push_back(index);
         }
-        update(p, grad, s, g);
+        batch.params.push_back(p);
+        batch.grads.push_back(grad);
+        batch.states.push_back(&s);
       }
       ++index;
     }
+    if (!batch.params.empty()) update_group(batch, g);
   }
+}
+
+void Optimizer::update_group(GroupBatch& batch, const ParamGroup& group) {
+  for (size_t i = 0; i < batch.params.size(); ++i)
+    update(batch.params[i], batch.grads[i], *batch.states[i], group);
 }
 
 c10::IValue Optimizer::state_dict() const {
@@ -148,8 +158,50 @@ class AdamW final : public Optimizer {
   std::string name() const override { return "adamw"; }
 
  protected:
+  void update_group(GroupBatch& b, const ParamGroup& g) override {
+    const size_t n = b.params.size();
+    std::vector<torch::Tensor> exp_avg(n), exp_avg_sq(n);
+    for (size_t i = 0; i < n; ++i) {
+      ParamState& s = *b.states[i];
+      std::tie(exp_avg[i], exp_avg_sq[i]) = moments(b.params[i], s);
+      s.step += 1;
+    }
+    UpdatePath path = update_path();
+    if (path == UpdatePath::kAuto)
+      path = fused_cpu_applies(b.params) && fused_cpu_applies(b.grads) &&
+                     fused_cpu_applies(exp_avg) && fused_cpu_applies(exp_avg_sq)
+                 ? UpdatePath::kFusedCpu
+                 : UpdatePath::kMultiTensor;
+    switch (path) {
+      case UpdatePath::kMultiTensor:
+        return multi_tensor(b, exp_avg, exp_avg_sq, g);
+      case UpdatePath::kFusedCpu:
+        for (size_t i = 0; i < n; ++i)
+          XDINO_CHECK(fused_adamw(b.params[i], b.grads[i], exp_avg[i], exp_avg_sq[i],
+                                  {g.lr, g.weight_decay, o_.beta1, o_.beta2, o_.eps,
+                                   b.states[i]->step}),
+                      "the fused CPU AdamW takes contiguous float32 CPU tensors only");
+        return;
+      default:
+        for (size_t i = 0; i < n; ++i)
+          per_tensor(b.params[i], b.grads[i], exp_avg[i], exp_avg_sq[i], b.states[i]->step, g);
+    }
+  }
   void update(torch::Tensor& p, const torch::Tensor& grad, ParamState& s,
               const ParamGroup& g) override {
+    auto [exp_avg, exp_avg_sq] = moments(p, s);
+    s.step += 1;
+    per_tensor(p, grad, exp_avg, exp_avg_sq, s.step, g);
+  }
+  std::vector<std::pair<std::string, c10::IValue>> hyper(const ParamGroup& g) const override {
+    return {{"lr", g.lr},
+            {"betas", c10::ivalue::Tuple::create({o_.beta1, o_.beta2})},
+            {"eps", o_.eps},
+            {"weight_decay", g.weight_decay},
+            {"amsgrad", false}};
+  }
+  // The moments of one parameter, created as zeros on its first update.
+  static std::pair<torch::Tensor, torch::Tensor> moments(const torch::Tensor& p, ParamState& s) {
     if (s.step < 0) {
       s.step = 0;
       s.get("exp_avg") = torch::zeros_like(p, torch::MemoryFormat::Preserve);
@@ -158,26 +210,42 @@ class AdamW final : public Optimizer {
     torch::Tensor exp_avg = s.get("exp_avg"), exp_avg_sq = s.get("exp_avg_sq");
     XDINO_CHECK(exp_avg.defined() && exp_avg_sq.defined(),
                 "AdamW state lacks exp_avg or exp_avg_sq: the optimizer state is incomplete");
-    s.step += 1;
-    if (fused_adamw(p, grad, exp_avg, exp_avg_sq,
-                    {g.lr, g.weight_decay, o_.beta1, o_.beta2, o_.eps, s.step}))
-      return;
+    return {exp_avg, exp_avg_sq};
+  }
+  double bias_correction1(int64_t step) const {
+    return 1.0 - std::pow(o_.beta1, static_cast<double>(step));
+  }
+  double bias_correction2(int64_t step) const {
+    return 1.0 - std::pow(o_.beta2, static_cast<double>(step));
+  }
+  // torch.optim's _single_tensor_adamw (1.13), op for op.
+  void per_tensor(torch::Tensor& p, const torch::Tensor& grad, torch::Tensor& exp_avg,
+                  torch::Tensor& exp_avg_sq, int64_t step, const ParamGroup& g) const {
     p.mul_(1.0 - g.lr * g.weight_decay);
     exp_avg.mul_(o_.beta1).add_(grad, 1.0 - o_.beta1);
     exp_avg_sq.mul_(o_.beta2).addcmul_(grad, grad, 1.0 - o_.beta2);
-    const double step = static_cast<double>(s.step);
-    const double bias_correction1 = 1.0 - std::pow(o_.beta1, step);
-    const double bias_correction2 = 1.0 - std::pow(o_.beta2, step);
-    const double step_size = g.lr / bias_correction1;
-    const auto denom = (exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(o_.eps);
+    const double step_size = g.lr / bias_correction1(step);
+    const auto denom = (exp_avg_sq.sqrt() / std::sqrt(bias_correction2(step))).add_(o_.eps);
     p.addcdiv_(exp_avg, denom, -step_size);
   }
-  std::vector<std::pair<std::string, c10::IValue>> hyper(const ParamGroup& g) const override {
-    return {{"lr", g.lr},
-            {"betas", c10::ivalue::Tuple::create({o_.beta1, o_.beta2})},
-            {"eps", o_.eps},
-            {"weight_decay", g.weight_decay},
-            {"amsgrad", false}};
+  // torch.optim's _multi_tensor_adamw (1.13): the same ops over the whole group. Steps may
+  // differ between parameters (the frozen last layer lags), hence per-tensor scalars.
+  void multi_tensor(GroupBatch& b, std::vector<torch::Tensor>& exp_avg,
+                    std::vector<torch::Tensor>& exp_avg_sq, const ParamGroup& g) const {
+    std::vector<c10::Scalar> neg_step_size, bc2_sqrt;
+    for (const ParamState* s : b.states) {
+      neg_step_size.emplace_back(-(g.lr / bias_correction1(s->step)));
+      bc2_sqrt.emplace_back(std::sqrt(bias_correction2(s->step)));
+    }
+    at::_foreach_mul_(b.params, 1.0 - g.lr * g.weight_decay);
+    at::_foreach_mul_(exp_avg, o_.beta1);
+    at::_foreach_add_(exp_avg, b.grads, 1.0 - o_.beta1);
+    at::_foreach_mul_(exp_avg_sq, o_.beta2);
+    at::_foreach_addcmul_(exp_avg_sq, b.grads, b.grads, 1.0 - o_.beta2);
+    auto denom = at::_foreach_sqrt(exp_avg_sq);
+    at::_foreach_div_(denom, bc2_sqrt);
+    at::_foreach_add_(denom, o_.eps);
+    at::_foreach_addcdiv_(b.params, exp_avg, denom, neg_step_size);
   }
   void load_hyper(const IDict& g) override {
     if (const auto* betas = find(g, "betas")) {

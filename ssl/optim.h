@@ -8,6 +8,8 @@
 //  - step() updates every parameter whose grad is defined, with the group's lr and
 //    weight_decay, exactly as torch.optim's single-tensor path (torch 1.13) does; a parameter
 //    whose grad is undefined (None) is skipped entirely: no moment update, no weight decay.
+//    set_update_path() picks how (ssl/update_path.h); AdamW implements every path, SGD and
+//    LARS run tensor by tensor whatever is set.
 //  - zero_grad() makes every grad undefined (set_to_none).
 //  - state_dict() is torch.optim.Optimizer.state_dict(): {"state": {index: {...}},
 //    "param_groups": [{hyper-parameters..., "params": [indices]}]}, indices numbering the
@@ -28,6 +30,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "ssl/update_path.h"
 
 namespace xdino::ssl {
 
@@ -55,6 +59,9 @@ class Optimizer {
   void step();
   void zero_grad();
 
+  void set_update_path(UpdatePath path) { path_ = path; }
+  UpdatePath update_path() const { return path_; }
+
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
@@ -70,6 +77,13 @@ class Optimizer {
     torch::Tensor& get(const std::string& key);
   };
 
+  // The parameters of one group whose grad is defined, in group order, with their state.
+  struct GroupBatch {
+    std::vector<torch::Tensor> params, grads;
+    std::vector<ParamState*> states;
+  };
+  // Updates one group; the default calls update() tensor by tensor.
+  virtual void update_group(GroupBatch& batch, const ParamGroup& group);
   virtual void update(torch::Tensor& param, const torch::Tensor& grad, ParamState& state,
                       const ParamGroup& group) = 0;
   // The group's hyper-parameters, without "params", in torch's key order.
@@ -79,6 +93,7 @@ class Optimizer {
 
  private:
   std::vector<ParamGroup> groups_;
+  UpdatePath path_ = UpdatePath::kAuto;
   std::vector<ParamState> states_;   // flat index over groups
   std::vector<size_t> state_order_;  // flat indices in the order their state was created
 };

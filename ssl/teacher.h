@@ -10,14 +10,21 @@
 //  - ema_update(student, teacher, m): theta_t <- m * theta_t + (1 - m) * theta_s for every
 //    parameter pair in registration order (requires_grad = false ones included), under no
 //    grad; buffers are left alone. Both modules must list the same parameter shapes.
+//    `path` (ssl/update_path.h): kPerTensor is main_dino.py's loop (two kernels per tensor);
+//    kMultiTensor the same two ops over all tensors at once; kFusedCpu one pass per tensor.
+//    All round (1 - m) * theta_s before the addition, as the official code does, so on the
+//    CPU all three give bit-identical teachers.
 #pragma once
 
 #include <torch/torch.h>
+
+#include "ssl/update_path.h"
 
 namespace xdino::ssl {
 
 void init_teacher(const torch::nn::Module& student, torch::nn::Module& teacher);
 
-void ema_update(const torch::nn::Module& student, torch::nn::Module& teacher, double momentum);
+void ema_update(const torch::nn::Module& student, torch::nn::Module& teacher, double momentum,
+                UpdatePath path = UpdatePath::kAuto);
 
 }  // namespace xdino::ssl

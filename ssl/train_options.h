@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ssl/update_path.h"
+
 namespace xdino::ssl {
 
 struct TrainOptions {
@@ -42,6 +44,9 @@ struct TrainOptions {
   double min_lr = 1e-6;
   std::string optimizer = "adamw";
   double drop_path_rate = 0.1;
+  // ours, no flag: how optimiser, clipping, unscale and EMA walk the parameters (tests run the
+  // reference kPerTensor beside the default).
+  UpdatePath update_path = UpdatePath::kAuto;
 
   // Multi-crop.
   std::vector<double> global_crops_scale = {0.4, 1.0};

@@ -97,6 +97,7 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
 
   student_params_ = student_->named_parameters();
   optimizer_ = make_optimizer(o_.optimizer, dino_param_groups(student_params_));
+  optimizer_->set_update_path(o_.update_path);
   if (plan_.loss_scaling) scaler_ = std::make_unique<GradScaler>();
   std::vector<torch::Tensor> trainable;
   for (const auto& p : student_->parameters())
@@ -211,7 +212,7 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
 
   if (o_.clip_grad > 0) {
     if (scaler_) scaler_->unscale(*optimizer_);
-    clip_gradients(student_params_, o_.clip_grad);
+    clip_gradients(student_params_, o_.clip_grad, o_.update_path);
   }
   cancel_gradients_last_layer(epoch, student_params_, o_.freeze_last_layer);
   if (scaler_) {
@@ -223,7 +224,7 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   times_.optimizer += seconds_since(t);
 
   const double m = momentum_schedule_[static_cast<size_t>(it)];
-  ema_update(*student_, *teacher_, m);
+  ema_update(*student_, *teacher_, m, o_.update_path);
   times_.ema += seconds_since(t);
   ++times_.steps;
 
