@@ -1,12 +1,18 @@
 // Seconds per DINO training step and images/s, with a breakdown (data, forward, backward,
 // optimizer, EMA), on synthetic crops: 2 global crops of 224 px and 8 local crops of 96 px per
-// image, fp32 on this CPU, every parameter updated (after the last-layer freeze).
+// image, every parameter updated (after the last-layer freeze), on any device and precision.
 //   build/bench/bench_train [--arch a,b] [--out_dim 65536,4096] [--batch 8] [--steps 5]
 //                           [--warmup 2] [--threads N] [--profile trace.json]
 //                           [--global_size 224] [--local_size 96] [--locals 8]
-//                           [--head_hidden_dim 2048]
-// --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
-// which operators the time goes to.
+//                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
+//                           [--precision auto|fp32|bf16|fp16]
+// --device and --precision mean what they mean for `dino train` (ssl/precision.h), with the
+// same one-line errors (exit 2). The crops are made once, on the training device, so the
+// figures are the step's and not the host's random numbers and copies (bench_loader times the
+// data pipeline). On CUDA every step ends with a device synchronise, so the phase split is
+// only indicative there but the step time is exact, and the JSON adds the peak allocated
+// device memory. --profile writes a Chrome trace of the timed steps (LibTorch's autograd
+// profiler), to see which operators the time goes to.
 // bench/official_dino_step.py times the official PyTorch step with the same settings; run
 // both and compare (bench/RESULTS.md).
 #include <ATen/Parallel.h>
@@ -25,7 +31,11 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/blas.h"
+#include "core/check.h"
+#include "core/compat.h"
 #include "core/log.h"
 #include "models/registry.h"
 #include "ssl/trainer.h"
@@ -34,25 +44,42 @@ namespace {
 
 using xdino::ssl::StepTimes;
 
-// Fresh random crops for every batch, as the Python reference makes them.
-class RandomCrops : public xdino::ssl::DataSource {
+// The same random crops for every batch, made once on the training device.
+class FixedCrops : public xdino::ssl::DataSource {
  public:
-  RandomCrops(int64_t batches, int64_t batch, int64_t global, int64_t local, int64_t locals)
-      : batches_(batches), batch_(batch), global_(global), local_(local), locals_(locals) {}
+  FixedCrops(int64_t batches, int64_t batch, int64_t global, int64_t local, int64_t locals,
+             torch::Device device)
+      : batches_(batches) {
+    for (int64_t i = 0; i < 2 + locals; ++i) {
+      const int64_t s = i < 2 ? global : local;
+      crops_.push_back(torch::randn({batch, 3, s, s}, torch::TensorOptions().device(device)));
+    }
+  }
   int64_t batches_per_epoch() const override { return batches_; }
   void start_epoch(int64_t, int64_t) override {}
-  std::vector<torch::Tensor> next_batch() override {
-    std::vector<torch::Tensor> crops;
-    for (int64_t i = 0; i < 2 + locals_; ++i) {
-      const int64_t s = i < 2 ? global_ : local_;
-      crops.push_back(torch::randn({batch_, 3, s, s}));
-    }
-    return crops;
-  }
+  std::vector<torch::Tensor> next_batch() override { return crops_; }
 
  private:
-  int64_t batches_, batch_, global_, local_, locals_;
+  int64_t batches_;
+  std::vector<torch::Tensor> crops_;
 };
+
+int64_t whole_number(const std::string& flag, const std::string& v, int64_t min = 1) {
+  size_t used = 0;
+  int64_t n = min - 1;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+  }
+  XDINO_CHECK_ARG(used == v.size() && n >= min, flag, " takes a whole number >= ", min,
+                  ", got '", v, "'");
+  return n;
+}
+
+std::string precision_name(const xdino::ssl::PrecisionPlan& plan) {
+  if (!plan.autocast) return "fp32";
+  return plan.autocast_dtype == torch::kHalf ? "fp16" : "bf16";
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -74,39 +101,45 @@ StepTimes minus(const StepTimes& a, const StepTimes& b) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
+  std::string device = "auto", precision = "auto";
   int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
   int64_t head_hidden = 2048;
   std::string profile;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    XDINO_CHECK_ARG(i + 1 < argc, k, " needs a value");
+    const std::string v = argv[i + 1];
     if (k == "--arch") archs = v;
     else if (k == "--out_dim") dims = v;
-    else if (k == "--batch") batch = std::atoll(v.c_str());
-    else if (k == "--steps") steps = std::atoll(v.c_str());
-    else if (k == "--warmup") warmup = std::atoll(v.c_str());
-    else if (k == "--global_size") global = std::atoll(v.c_str());
-    else if (k == "--local_size") local = std::atoll(v.c_str());
-    else if (k == "--locals") locals = std::atoll(v.c_str());
-    else if (k == "--head_hidden_dim") head_hidden = std::atoll(v.c_str());
-    else if (k == "--threads") at::set_num_threads(std::atoi(v.c_str()));
+    else if (k == "--batch") batch = whole_number(k, v);
+    else if (k == "--steps") steps = whole_number(k, v);
+    else if (k == "--warmup") warmup = whole_number(k, v);
+    else if (k == "--global_size") global = whole_number(k, v);
+    else if (k == "--local_size") local = whole_number(k, v);
+    else if (k == "--locals") locals = whole_number(k, v, 0);
+    else if (k == "--head_hidden_dim") head_hidden = whole_number(k, v);
+    else if (k == "--threads") at::set_num_threads(static_cast<int>(whole_number(k, v)));
     else if (k == "--profile") profile = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
+    else if (k == "--device") device = v;
+    else if (k == "--precision") precision = v;
+    else XDINO_FAIL_ARG("unknown option ", k, " (see the comment at the top of bench/bench_train.cpp)");
   }
+  // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
+  const xdino::ssl::PrecisionPlan plan = xdino::ssl::resolve_precision(device, precision, true);
   xdino::log::set_level(xdino::log::Level::kWarn);
-  std::printf("%s\nintra-op threads: %d\n", xdino::blas_summary().c_str(), at::get_num_threads());
-  const auto out = std::filesystem::temp_directory_path() / "xdino_bench_train";
+  std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
+              at::get_num_threads(), plan.describe().c_str());
+  const auto out = std::filesystem::temp_directory_path() /
+                   ("xdino_bench_train." + std::to_string(::getpid()));
   for (const auto& arch : split(archs)) {
     for (const auto& dim : split(dims)) {
       std::filesystem::remove_all(out);
       std::filesystem::create_directories(out);
       xdino::ssl::TrainOptions o;
       o.arch = arch;
-      o.out_dim = std::atoll(dim.c_str());
+      o.out_dim = whole_number("--out_dim", dim);
       o.batch_size_per_gpu = batch;
       o.head_hidden_dim = head_hidden;
       o.global_crops_size = global;
@@ -116,9 +149,12 @@ int main(int argc, char** argv) {
       o.warmup_epochs = 0;
       o.freeze_last_layer = 0;
       o.saveckp_freq = 0;
-      o.device = "cpu";
+      o.device = device;
+      o.precision = precision;
       o.output_dir = out.string();
-      auto data = std::make_shared<RandomCrops>(warmup + steps, batch, global, local, locals);
+      auto data =
+          std::make_shared<FixedCrops>(warmup + steps, batch, global, local, locals, plan.device);
+      xdino::compat::reset_peak_memory(plan.device);
       xdino::ssl::Trainer trainer(o, [&](const xdino::models::BackboneOptions& bo) {
         return xdino::models::create_backbone(arch, bo);
       }, data);
@@ -129,6 +165,7 @@ int main(int argc, char** argv) {
       std::chrono::steady_clock::time_point t0;
       double wall = 0;
       trainer.set_hooks({nullptr, [&](int64_t it) {
+        xdino::compat::synchronize(plan.device);
         if (it + 1 == warmup) {
           at_warmup = trainer.times();
 #ifdef XDINO_HAVE_RECORD_PROFILE
@@ -148,17 +185,35 @@ int main(int argc, char** argv) {
       trainer.train();
       const StepTimes t = minus(trainer.times(), at_warmup);
       const double n = static_cast<double>(t.steps);
+      std::string extra;
+      const int64_t peak = xdino::compat::peak_allocated_bytes(plan.device);
+      if (peak >= 0)
+        extra = ", \"peak_allocated_mib\": " + std::to_string(peak / (1024 * 1024));
       std::printf(
           "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, "
+          "\"device\": \"%s\", \"precision\": \"%s\", "
           "\"sec_per_step\": %.4f, \"images_per_sec\": %.3f, \"data_sec\": %.4f, "
           "\"forward_sec\": %.4f, \"backward_sec\": %.4f, \"optimizer_sec\": %.4f, "
-          "\"ema_sec\": %.4f}\n",
-          arch.c_str(), dim.c_str(), static_cast<long>(batch), at::get_num_threads(), wall / n,
+          "\"ema_sec\": %.4f%s}\n",
+          arch.c_str(), dim.c_str(), static_cast<long>(batch), at::get_num_threads(),
+          plan.device.str().c_str(), precision_name(plan).c_str(), wall / n,
           static_cast<double>(batch) * n / wall, t.data / n, t.forward / n, t.backward / n,
-          t.optimizer / n, t.ema / n);
+          t.optimizer / n, t.ema / n, extra.c_str());
       std::fflush(stdout);
     }
   }
   std::filesystem::remove_all(out);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const xdino::UsageError& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
 }

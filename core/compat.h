@@ -6,12 +6,21 @@
 //    the guard's lifetime and restores the previous state (and clears the cast cache when the
 //    outermost guard ends), like Python's `torch.autocast(...)` context manager.
 //  - cuda_available() is false on builds without CUDA.
+//  - synchronize(device) waits for the device's queued work (no-op on the CPU).
+//  - reset_peak_memory(device) / peak_allocated_bytes(device): the caching allocator's peak
+//    of allocated bytes since the last reset; -1 (and no-op) for a CPU device or a build
+//    without CUDA.
 // Everything else in the project uses APIs that are the same in both.
 #pragma once
 
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
+
+#ifdef XDINO_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #define XDINO_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||         \
@@ -20,6 +29,27 @@
 namespace xdino::compat {
 
 inline bool cuda_available() { return torch::cuda::is_available(); }
+
+inline void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+}
+
+#ifdef XDINO_WITH_CUDA
+inline c10::DeviceIndex cuda_index(const c10::Device& device) {
+  return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+inline void reset_peak_memory(const c10::Device& device) {
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(cuda_index(device));
+}
+inline int64_t peak_allocated_bytes(const c10::Device& device) {
+  if (!device.is_cuda()) return -1;
+  // allocated_bytes[0]: the aggregate over small and large pools.
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device)).allocated_bytes[0].peak;
+}
+#else
+inline void reset_peak_memory(const c10::Device&) {}
+inline int64_t peak_allocated_bytes(const c10::Device&) { return -1; }
+#endif
 
 #if XDINO_TORCH_AT_LEAST(2, 4)
 // 2.4 replaced the per-device setters by ones that take the device type.
