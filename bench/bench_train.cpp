@@ -11,7 +11,7 @@
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
 // data pipeline). On CUDA every step ends with a device synchronise, so the phase split is
 // only indicative there but the step time is exact, and the JSON adds the peak allocated
-// device memory. --profile writes a Chrome trace of the timed steps (LibTorch's autograd
+// device memory; on the CPU it adds the heap memory the forward leaves alive for backward. --profile writes a Chrome trace of the timed steps (LibTorch's autograd
 // profiler), to see which operators the time goes to.
 // bench/official_dino_step.py times the official PyTorch step with the same settings; run
 // both and compare (bench/RESULTS.md).
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "core/blas.h"
@@ -74,6 +75,12 @@ int64_t whole_number(const std::string& flag, const std::string& v, int64_t min 
   XDINO_CHECK_ARG(used == v.size() && n >= min, flag, " takes a whole number >= ", min,
                   ", got '", v, "'");
   return n;
+}
+
+// Bytes the C heap holds now (glibc, every arena): on the CPU LibTorch's tensors live there.
+int64_t heap_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>(m.uordblks + m.hblkhd);
 }
 
 std::string precision_name(const xdino::ssl::PrecisionPlan& plan) {
@@ -164,8 +171,16 @@ int run(int argc, char** argv) {
 #endif
       std::chrono::steady_clock::time_point t0;
       double wall = 0;
-      trainer.set_hooks({nullptr, [&](int64_t it) {
+      // On the CPU: heap bytes the forward and loss leave alive for backward (the activations
+      // autograd saved, autocast copies, outputs), largest over the timed steps.
+      int64_t heap_at_step_end = 0, retained = 0;
+      const auto after_forward = [&](int64_t it, torch::Tensor&, torch::Tensor&) {
+        if (!plan.device.is_cpu() || it < warmup) return;
+        retained = std::max(retained, heap_in_use() - heap_at_step_end);
+      };
+      trainer.set_hooks({after_forward, [&](int64_t it) {
         xdino::compat::synchronize(plan.device);
+        heap_at_step_end = heap_in_use();
         if (it + 1 == warmup) {
           at_warmup = trainer.times();
 #ifdef XDINO_HAVE_RECORD_PROFILE
@@ -189,6 +204,8 @@ int run(int argc, char** argv) {
       const int64_t peak = xdino::compat::peak_allocated_bytes(plan.device);
       if (peak >= 0)
         extra = ", \"peak_allocated_mib\": " + std::to_string(peak / (1024 * 1024));
+      if (plan.device.is_cpu())
+        extra = ", \"forward_retained_mib\": " + std::to_string(retained / (1024 * 1024));
       std::printf(
           "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, "
           "\"device\": \"%s\", \"precision\": \"%s\", "

@@ -142,6 +142,11 @@ Probe XCiT::probe(Tensor images, const ProbeRequest& request) {
   out.blocks.resize(wanted.size());
   auto [x, grid] = patch_embed(images);
   const auto [rows, cols] = grid;
+  // Under autocast the patch embedding ends in half precision (its BatchNorms keep their
+  // inputs half, as torch's do). The token stream runs in the parameters' dtype, as the
+  // official one does from its first gamma-scaled residual on, and as LibTorch 1.13's CPU
+  // LayerNorm requires.
+  x = x.to(torch::promote_types(x.scalar_type(), cls_token.scalar_type()));
   x = x + pos_embeder(rows, cols);
   for (int64_t i = 0; i < depth; ++i) {
     x = blocks[i](x, rows, cols, qk_block == i ? &out.qk : nullptr);

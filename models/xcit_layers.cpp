@@ -21,7 +21,35 @@ nn::Conv2d depthwise3x3(int64_t dim) {
   return nn::Conv2d(nn::Conv2dOptions(dim, dim, 3).padding(1).groups(dim).bias(true));
 }
 
+// |t|_2 over the last dimension, as F.normalize's max(|t|, 1e-12), accumulated in `acc`.
+// An autograd node of its own because the composite square -> sum -> sqrt would keep, for its
+// backward, the float32 copy that CUDA autocast makes of a half q or k before `square` (pow
+// runs in float32 there): 8 bytes per token channel of q and k in every block, ~1.6 GB of an
+// XCiT-S12 step at batch 64 (bench/RESULTS.md, "Memory of the mixed-precision step"). This node
+// keeps the input itself, as torch's norm does. The clamp is on the squared sum, so an all-zero
+// channel gets gradient 0, as F.normalize gives it, and never sqrt'(0) = inf times 0.
+struct TokenNorm : torch::autograd::Function<TokenNorm> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& t,
+                        c10::ScalarType acc) {
+    const Tensor squared_sum = t.to(acc).square().sum({-1}, /*keepdim=*/true);
+    const Tensor passes = squared_sum >= 1e-24;  // where the clamp lets the gradient through
+    const Tensor n = squared_sum.clamp_min(1e-24).sqrt();
+    ctx->save_for_backward({t, n, passes});
+    return n;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor& t = saved[0];
+    // d|t|/dt = t / |t|: one broadcast multiply over t.
+    const Tensor scale = (grads[0] / saved[1]).masked_fill(saved[2].logical_not(), 0.0);
+    return {(t * scale).to(t.scalar_type()), Tensor()};
+  }
+};
+
 }  // namespace
+
+Tensor token_norm(const Tensor& t, c10::ScalarType acc) { return TokenNorm::apply(t, acc); }
 
 Tensor drop_path_factor(const Tensor& x, double rate, bool training) {
   if (!training || rate <= 0.0) return {};
@@ -39,11 +67,6 @@ Tensor residual_drop_path(const Tensor& x, const Tensor& y, const Tensor& gamma,
   // (B,1,C) scale: one pass over y instead of gamma-multiply, mask-multiply and add.
   if (factor.defined()) return torch::addcmul(x, y, gamma * factor);
   return torch::addcmul(x, y, gamma);
-}
-
-Tensor batch_norm(BatchNorm& bn, const Tensor& x) {
-  const auto dtype = bn->weight.scalar_type();
-  return bn(x.scalar_type() == dtype ? x : x.to(dtype));
 }
 
 Tensor residual_drop_path(const Tensor& x, const Tensor& y, double rate, bool training) {
@@ -97,7 +120,7 @@ std::pair<Tensor, std::pair<int64_t, int64_t>> ConvPatchEmbedImpl::forward(const
   // NCHW: on CPU these strided convs run ~15% faster than in channels-last.
   Tensor y = images;
   for (size_t i = 0; i < convs.size(); ++i)
-    y = batch_norm(norms[i], convs[i](i == 0 ? y : torch::gelu(y)));
+    y = norms[i](convs[i](i == 0 ? y : torch::gelu(y)));
   const int64_t rows = y.size(2), cols = y.size(3);
   // (the copy costs ~C*N per image against ~1000x that for the convs)
   Tensor tokens = y.flatten(2).transpose(1, 2).contiguous();
@@ -162,13 +185,8 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   const auto acc = accumulation_dtype(q.scalar_type());
   // F.normalize divides each channel's token vector by max(|.|_2, 1e-12). square+sum is a
   // vectorised reduction over these strided views; linalg_vector_norm is ~4x slower here.
-  // Clamping the squared sum before the root is the same value, and keeps the gradient of an
-  // all-zero channel finite (0, as F.normalize's) where sqrt'(0) = inf would make it NaN.
-  const auto token_norm = [acc](const Tensor& t) {
-    return t.square().sum({-1}, /*keepdim=*/true, acc).clamp_min(1e-24).sqrt();
-  };
-  const Tensor nq = token_norm(q);
-  const Tensor nk = token_norm(k);
+  const Tensor nq = token_norm(q, acc);
+  const Tensor nk = token_norm(k, acc);
   Tensor logits;
   if (q.scalar_type() == torch::kHalf) {
     // float16 cannot hold the raw q.k^T sums of long sequences: normalise first, like the
@@ -207,7 +225,9 @@ Tensor LPIImpl::forward(const Tensor& x, int64_t rows, int64_t cols) {
   const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
   // (B, N, C) seen as a channels-last image: no copy in, none out.
   Tensor img = x.reshape({B, rows, cols, C}).permute({0, 3, 1, 2});
-  img = conv2(batch_norm(bn, torch::gelu(conv1(img))));
+  // Under autocast the BatchNorm takes the half-precision activation as torch's does (statistics
+  // in float32 inside the kernel): a float32 copy would be kept for its backward.
+  img = conv2(bn(torch::gelu(conv1(img))));
   return img.permute({0, 2, 3, 1}).reshape({B, N, C});
 }
 

@@ -142,9 +142,10 @@ struct ClassAttentionBlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(ClassAttentionBlock);
 
-// bn(x), with x first cast to the BN parameters' dtype when they differ (CPU autocast hands
-// BN bfloat16 activations with float32 parameters, which LibTorch's CPU kernels reject).
-torch::Tensor batch_norm(BatchNorm& bn, const torch::Tensor& x);
+// |t|_2 over the last dimension, clamped at 1e-12 as F.normalize does, accumulated in `acc`;
+// (..., 1) in `acc`. Its backward keeps t itself, never a wider copy, and gives an all-zero
+// vector gradient 0 (see xcit_layers.cpp).
+torch::Tensor token_norm(const torch::Tensor& t, c10::ScalarType acc);
 
 // Dtype in which softmax and norms run for activations of `dtype`: float64 stays float64,
 // everything else is float32.
