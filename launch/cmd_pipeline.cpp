@@ -1,7 +1,8 @@
 // `dino pipeline --config FILE.ini`: runs the stages the config lists, in order, each as its
 // subcommand would run with the same files (plus its [subcommand:variant] section), and skips
-// the stages already done with the same effective configuration.
+// the stages already done with the same effective configuration and the same inputs.
 #include <filesystem>
+#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -52,6 +53,31 @@ Output output_of(const Stage& stage, const Flags& flags) {
   return {};
 }
 
+// What a stage depends on besides its flags: the identity (kind, size, modification time) of
+// every existing file or folder its flag values name, its own outputs left out. A stage whose
+// inputs changed since it ran (a retrained checkpoint, a rewritten knn.json in a run folder,
+// another image at the same path) reruns, as a build system rebuilds; the folders written
+// with atomic renames (run folders) change their time whenever an entry is replaced.
+std::string input_identities(const Flags& flags, const Output& out) {
+  std::ostringstream os;
+  for (const auto& name : flags.names()) {
+    if (name == "output_dir" || name == "output") continue;
+    std::istringstream values(flags.value(name));
+    for (std::string token; values >> token;) {
+      if (token == out.path) continue;
+      std::error_code ec;
+      const auto status = fs::status(token, ec);
+      if (ec || !fs::exists(status)) continue;
+      const bool folder = fs::is_directory(status);
+      const auto size = folder ? 0 : fs::file_size(token, ec);
+      const auto time = fs::last_write_time(token, ec).time_since_epoch().count();
+      os << "# input " << name << ": " << token << (folder ? " folder" : " file") << " size "
+         << size << " time " << time << "\n";
+    }
+  }
+  return os.str();
+}
+
 class PipelineCommand : public Command {
  public:
   void declare(Flags& f) override {
@@ -74,12 +100,12 @@ class PipelineCommand : public Command {
       if (!stage.variant.empty()) args.insert(args.end(), {"--variant", stage.variant});
       p.flags.parse(args);
       const Output out = output_of(stage, p.flags);
-      const std::string effective = p.flags.to_ini();
+      const std::string effective = p.flags.to_ini() + input_identities(p.flags, out);
       const std::string where = out.path.empty() ? "" : " -> " + out.path;
       if (!opt_.force && !out.marker.empty() && fs::exists(out.marker) &&
           read_file(out.marker) == effective) {
         log::info("== stage ", i + 1, "/", stages.size(), " ", stage.name,
-                  ": done before with this configuration, reused", where);
+                  ": done before with this configuration and these inputs, reused", where);
       } else {
         log::info("== stage ", i + 1, "/", stages.size(), " ", stage.name, where);
         const int rc = p.command->run(p.flags);
@@ -90,7 +116,7 @@ class PipelineCommand : public Command {
         }
         const fs::path folder = out.marker.parent_path();
         if (!out.marker.empty() && (folder.empty() || fs::is_directory(folder)))
-          write_file_atomically(out.marker, effective);
+          write_file_atomically(out.marker, effective);  // the inputs as the stage read them
       }
       if (!out.path.empty()) outputs.emplace_back(stage.name, out.path);
     }

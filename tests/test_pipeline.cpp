@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -53,6 +55,33 @@ TEST(Pipeline, RunsStagesAndReusesFinishedOnes) {
   EXPECT_NE(r.out.find("visualize:a: done before"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("visualize:b: done before"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir / "b" / "mask_th0.7_head0.png"));
+  fs::remove_all(dir);
+}
+
+TEST(Pipeline, AStageWhoseInputChangedRunsAgain) {
+  // The stage's configuration stays the same; the file it reads is replaced. A marker that
+  // records only the configuration reused the stale result.
+  const fs::path dir = xdino::testing::fresh_dir("pipeline_inputs");
+  const fs::path image = dir / "input.png";
+  fs::copy_file(fixture("augment/photo_a.png"), image);
+  std::ofstream(dir / "p.ini") << "arch = xcit_nano_12_p16\n[pipeline]\nstages = visualize\n"
+                               << "[visualize]\nimage_path = " << image.string()
+                               << "\nimage_size = 0\noutput_dir = " << (dir / "v").string()
+                               << "\n";
+  const std::vector<std::string> cmd = {dino_binary(), "pipeline", "--config",
+                                        (dir / "p.ini").string()};
+  auto r = run_process(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_process(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("visualize: done before"), std::string::npos) << r.out;
+
+  const auto before = fs::last_write_time(dir / "v" / "overview.png");
+  fs::copy_file(fixture("augment/photo_b.png"), image, fs::copy_options::overwrite_existing);
+  r = run_process(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("visualize: done before"), std::string::npos) << r.out;
+  EXPECT_NE(fs::last_write_time(dir / "v" / "overview.png"), before) << "pictures not redrawn";
   fs::remove_all(dir);
 }
 
