@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/check.h"
+#include "models/class_attention_probe.h"
 #include "models/init.h"
 
 namespace xdino::models {
@@ -289,43 +290,11 @@ double XViT::flops(int64_t height, int64_t width) const {
 }
 
 Probe XViT::probe(Tensor images, const ProbeRequest& request) {
-  const int64_t depth = config_.depth;
-  // The last X-ViT block any capture needs; with no CLS capture the pass stops there.
-  int64_t stop = request.patch_tokens ? depth - 1 : -1;
-  const std::vector<int64_t> block_ids = resolve_indices(request.blocks, depth, "block", &stop);
-  std::optional<int64_t> norms_block;
-  if (request.qk_block) {
-    norms_block = resolve_index(*request.qk_block, depth, "XNorm block");
-    stop = std::max(stop, *norms_block);
-  }
-  std::optional<int64_t> ca_layer;
-  if (request.cls_attention_layer)
-    ca_layer = resolve_index(*request.cls_attention_layer, config_.cls_attn_layers,
-                             "class-attention layer");
-  const bool run_head = request.feature || ca_layer.has_value();
-
-  Probe out;
-  out.blocks.resize(block_ids.size());
   auto [tokens, grid] = patch_embed(images);
-  const auto [rows, cols] = grid;
-  Tensor x = tokens + pos_embeder(rows, cols);
-  for (int64_t i = 0; i < depth; ++i) {
-    x = blocks[i](x, rows, cols, norms_block == i ? &out.qk : nullptr);
-    for (size_t j = 0; j < block_ids.size(); ++j)
-      if (block_ids[j] == i) out.blocks[j] = x;
-    if (request.patch_tokens && i == depth - 1) out.patch_tokens = x;
-    if (!run_head && i >= stop) return out;
-  }
-
-  const auto dtype = torch::promote_types(x.scalar_type(), cls_token.scalar_type());
-  x = torch::cat({cls_token.expand({x.size(0), 1, -1}).to(dtype), x.to(dtype)}, 1);
-  for (int64_t j = 0; j < config_.cls_attn_layers; ++j) {
-    x = cls_attn_blocks[j](x, ca_layer == j ? &out.cls_attention : nullptr);
-    if (!request.feature && ca_layer == j) return out;
-  }
-  out.feature = norm(x.select(1, 0));
-  if (head) out.feature = head(out.feature);
-  return out;
+  const int64_t rows = grid.first, cols = grid.second;
+  const auto steps =
+      class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols, "XNorm block");
+  return probe_class_attention_model(tokens + pos_embeder(rows, cols), cls_token, request, steps);
 }
 
 }  // namespace xdino::models

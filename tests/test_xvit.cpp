@@ -11,6 +11,8 @@
 #include "models/registry.h"
 #include "models/weights.h"
 #include "models/xvit.h"
+#include "tests/support/finite_differences.h"
+#include "tests/support/module_testing.h"
 #include "tests/support/naive_nn.h"
 #include "tests/support/naive_xcit.h"
 #ifdef XDINO_TEST_XVIT_CLI
@@ -23,22 +25,11 @@
 namespace naive = xdino::testing::naive;
 using namespace xdino::models;
 using torch::Tensor;
+using xdino::testing::expect_close;
+using xdino::testing::prepared;
 
 namespace {
 
-void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const double scale = std::max(1.0, naive::f64(want).abs().max().item<double>());
-  EXPECT_LE(naive::max_abs_diff(got, want), tol * scale) << what;
-}
-
-template <typename M>
-M prepared(M m, torch::Dtype dtype, uint64_t seed) {
-  m->to(dtype);
-  naive::randomize(*m, seed);
-  m->eval();
-  return m;
-}
 
 // XNorm attention with scalar loops, float64, from the paper's definition. `associate_left`:
 // compute (Q^ D K^T) V with an N x N matrix instead of Q^ (D K^T V) with a d x d one, where
@@ -199,31 +190,13 @@ TEST(XViTBlock, GradientsMatchFiniteDifferences) {
   const Tensor x = torch::randn({2, 6, 8}, torch::kDouble).requires_grad_(true);
   const Tensor r = torch::randn({2, 6, 8}, torch::kDouble);
   const auto loss = [&] { return (block(x, 2, 3) * r).sum(); };
-  loss().backward();
   std::vector<std::pair<std::string, Tensor>> checked = {{"input", x}};
   for (const char* name : {"attn.gamma", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
                            "affine1.alpha", "affine1.beta", "norm1.weight", "affine2.alpha",
                            "local_mp.conv1.weight", "local_mp.bn.weight", "norm3.weight",
                            "mlp.fc1.weight", "affine3.beta"})
     checked.emplace_back(name, block->named_parameters()[name]);
-  const double eps = 1e-6;
-  torch::NoGradGuard no_grad;
-  for (auto& [name, t] : checked) {
-    const Tensor grad = t.grad().clone();
-    Tensor flat = t.view({-1});
-    const int64_t step = std::max<int64_t>(1, flat.numel() / 7);
-    for (int64_t i = 0; i < flat.numel(); i += step) {
-      const double v = flat[i].item<double>();
-      flat[i] = v + eps;
-      const double up = loss().item<double>();
-      flat[i] = v - eps;
-      const double down = loss().item<double>();
-      flat[i] = v;
-      const double fd = (up - down) / (2 * eps);
-      EXPECT_NEAR(grad.view({-1})[i].item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd)))
-          << name << "[" << i << "]";
-    }
-  }
+  xdino::testing::expect_gradients_match(loss, checked);
 }
 
 TEST(XViTClassAttentionBlock, UpdatesOnlyClsAndGradientsMatch) {
@@ -236,19 +209,11 @@ TEST(XViTClassAttentionBlock, UpdatesOnlyClsAndGradientsMatch) {
   EXPECT_EQ(attention.sizes(), (std::vector<int64_t>{2, 2, 7}));
   expect_close(attention.sum(-1), torch::ones({2, 2}, torch::kDouble), 1e-12, "softmax rows");
   const Tensor r = torch::randn({2, 7, 8}, torch::kDouble);
-  (y * r).sum().backward();
-  const Tensor alpha = block->affine1->alpha;
-  const auto loss = [&] { return (block(x) * r).sum().item<double>(); };
-  torch::NoGradGuard no_grad;
-  for (int64_t i = 0; i < 8; i += 3) {
-    const double v = alpha[i].item<double>(), eps = 1e-6;
-    alpha[i] = v + eps;
-    const double up = loss();
-    alpha[i] = v - eps;
-    const double down = loss();
-    alpha[i] = v;
-    EXPECT_NEAR(alpha.grad()[i].item<double>(), (up - down) / (2 * eps), 1e-6);
-  }
+  xdino::testing::expect_gradients_match([&] { return (block(x) * r).sum(); },
+                                         {{"input", x},
+                                          {"affine1.alpha", block->affine1->alpha},
+                                          {"attn.qkv.weight", block->attn->qkv->weight},
+                                          {"mlp.fc2.bias", block->mlp->fc2->bias}});
 }
 
 TEST(XViT, ShapesAtP16AndP8AndNonSquareSizes) {
