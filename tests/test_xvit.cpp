@@ -342,6 +342,8 @@ TEST(XViTCli, DinoTrainSmoke) {
   // The student checkpoint loads back into a fresh xvit_tiny by name.
   const auto model = create_backbone("xvit_tiny");
   EXPECT_NO_THROW(load_pretrained(*model, out / "checkpoint.pth", "student"));
+  fs::remove_all(data);
+  fs::remove_all(out);
 }
 
 TEST(XViTCli, InfoPrintsTheChosenTable) {
@@ -371,6 +373,7 @@ TEST(XViTCli, VisualizeWritesClassAttentionAndQueryNormMaps) {
   // XNorm has no normalised keys: no |k^| maps.
   EXPECT_FALSE(fs::exists(out / "knorm-layer19-head0.png"));
   EXPECT_FALSE(fs::exists(out / "knorm.npy"));
+  fs::remove_all(out);
 }
 
 TEST(XViTCli, ReportNamesTheFamily) {
