@@ -18,7 +18,8 @@ Probe probe_class_attention_model(torch::Tensor x, const torch::Tensor& cls_toke
   }
   std::optional<int64_t> ca_layer;
   if (request.cls_attention_layer)
-    ca_layer = resolve_index(*request.cls_attention_layer, steps.ca_layers, "class-attention layer");
+    ca_layer =
+        resolve_index(*request.cls_attention_layer, steps.ca_layers, "class-attention layer");
   const bool need_cls = request.feature || ca_layer.has_value();
 
   Probe out;

@@ -103,8 +103,7 @@ Tensor XViTBlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNor
 
 // ------------------------------------------------------------------------------------------
 
-XViTClassAttentionBlockImpl::XViTClassAttentionBlockImpl(const XViTBlockOptions& o)
-    : options(o) {
+XViTClassAttentionBlockImpl::XViTClassAttentionBlockImpl(const XViTBlockOptions& o) : options(o) {
   const int64_t C = o.dim();
   norm1 = register_module("norm1", pre_norm(C));
   attn = register_module("attn", ClassAttention(C, o.num_heads()));
@@ -205,10 +204,10 @@ std::vector<std::string> xvit_info_lines(const std::string& name) {
 double xnorm_attention_flops(int64_t num_tokens, int64_t dim, int64_t num_heads) {
   const double N = static_cast<double>(num_tokens), C = static_cast<double>(dim);
   const double d = C / static_cast<double>(num_heads);
-  return 3 * N * C * C   // qkv
-         + N * C * d     // K^T V: h products of (d x N)(N x d)
-         + N * C * d     // Q^ M^: h products of (N x d)(d x d)
-         + N * C * C;    // proj
+  return 3 * N * C * C  // qkv
+         + N * C * d    // K^T V: h products of (d x N)(N x d)
+         + N * C * d    // Q^ M^: h products of (N x d)(d x d)
+         + N * C * C;   // proj
 }
 
 double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
@@ -228,10 +227,11 @@ double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
   }
   const double N = static_cast<double>(rows * cols), T = N + 1;
   total += 64 * C * N;  // positional encoding, a 1x1 conv 64 -> C
-  const double block = xnorm_attention_flops(rows * cols, c.embed_dim, c.num_heads)  //
-                       + 3 * 5 * N * C                                              // 3 LNs
-                       + N * C * (2 * 9 + 2)         // LPI: 2 depthwise 3x3 + BN
-                       + 2 * r * N * C * C;          // MLP
+  const double attention = xnorm_attention_flops(rows * cols, c.embed_dim, c.num_heads);
+  const double block = attention              // XNorm attention
+                       + 3 * 5 * N * C        // 3 LayerNorms
+                       + N * C * (2 * 9 + 2)  // LPI: 2 depthwise 3x3 + BN
+                       + 2 * r * N * C * C;   // MLP
   total += static_cast<double>(c.depth) * block;
   const double ca = 5 * T * C         // norm1 over all tokens
                     + C * C           // q of CLS
@@ -270,7 +270,8 @@ XViT::XViT(XViTConfig config) : config_(std::move(config)) {
   register_module("blocks", block_list);
   auto ca_list = nn::ModuleList();
   for (int64_t i = 0; i < c.cls_attn_layers; ++i) {
-    cls_attn_blocks.push_back(XViTClassAttentionBlock(XViTBlockOptions(block_options).drop_path_rate(0)));
+    cls_attn_blocks.push_back(
+        XViTClassAttentionBlock(XViTBlockOptions(block_options).drop_path_rate(0)));
     ca_list->push_back(cls_attn_blocks.back());
   }
   register_module("cls_attn_blocks", ca_list);

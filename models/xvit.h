@@ -37,8 +37,11 @@
 //   cls += aff1(ClassAttention(norm1 [cls, patches]));  cls += aff2(Mlp(norm2 cls))
 // The class attention keeps its softmax (one query: linear in N anyway, and the maps it
 // gives are what `dino visualize` shows); patches pass through unchanged. No drop path.
-// Model: ConvPatchEmbed -> + Fourier positional encoding (as XCiT) -> depth XViTBlocks ->
-// CLS -> cls_attn_layers class-attention blocks -> LayerNorm(CLS) [-> head].
+// Model: ConvPatchEmbed -> + Fourier positional encoding -> depth XViTBlocks -> CLS ->
+// cls_attn_layers class-attention blocks -> LayerNorm(CLS) [-> head]. The paper does not say
+// whether X-ViT keeps XCiT's positional encoding; we keep it (64*C + C parameters, 64*N*C
+// FLOPs: <0.2% of either), since XNorm, like XCA, treats the tokens as a set
+// (permutation-equivariant) and only LPI would otherwise see positions.
 //
 // Variants (ImageNet-1k top-1 / params / FLOPs published in the paper, which gives no
 // depth/width/heads). Ours: mlp ratio 4, 2 class-attention layers, head dim 48 throughout (as

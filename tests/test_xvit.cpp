@@ -30,7 +30,6 @@ using xdino::testing::prepared;
 
 namespace {
 
-
 // XNorm attention with scalar loops, float64, from the paper's definition. `associate_left`:
 // compute (Q^ D K^T) V with an N x N matrix instead of Q^ (D K^T V) with a d x d one, where
 // D = diag(1 / |row i of K^T V|): the same product, grouped the other way.
@@ -71,7 +70,8 @@ Tensor naive_xnorm(const Tensor& x_in, const naive::Params& p, const std::string
           // a_nm = sum_i q^_ni k_mi / |M_i|, then out_n = sum_m a_nm v_m.
           for (int64_t mm = 0; mm < N; ++mm) {
             double a = 0;
-            for (int64_t i = 0; i < d; ++i) a += q(b, n, hd, i) * inv_q * k(b, mm, hd, i) * inv_row[i];
+            for (int64_t i = 0; i < d; ++i)
+              a += q(b, n, hd, i) * inv_q * k(b, mm, hd, i) * inv_row[i];
             for (int64_t j = 0; j < d; ++j) o[b][n][hd * d + j] += g2 * a * v(b, mm, hd, j);
           }
         } else {
@@ -115,14 +115,16 @@ XViTConfig tiny_config(int64_t patch) {
 }  // namespace
 
 TEST(XNormAttention, MatchesLoopsBothAssociationsInFloat64AndFloat32) {
-  for (const auto& [dtype, tol] : {std::pair{torch::kDouble, 1e-9}, std::pair{torch::kFloat, 1e-4}}) {
+  for (const auto& [dtype, tol] :
+       {std::pair{torch::kDouble, 1e-9}, std::pair{torch::kFloat, 1e-4}}) {
     XNormAttention attn = prepared(XNormAttention(XNormAttentionOptions(24, 3)), dtype, 1);
     const Tensor x = torch::randn({2, 11, 24}, dtype);
     const naive::Params p = naive::params_of(*attn);
     const Tensor right = naive_xnorm(x, p, "", 3, /*associate_left=*/false);  // Q (K^T V)
     const Tensor left = naive_xnorm(x, p, "", 3, /*associate_left=*/true);    // (Q K^T) V
     // Associativity: the two groupings agree to rounding.
-    EXPECT_LE(naive::max_abs_diff(left, right), 1e-12 * std::max(1.0, right.abs().max().item<double>()));
+    EXPECT_LE(naive::max_abs_diff(left, right),
+              1e-12 * std::max(1.0, right.abs().max().item<double>()));
     torch::NoGradGuard no_grad;
     QKNorms norms;
     const Tensor got = attn(x, &norms);
@@ -174,7 +176,8 @@ TEST(XNormAttention, AllZeroQueryHasFiniteGradients) {
 }
 
 TEST(XViTBlock, MatchesNaiveReference) {
-  for (const auto& [dtype, tol] : {std::pair{torch::kDouble, 1e-9}, std::pair{torch::kFloat, 1e-4}}) {
+  for (const auto& [dtype, tol] :
+       {std::pair{torch::kDouble, 1e-9}, std::pair{torch::kFloat, 1e-4}}) {
     XViTBlock block = prepared(XViTBlock(XViTBlockOptions(16, 4)), dtype, 4);
     const Tensor x = torch::randn({2, 12, 16}, dtype);
     const Tensor want = naive_block(x, naive::params_of(*block), 4, 3, 4);
@@ -191,10 +194,10 @@ TEST(XViTBlock, GradientsMatchFiniteDifferences) {
   const Tensor r = torch::randn({2, 6, 8}, torch::kDouble);
   const auto loss = [&] { return (block(x, 2, 3) * r).sum(); };
   std::vector<std::pair<std::string, Tensor>> checked = {{"input", x}};
-  for (const char* name : {"attn.gamma", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-                           "affine1.alpha", "affine1.beta", "norm1.weight", "affine2.alpha",
-                           "local_mp.conv1.weight", "local_mp.bn.weight", "norm3.weight",
-                           "mlp.fc1.weight", "affine3.beta"})
+  for (const char* name :
+       {"attn.gamma", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "affine1.alpha",
+        "affine1.beta", "norm1.weight", "affine2.alpha", "local_mp.conv1.weight",
+        "local_mp.bn.weight", "norm3.weight", "mlp.fc1.weight", "affine3.beta"})
     checked.emplace_back(name, block->named_parameters()[name]);
   xdino::testing::expect_gradients_match(loss, checked);
 }
@@ -328,11 +331,32 @@ TEST(XViTCli, DinoTrainSmoke) {
   const fs::path data = xdino::testing::fresh_temp_dir("xvit_data");
   const fs::path out = xdino::testing::fresh_temp_dir("xvit_out");
   xdino::testing::write_random_idx(data, 16);
-  const auto r = xdino::testing::run_process(
-      {xdino::testing::dino_binary(), "train", "--data_path", data.string(), "--output_dir",
-       out.string(), "--arch", "xvit_tiny", "--out_dim", "32", "--global_crops_size", "32",
-       "--local_crops_size", "16", "--local_crops_number", "1", "--batch_size_per_gpu", "8",
-       "--epochs", "1", "--warmup_epochs", "0", "--num_workers", "1", "--device", "cpu"});
+  const auto r = xdino::testing::run_process({xdino::testing::dino_binary(),
+                                              "train",
+                                              "--data_path",
+                                              data.string(),
+                                              "--output_dir",
+                                              out.string(),
+                                              "--arch",
+                                              "xvit_tiny",
+                                              "--out_dim",
+                                              "32",
+                                              "--global_crops_size",
+                                              "32",
+                                              "--local_crops_size",
+                                              "16",
+                                              "--local_crops_number",
+                                              "1",
+                                              "--batch_size_per_gpu",
+                                              "8",
+                                              "--epochs",
+                                              "1",
+                                              "--warmup_epochs",
+                                              "0",
+                                              "--num_workers",
+                                              "1",
+                                              "--device",
+                                              "cpu"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out / "checkpoint.pth"));
   EXPECT_NE(xdino::read_file(out / "config.ini").find("arch = xvit_tiny"), std::string::npos);
@@ -352,7 +376,8 @@ TEST(XViTCli, InfoPrintsTheChosenTable) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("parameters: 20525688 (20.526M)\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GFLOPs: 3.74 ("), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("x-vit config: depth 9, 8 heads of 48 channels"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("x-vit config: depth 9, 8 heads of 48 channels"), std::string::npos)
+      << r.out;
   for (const char* name : {"xvit_tiny ", "xvit_small ", "xvit_medium ", "xvit_base "})
     EXPECT_NE(r.out.find(std::string("x-vit table: ") + name), std::string::npos) << name;
   EXPECT_NE(r.out.find("paper 20.5"), std::string::npos) << r.out;
@@ -362,13 +387,13 @@ TEST(XViTCli, VisualizeWritesClassAttentionAndQueryNormMaps) {
   namespace fs = std::filesystem;
   const fs::path out = xdino::testing::fresh_temp_dir("xvit_visualize");
   const std::string image = xdino::testing::test_data_dir() + "/augment/photo_a.png";
-  const auto r = xdino::testing::run_process(
-      {xdino::testing::dino_binary(), "visualize", "--arch", "xvit_tiny", "--image_path", image,
-       "--image_size", "48", "64", "--output_dir", out.string()});
+  const auto r = xdino::testing::run_process({xdino::testing::dino_binary(), "visualize", "--arch",
+                                              "xvit_tiny", "--image_path", image, "--image_size",
+                                              "48", "64", "--output_dir", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* f : {"overview.png", "attn-head0.png", "attn-head3.png", "attn.npy",
-                        "qnorm-layer19-head3.png", "qnorm.npy", "qnorm-raw-layer19-head0.png",
-                        "knorm-raw-layer19-head3.png", "knorm_raw.npy"})
+  for (const char* f :
+       {"overview.png", "attn-head0.png", "attn-head3.png", "attn.npy", "qnorm-layer19-head3.png",
+        "qnorm.npy", "qnorm-raw-layer19-head0.png", "knorm-raw-layer19-head3.png", "knorm_raw.npy"})
     EXPECT_TRUE(fs::exists(out / f)) << f;
   // XNorm has no normalised keys: no |k^| maps.
   EXPECT_FALSE(fs::exists(out / "knorm-layer19-head0.png"));

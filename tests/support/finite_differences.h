@@ -19,9 +19,10 @@
 
 namespace xdino::testing {
 
-inline void expect_gradients_match(const std::function<torch::Tensor()>& loss,
-                                   const std::vector<std::pair<std::string, torch::Tensor>>& checked,
-                                   double eps = 1e-6, double tol = 1e-6) {
+inline void expect_gradients_match(
+    const std::function<torch::Tensor()>& loss,
+    const std::vector<std::pair<std::string, torch::Tensor>>& checked, double eps = 1e-6,
+    double tol = 1e-6) {
   loss().backward();
   torch::NoGradGuard no_grad;
   for (const auto& [name, t] : checked) {
