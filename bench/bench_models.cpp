@@ -1,5 +1,5 @@
-// Inference time and peak memory of XCiT-S12/16 against ViT-S/16 as the resolution grows:
-// XCA is linear in the number of tokens, self-attention quadratic.
+// Inference time and peak memory of X-ViT-S/16 and XCiT-S12/16 against ViT-S/16 as the
+// resolution grows: XNorm and XCA are linear in the number of tokens, self-attention quadratic.
 //
 //   build/bench/bench_models [--out DIR] [--sizes 224,384,512,768] [--threads N]
 //
@@ -30,6 +30,20 @@
 namespace {
 
 using xdino::models::create_backbone;
+
+// The compared models, their plot labels and colours (BGR). Ratios are printed against the
+// last one (ViT).
+struct Series {
+  const char* arch;
+  const char* label;
+  cv::Scalar colour;
+};
+const std::vector<Series>& series() {
+  static const std::vector<Series> s = {{"xvit_small", "X-ViT-S/16", cv::Scalar(40, 160, 40)},
+                                        {"xcit_small_12_p16", "XCiT-S12/16", cv::Scalar(200, 90, 30)},
+                                        {"vit_small", "ViT-S/16", cv::Scalar(40, 40, 220)}};
+  return s;
+}
 
 struct Point {
   std::string arch;
@@ -159,16 +173,14 @@ void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points, d
               cv::FONT_HERSHEY_SIMPLEX, 0.45, black, 1, cv::LINE_AA);
   cv::putText(img, unit, {area.x + 5, top - 8}, cv::FONT_HERSHEY_SIMPLEX, 0.4, black, 1,
               cv::LINE_AA);
-  const std::vector<std::pair<std::string, cv::Scalar>> series = {
-      {"xcit_small_12_p16", cv::Scalar(200, 90, 30)}, {"vit_small", cv::Scalar(40, 40, 220)}};
   int legend_y = top + 20;
-  for (const auto& [arch, colour] : series) {
+  for (const auto& [arch, name, colour] : series()) {
     std::vector<cv::Point> line;
     for (const Point& p : points)
       if (p.arch == arch) line.emplace_back(px(static_cast<double>(p.tokens)), py(p.*value));
     cv::polylines(img, line, false, colour, 2, cv::LINE_AA);
     for (const cv::Point& q : line) cv::circle(img, q, 4, colour, cv::FILLED, cv::LINE_AA);
-    cv::putText(img, arch == "vit_small" ? "ViT-S/16" : "XCiT-S12/16", {left + 10, legend_y},
+    cv::putText(img, name, {left + 10, legend_y},
                 cv::FONT_HERSHEY_SIMPLEX, 0.5, colour, 1, cv::LINE_AA);
     legend_y += 20;
   }
@@ -179,8 +191,8 @@ int run_parent(const std::string& self, const std::filesystem::path& out_dir,
   std::cerr << xdino::blas_summary() << "\n";
   std::vector<Point> points;
   for (int64_t size : sizes)
-    for (const char* arch : {"xcit_small_12_p16", "vit_small"}) {
-      points.push_back(measure(self, arch, size, threads));
+    for (const Series& model : series()) {
+      points.push_back(measure(self, model.arch, size, threads));
       const Point& p = points.back();
       std::cerr << p.arch << " " << p.size << "x" << p.size << ": " << p.median_ms << " ms ("
                 << p.cpu_ms << " ms CPU), peak " << p.peak_mb
@@ -196,14 +208,18 @@ int run_parent(const std::string& self, const std::filesystem::path& out_dir,
   std::filesystem::create_directories(out_dir);
   xdino::write_file_atomically(out_dir / "bench_models.csv", csv.str());
   std::cout << csv.str();
-  std::cout << "ratio ViT-S/16 : XCiT-S12/16 (wall time, CPU time, memory added by the forward)\n";
-  for (size_t i = 0; i + 1 < points.size(); i += 2)
-    std::printf("  %lld: %.2fx time, %.2fx CPU time, %.2fx memory\n",
-                static_cast<long long>(points[i].size),
-                points[i + 1].median_ms / points[i].median_ms,
-                points[i + 1].cpu_ms / points[i].cpu_ms,
-                (points[i + 1].peak_mb - points[i + 1].model_mb) /
-                    std::max(1.0, points[i].peak_mb - points[i].model_mb));
+  const size_t n = series().size();
+  std::cout << "ratio ViT-S/16 : model (wall time, CPU time, memory added by the forward)\n";
+  for (size_t i = 0; i + n <= points.size(); i += n) {
+    const Point& vit = points[i + n - 1];
+    for (size_t j = 0; j + 1 < n; ++j) {
+      const Point& p = points[i + j];
+      std::printf("  %lld %s: %.2fx time, %.2fx CPU time, %.2fx memory\n",
+                  static_cast<long long>(p.size), p.arch.c_str(), vit.median_ms / p.median_ms,
+                  vit.cpu_ms / p.cpu_ms,
+                  (vit.peak_mb - vit.model_mb) / std::max(1.0, p.peak_mb - p.model_mb));
+    }
+  }
 
   for (Point& p : points) p.peak_mb -= p.model_mb;  // plot the memory the forward adds
   cv::Mat img(420, 1000, CV_8UC3, cv::Scalar(255, 255, 255));

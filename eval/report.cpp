@@ -161,11 +161,15 @@ std::string display_model_name(const std::string& arch, int64_t patch_size, int6
       {"nano", "N"}, {"tiny", "T"}, {"small", "S"}, {"medium", "M"}, {"large", "L"}};
   static const std::map<std::string, std::string> vit_sizes = {
       {"tiny", "Ti"}, {"small", "S"}, {"base", "B"}, {"large", "L"}};
+  static const std::map<std::string, std::string> xvit_sizes = {
+      {"tiny", "T"}, {"small", "S"}, {"medium", "M"}, {"base", "B"}};
   std::string name = arch;
   std::smatch m;
   if (std::regex_match(arch, m, std::regex("xcit_([a-z]+)_(\\d+)_p(\\d+)")) &&
       xcit_sizes.count(m[1]))
     name = "XCiT-" + xcit_sizes.at(m[1]) + m[2].str() + "/" + m[3].str();
+  else if (std::regex_match(arch, m, std::regex("xvit_([a-z]+)(_p8)?")) && xvit_sizes.count(m[1]))
+    name = "X-ViT-" + xvit_sizes.at(m[1]) + (m[2].matched ? "/8" : "/16");  // models/xvit.h
   else if (std::regex_match(arch, m, std::regex("vit_([a-z]+)")) && vit_sizes.count(m[1]))
     name = "ViT-" + vit_sizes.at(m[1]) + "/" + std::to_string(patch_size);
   else if (arch == "pixels")

@@ -22,10 +22,20 @@ namespace fs = std::filesystem;
 namespace xdino::eval {
 namespace {
 
-bool is_xcit(const models::Backbone& model) { return model.arch().rfind("xcit", 0) == 0; }
+// XCiT and X-ViT (models/xvit.h) end in class-attention layers and have per-block |Q|/|K|
+// maps; ViT's attention maps are its blocks' CLS rows.
+bool has_class_attention(const std::string& arch) {
+  return arch.rfind("xcit", 0) == 0 || arch.rfind("xvit", 0) == 0;
+}
 
 torch::Tensor grid_of(const torch::Tensor& per_patch, int64_t gh, int64_t gw) {
   return per_patch.reshape({per_patch.size(0), gh, gw}).to(torch::kFloat).contiguous();
+}
+
+// X-ViT's XNorm has no normalised keys (it normalises the filters of K^T V): k_hat is
+// undefined there and its maps are skipped.
+torch::Tensor grid_or_undefined(const torch::Tensor& per_patch, int64_t gh, int64_t gw) {
+  return per_patch.defined() ? grid_of(per_patch[0], gh, gw) : torch::Tensor();
 }
 
 std::string format_threshold(double t) {
@@ -109,7 +119,7 @@ ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
   models::ProbeRequest request;
   request.feature = false;
   request.cls_attention_layer = o.ca_layer;
-  const bool xcit = is_xcit(model);
+  const bool xcit = has_class_attention(model.arch());
   if (xcit && o.qk_norms != "none") request.qk_block = o.qk_block;
   models::Probe probe;
   {
@@ -121,10 +131,10 @@ ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
   m.attention = grid_of(attn, gh, gw);
   if (o.threshold > 0) m.mask = grid_of(attention_mask(attn, o.threshold), gh, gw);
   if (request.qk_block) {
-    m.q_hat = grid_of(probe.qk.q_hat[0], gh, gw);
-    m.k_hat = grid_of(probe.qk.k_hat[0], gh, gw);
-    m.q_raw = grid_of(probe.qk.q_raw[0], gh, gw);
-    m.k_raw = grid_of(probe.qk.k_raw[0], gh, gw);
+    m.q_hat = grid_or_undefined(probe.qk.q_hat, gh, gw);
+    m.k_hat = grid_or_undefined(probe.qk.k_hat, gh, gw);
+    m.q_raw = grid_or_undefined(probe.qk.q_raw, gh, gw);
+    m.k_raw = grid_or_undefined(probe.qk.k_raw, gh, gw);
     m.qk_block = models::resolve_index(o.qk_block, model.num_blocks(), "--qk_block");
   }
   m.ca_layer = xcit ? models::resolve_index(o.ca_layer, 2, "--ca_layer")
@@ -148,8 +158,8 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
     write_png(dir / ("attn-overlay-head" + std::to_string(j) + ".png"), overlays.back());
   }
   write_npy(dir / "attn.npy", m.attention);
-  rows.push_back({(m.q_hat.defined() || o.arch.rfind("xcit", 0) == 0 ? "CLS attn, CA layer "
-                                                                       : "CLS attn, block ") +
+  rows.push_back({(m.q_hat.defined() || has_class_attention(o.arch) ? "CLS attn, CA layer "
+                                                                      : "CLS attn, block ") +
                       std::to_string(m.ca_layer),
                   attn_tiles, head_captions(heads)});
   rows.push_back({"attn over image", overlays, {}});
@@ -167,19 +177,24 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
   }
 
   const std::string layer = "-layer" + std::to_string(m.qk_block);
+  // X-ViT normalises each query over its own channels: |q^| = 1 everywhere, by design.
+  const bool unit_queries = o.arch.rfind("xvit", 0) == 0;
   auto qk_rows = [&](const torch::Tensor& q, const torch::Tensor& k, const std::string& suffix,
                      const std::string& label) {
     for (const auto& [map, stem] : {std::pair{q, std::string("qnorm")}, std::pair{k, std::string("knorm")}}) {
+      if (!map.defined()) continue;
       const auto tiles = heads_of(map, m.patch, Colormap::kViridis);
       for (int64_t j = 0; j < heads; ++j)
         write_png(dir / (stem + suffix + layer + "-head" + std::to_string(j) + ".png"), tiles[j]);
       write_npy(dir / (stem + (suffix.empty() ? "" : "_raw") + ".npy"), map);
-      rows.push_back({(stem == "qnorm" ? "|q|" : "|k|") + label + ", XCA blk " +
+      rows.push_back({(stem == "qnorm" ? "|q|" : "|k|") + label +
+                          (unit_queries ? ", XNorm blk " : ", XCA blk ") +
                           std::to_string(m.qk_block),
                       tiles, {}});
     }
   };
-  if (m.q_hat.defined() && wants(o, "hat")) qk_rows(m.q_hat, m.k_hat, "", " normalised");
+  if (m.q_hat.defined() && wants(o, "hat"))
+    qk_rows(m.q_hat, m.k_hat, "", unit_queries ? " normalised (=1 by design)" : " normalised");
   if (m.q_raw.defined() && wants(o, "raw")) qk_rows(m.q_raw, m.k_raw, "-raw", " raw");
 
   const int tile = static_cast<int>(std::clamp<int64_t>(m.image.rows, 96, 192));

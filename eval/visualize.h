@@ -10,7 +10,9 @@
 //    (heads, Hf, Wf): the CLS query's weights over patches (CLS column dropped, not
 //    renormalised) of class-attention layer `ca_layer` (XCiT) or of the last block (ViT).
 //    mask is attention_mask(threshold) reshaped alike (undefined without a threshold). For
-//    XCiT, q_hat/k_hat and q_raw/k_raw are the per-patch norms of XCA block `qk_block`.
+//    XCiT, q_hat/k_hat and q_raw/k_raw are the per-patch norms of XCA block `qk_block`; for
+//    X-ViT those of XNorm block `qk_block`, with q_hat = 1 by design and k_hat undefined
+//    (models/xvit.h; its knorm maps are skipped). X-ViT counts as XCiT below.
 //  - write_maps writes into `dir`: img.png, attn-head{j}.png, attn-overlay-head{j}.png,
 //    mask_th{t}_head{j}.png (with a threshold), qnorm[-raw]-layer{l}-head{j}.png and
 //    knorm[-raw]-layer{l}-head{j}.png (XCiT), overview.png (labelled rows), and the raw maps

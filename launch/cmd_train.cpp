@@ -68,7 +68,7 @@ class TrainCommand : public Command {
   void declare(Flags& f) override {
     ssl::TrainOptions& o = opt_;
     f.add("arch", &o.arch, "backbone: xcit_{nano,tiny,small,medium,large}_{12,24}_p{16,8}, "
-                           "vit_{tiny,small,base}")
+                           "vit_{tiny,small,base}, xvit_{tiny,small,medium,base}[_p8]")
         .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
         .add("out_dim", &o.out_dim, "dimensionality of the DINO head output")
         .add("norm_last_layer", &o.norm_last_layer,

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "models/registry.h"
+#include "models/xvit.h"
 
 namespace xdino::models {
 
@@ -31,6 +32,7 @@ ModelInfo describe(const InfoOptions& options) {
   info.num_blocks = model->num_blocks();
   info.patch_size = model->patch_size();
   std::tie(info.grid_rows, info.grid_cols) = model->token_grid(info.height, info.width);
+  info.notes = xvit_info_lines(info.arch);
   return info;
 }
 
@@ -50,6 +52,7 @@ std::string format_info(const ModelInfo& i) {
      << "patch size: " << i.patch_size << "\n"
      << "token grid: " << i.grid_rows << " x " << i.grid_cols << " (" << i.grid_rows * i.grid_cols
      << " patch tokens)\n";
+  for (const std::string& note : i.notes) os << note << "\n";
   return os.str();
 }
 

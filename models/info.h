@@ -27,6 +27,7 @@ struct ModelInfo {
   double flops = 0;  // fvcore convention, one multiply-add = 1
   int64_t embed_dim = 0, num_heads = 0, num_blocks = 0, patch_size = 0;
   int64_t grid_rows = 0, grid_cols = 0;
+  std::vector<std::string> notes;  // family-specific "key: value" lines (X-ViT: its table)
 };
 
 ModelInfo describe(const InfoOptions& options);

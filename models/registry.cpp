@@ -7,6 +7,7 @@
 #include "models/pixels.h"
 #include "models/vit.h"
 #include "models/xcit.h"
+#include "models/xvit.h"
 
 namespace xdino::models {
 
@@ -30,11 +31,19 @@ std::shared_ptr<Backbone> make_vit(const std::string& name, const BackboneOption
   return std::make_shared<VisionTransformer>(std::move(config));
 }
 
+std::shared_ptr<Backbone> make_xvit(XViTConfig config, const BackboneOptions& options) {
+  config.num_classes = options.num_classes;
+  config.drop_path_rate = options.drop_path_rate;
+  return std::make_shared<XViT>(std::move(config));
+}
+
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> table = [] {
     std::map<std::string, Factory> t;
     for (const XCiTConfig& c : xcit_variants())
       t[c.name] = [c](const BackboneOptions& o) { return make_xcit(c, o); };
+    for (const XViTConfig& c : xvit_variants())
+      t[c.name] = [c](const BackboneOptions& o) { return make_xvit(c, o); };
     for (const char* name : {"vit_tiny", "vit_small", "vit_base"})
       t[name] = [n = std::string(name)](const BackboneOptions& o) { return make_vit(n, o); };
     t["pixels"] = [](const BackboneOptions& o) -> std::shared_ptr<Backbone> {

@@ -3,7 +3,8 @@
 // Contract: create_backbone(arch, options) returns a freshly initialised model (official init,
 // spec xcit.md section 12) or throws xdino::UsageError naming the unknown arch and listing the
 // known ones. Names: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8},
-// vit_{tiny,small,base} (patch from options.patch_size, as in DINO), pixels.
+// vit_{tiny,small,base} (patch from options.patch_size, as in DINO),
+// xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), pixels.
 #pragma once
 
 #include <memory>

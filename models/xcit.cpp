@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "models/class_attention_probe.h"
 #include "models/init.h"
 
 namespace xdino::models {
@@ -124,49 +125,11 @@ double XCiT::flops(int64_t height, int64_t width) const {
 }
 
 Probe XCiT::probe(Tensor images, const ProbeRequest& request) {
-  const int64_t depth = config_.depth;
-  int64_t last_block = request.patch_tokens ? depth - 1 : -1;
-  const std::vector<int64_t> wanted = resolve_indices(request.blocks, depth, "block", &last_block);
-  std::optional<int64_t> qk_block;
-  if (request.qk_block) {
-    qk_block = resolve_index(*request.qk_block, depth, "XCA block");
-    last_block = std::max(last_block, *qk_block);
-  }
-  std::optional<int64_t> ca_layer;
-  if (request.cls_attention_layer)
-    ca_layer = resolve_index(*request.cls_attention_layer, config_.cls_attn_layers,
-                             "class-attention layer");
-  const bool need_cls = request.feature || ca_layer.has_value();
-
-  Probe out;
-  out.blocks.resize(wanted.size());
   auto [x, grid] = patch_embed(images);
-  const auto [rows, cols] = grid;
-  // Under autocast the patch embedding ends in half precision (its BatchNorms keep their
-  // inputs half, as torch's do). The token stream runs in the parameters' dtype, as the
-  // official one does from its first gamma-scaled residual on, and as LibTorch 1.13's CPU
-  // LayerNorm requires.
-  x = x.to(torch::promote_types(x.scalar_type(), cls_token.scalar_type()));
-  x = x + pos_embeder(rows, cols);
-  for (int64_t i = 0; i < depth; ++i) {
-    x = blocks[i](x, rows, cols, qk_block == i ? &out.qk : nullptr);
-    for (size_t j = 0; j < wanted.size(); ++j)
-      if (wanted[j] == i) out.blocks[j] = x;
-    if (request.patch_tokens && i == depth - 1) out.patch_tokens = x;
-    if (!need_cls && i >= last_block) return out;
-  }
-
-  const int64_t B = x.size(0);
-  const auto dtype = torch::promote_types(x.scalar_type(), cls_token.scalar_type());
-  x = torch::cat({cls_token.expand({B, 1, -1}).to(dtype), x.to(dtype)}, 1);
-  for (int64_t j = 0; j < config_.cls_attn_layers; ++j) {
-    x = cls_attn_blocks[j](x, ca_layer == j ? &out.cls_attention : nullptr);
-    if (!request.feature && ca_layer == j) return out;
-  }
-  // LayerNorm is per token, so normalising CLS alone equals the official norm(x)[:, 0].
-  out.feature = norm(x.select(1, 0));
-  if (head) out.feature = head(out.feature);
-  return out;
+  const int64_t rows = grid.first, cols = grid.second;
+  const auto steps =
+      class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols, "XCA block");
+  return probe_class_attention_model(x + pos_embeder(rows, cols), cls_token, request, steps);
 }
 
 }  // namespace xdino::models

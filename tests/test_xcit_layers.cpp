@@ -4,12 +4,16 @@
 
 #include "core/check.h"
 #include "models/xcit_layers.h"
+#include "tests/support/finite_differences.h"
+#include "tests/support/module_testing.h"
 #include "tests/support/naive_nn.h"
 #include "tests/support/naive_xcit.h"
 
 namespace naive = xdino::testing::naive;
 using namespace xdino::models;
 using torch::Tensor;
+using xdino::testing::expect_close;
+using xdino::testing::prepared;
 
 namespace {
 
@@ -21,19 +25,6 @@ struct Precision {
 // reference's magnitude when that exceeds 1).
 const Precision kPrecisions[] = {{torch::kDouble, 1e-6}, {torch::kFloat, 1e-4}};
 
-void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const double scale = std::max(1.0, naive::f64(want).abs().max().item<double>());
-  EXPECT_LE(naive::max_abs_diff(got, want), tol * scale) << what;
-}
-
-template <typename M>
-M prepared(M m, torch::Dtype dtype, uint64_t seed) {
-  m->to(dtype);
-  naive::randomize(*m, seed);
-  m->eval();
-  return m;
-}
 
 }  // namespace
 
@@ -197,30 +188,12 @@ TEST(XCABlock, GradientsMatchFiniteDifferences) {
   const Tensor x = torch::randn({2, 6, 8}, torch::kDouble).requires_grad_(true);
   const Tensor r = torch::randn({2, 6, 8}, torch::kDouble);
   const auto loss = [&] { return (block(x, 2, 3) * r).sum(); };
-  loss().backward();
   std::vector<std::pair<std::string, Tensor>> checked = {{"input", x}};
   for (const char* name :
        {"attn.temperature", "attn.qkv.weight", "attn.proj.bias", "gamma1", "gamma3",
         "local_mp.conv1.weight", "local_mp.bn.weight", "norm2.weight", "mlp.fc1.weight"})
     checked.emplace_back(name, block->named_parameters()[name]);
-  const double eps = 1e-6;
-  torch::NoGradGuard no_grad;
-  for (auto& [name, t] : checked) {
-    const Tensor grad = t.grad().clone();
-    Tensor flat = t.view({-1});
-    const int64_t step = std::max<int64_t>(1, flat.numel() / 7);  // a spread of entries
-    for (int64_t i = 0; i < flat.numel(); i += step) {
-      const double v = flat[i].item<double>();
-      flat[i] = v + eps;
-      const double up = loss().item<double>();
-      flat[i] = v - eps;
-      const double down = loss().item<double>();
-      flat[i] = v;
-      const double fd = (up - down) / (2 * eps);
-      EXPECT_NEAR(grad.view({-1})[i].item<double>(), fd, 1e-6 * std::max(1.0, std::abs(fd)))
-          << name << "[" << i << "]";
-    }
-  }
+  xdino::testing::expect_gradients_match(loss, checked);
 }
 
 TEST(DropPath, PerSampleMaskWithTheSpecRate) {
