@@ -7,6 +7,7 @@
 #include "augment/dataset.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/python_format.h"
 #include "core/log.h"
 #include "core/pth.h"
 #include "eval/extract.h"
@@ -17,13 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Python's str(float) for the official result lines ("76.04", "100.0").
-std::string python_float(double v) {
-  char buf[32];
-  std::string s(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -136,8 +130,8 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
               ", ", train.size(0), " train x ", test.size(0), " test, dim ", train.size(1), ").");
     result.knn = knn_classify(train, data.train.labels, test, data.test.labels, params);
     for (const KnnAccuracy& a : result.knn.per_k)
-      log::info(a.k, "-NN classifier result: Top1: ", python_float(a.top1),
-                ", Top5: ", python_float(a.top5));
+      log::info(a.k, "-NN classifier result: Top1: ", python_repr(a.top1),
+                ", Top5: ", python_repr(a.top5));
 
     Json& j = result.json = Json::object();
     j.set("protocol", "weighted k-NN (eval_knn.py)");

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "core/dist.h"
+#include "dist/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "eval/json.h"

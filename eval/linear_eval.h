@@ -36,7 +36,7 @@
 
 #include <string>
 
-#include "core/dist.h"
+#include "dist/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "eval/json.h"

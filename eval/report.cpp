@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <boost/property_tree/ini_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
 #include <map>
 #include <regex>
 
@@ -57,24 +59,23 @@ const std::vector<std::string>& header() {
   return h;
 }
 
-// Key/value pairs of an INI file, sections ignored (a run's config.ini has one).
+// Key/value pairs of an INI file, sections flattened (a run's config.ini has one); a missing
+// file gives none. Malformed files throw xdino::UsageError naming the line.
 std::map<std::string, std::string> read_ini(const fs::path& path) {
   std::map<std::string, std::string> kv;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#' || line[first] == ';' ||
-        line[first] == '[')
+  if (!fs::exists(path)) return kv;
+  boost::property_tree::ptree tree;
+  try {
+    boost::property_tree::ini_parser::read_ini(path.string(), tree);
+  } catch (const boost::property_tree::ini_parser_error& e) {
+    XDINO_FAIL_ARG("cannot read ", path.string(), ": ", e.message(), " at line ", e.line());
+  }
+  for (const auto& [key, node] : tree) {
+    if (node.empty()) {
+      kv[key] = node.data();
       continue;
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      const auto b = s.find_first_not_of(" \t\r");
-      const auto e = s.find_last_not_of(" \t\r");
-      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-    };
-    kv[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+    }
+    for (const auto& [name, value] : node) kv[name] = value.data();
   }
   return kv;
 }

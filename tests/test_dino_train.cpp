@@ -11,7 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/pth.h"
-#include "ssl/ivalue_util.h"
+#include "core/ivalue.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"
 #include "tests/support/tiny_backbone.h"

@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "core/compat.h"
-#include "ssl/grad_scaler.h"
-#include "ssl/precision.h"
+#include "train/grad_scaler.h"
+#include "train/precision.h"
 
 using namespace xdino::ssl;
 

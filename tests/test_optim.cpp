@@ -6,9 +6,9 @@
 
 #include <cmath>
 
-#include "ssl/gradients.h"
+#include "train/gradients.h"
 #include "ssl/head.h"
-#include "ssl/optim.h"
+#include "train/optim.h"
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;

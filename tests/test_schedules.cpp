@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "ssl/schedules.h"
+#include "train/schedules.h"
 
 using xdino::ssl::cosine_schedule;
 
