@@ -134,31 +134,32 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
                 ", Top5: ", python_repr(a.top5));
 
     Json& j = result.json = Json::object();
-    j.set("protocol", "weighted k-NN (eval_knn.py)");
+    j["protocol"] = "weighted k-NN (eval_knn.py)";
     add_model_fields(j, model_spec);
-    j.set("temperature", options.temperature)
-        .set("num_train", result.knn.num_train)
-        .set("num_test", result.knn.num_test)
-        .set("num_classes", result.knn.num_classes)
-        .set("feature_dim", result.knn.feature_dim)
-        .set("backend", backend_name(params.backend))
-        .set("features", options.load_features.empty() ? std::string("extracted")
-                                                       : "loaded from " + options.load_features);
+    j["temperature"] = options.temperature;
+    j["num_train"] = result.knn.num_train;
+    j["num_test"] = result.knn.num_test;
+    j["num_classes"] = result.knn.num_classes;
+    j["feature_dim"] = result.knn.feature_dim;
+    j["backend"] = backend_name(params.backend);
+    j["features"] = options.load_features.empty() ? std::string("extracted")
+                                                  : "loaded from " + options.load_features;
     Json list = Json::array();
     const int64_t rk = reported_k(params.ks);
     Json reported;
     for (const KnnAccuracy& a : result.knn.per_k) {
       Json r = Json::object();
-      r.set("k", a.k).set("top1", a.top1).set("top5", a.top5);
+      r["k"] = a.k;
+      r["top1"] = a.top1;
+      r["top5"] = a.top5;
       if (a.k == rk && reported.is_null()) reported = r;
       list.push_back(r);
     }
-    j.set("results", list).set("reported", reported);
-    Json seconds = Json::object();
-    seconds.set("extraction", extraction_s).set("knn", result.knn.seconds);
-    j.set("seconds", seconds);
+    j["results"] = list;
+    j["reported"] = reported;
+    j["seconds"] = Json{{"extraction", extraction_s}, {"knn", result.knn.seconds}};
     fs::create_directories(options.output_dir);
-    write_file_atomically(fs::path(options.output_dir) / "knn.json", j.dump(2) + "\n");
+    write_file_atomically(fs::path(options.output_dir) / "knn.json", python_dumps(j, 2) + "\n");
     log::info("wrote ", (fs::path(options.output_dir) / "knn.json").string());
   }
   comm.barrier();

@@ -29,7 +29,7 @@
 #include "dist/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "eval/knn.h"
 
 namespace xdino::eval {

@@ -39,7 +39,7 @@
 #include "dist/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "eval/linear.h"
 
 namespace xdino::eval {

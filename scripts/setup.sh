@@ -13,6 +13,7 @@ packages=(
   libopencv-dev           # image decoding and resampling
   libhdf5-dev             # feature files and dataset shards
   zlib1g-dev              # CRC-32 of .pth records, gzip'd IDX files
+  nlohmann-json3-dev      # JSON (core/json.h)
   libfaiss-dev            # k-NN
   libgloo-dev             # headers of the Gloo backend that Debian's libtorch is built with
   libboost-program-options-dev
@@ -21,7 +22,8 @@ packages=(
   dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3-torch python3-h5py python3-numpy)  # cross-checks against Python torch
+  # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards)
+  packages+=(python3-torch python3-h5py python3-numpy python3-pil)
 elif [[ -n "${1:-}" ]]; then
   echo "usage: scripts/setup.sh [--tests]" >&2
   exit 2

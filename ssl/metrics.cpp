@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
-#include "core/python_format.h"
+#include "core/json.h"
 
 namespace xdino::ssl {
 
@@ -65,16 +65,19 @@ void EpochMeters::from_ivalue(const c10::IValue& v) {
 }
 
 std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a) {
-  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform.
-  std::string s = "{\"train_loss\": " + python_json_number(a[0]) + ", \"train_lr\": " +
-                  python_json_number(a[1]) + ", \"train_wd\": " + python_json_number(a[2]) +
-                  ", \"epoch\": " + std::to_string(epoch);
-  s += ", \"train_momentum\": " + python_json_number(a[3]);
-  s += ", \"train_teacher_temp\": " + python_json_number(a[4]);
-  s += ", \"train_teacher_entropy\": " + python_json_number(a[5]);
-  s += ", \"train_kl_teacher_student\": " + python_json_number(a[0] - a[5]);
-  s += ", \"train_kl_uniform\": " + python_json_number(a[6]);
-  return s + "}";
+  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform. The first four keys
+  // are main_dino.py's, in its order.
+  Json j = Json::object();
+  j["train_loss"] = a[0];
+  j["train_lr"] = a[1];
+  j["train_wd"] = a[2];
+  j["epoch"] = epoch;
+  j["train_momentum"] = a[3];
+  j["train_teacher_temp"] = a[4];
+  j["train_teacher_entropy"] = a[5];
+  j["train_kl_teacher_student"] = a[0] - a[5];
+  j["train_kl_uniform"] = a[6];
+  return python_dumps(j);
 }
 
 }  // namespace xdino::ssl
