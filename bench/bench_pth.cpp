@@ -58,7 +58,7 @@ double median_of(int repeats, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
-// Parameter shapes of xcit_small_12_p16 blocks (spec xcit.md section 15), 14 blocks: ~100 MB.
+// Parameter shapes of xcit_small_12_p16 blocks (tests/data/xcit_small_12_p16_keys.txt), 14 blocks: ~100 MB.
 struct Params : torch::nn::Module {
   Params() {
     register_parameter("cls_token", torch::randn({1, 1, 384}));

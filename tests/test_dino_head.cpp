@@ -1,5 +1,5 @@
-// DINOHead and MultiCropWrapper against the official layout (spec dino.md 3-4) and a float64
-// re-computation of the head.
+// DINOHead and MultiCropWrapper against the official layout (docs/dino.md, "Networks") and a
+// float64 re-computation of the head.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (spec dino.md 10), on CPU
+// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (docs/dino.md), on CPU
 // tensors, and the precision plan (--device / --precision / --use_fp16).
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Parameter groups, optimiser updates against closed forms in float64, torch's state_dict
-// layout, per-parameter clipping and last-layer freezing (spec dino.md 7-8).
+// layout, per-parameter clipping and last-layer freezing (docs/dino.md, "Schedules and optimiser").
 #include <gtest/gtest.h>
 
 #include "core/check.h"

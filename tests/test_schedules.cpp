@@ -1,4 +1,4 @@
-// Schedules against the closed-form formulas of utils.cosine_scheduler (spec dino.md 6).
+// Schedules against the closed-form formulas of utils.cosine_scheduler (docs/dino.md).
 #include <gtest/gtest.h>
 
 #include <cmath>

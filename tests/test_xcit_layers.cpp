@@ -1,4 +1,4 @@
-// XCiT layers against naive float64 references written from the spec (tests/support/
+// XCiT layers against naive float64 references written from the official semantics (tests/support/
 // naive_xcit.cpp), finite-difference gradients, and the stochastic-depth rule.
 #include <gtest/gtest.h>
 
@@ -181,7 +181,7 @@ TEST(ConvPatchEmbed, MatchesNaiveAndRoundsUpPerStage) {
       EXPECT_EQ(grid, ConvPatchEmbedImpl::grid(37, 50, patch));
     }
   }
-  // ceil at every stage: 100 -> 50 -> 25 -> 13 -> 7 (spec section 3).
+  // ceil at every stage: 100 -> 50 -> 25 -> 13 -> 7 (docs/architecture.md, "XCiT").
   using Grid = std::pair<int64_t, int64_t>;
   EXPECT_EQ(ConvPatchEmbedImpl::grid(100, 224, 16), Grid(7, 14));
   EXPECT_EQ(ConvPatchEmbedImpl::grid(480, 97, 8), Grid(60, 13));
