@@ -32,7 +32,7 @@ struct TrainOptions : augment::CropSizes {
 
   // Optimisation.
   bool use_fp16 = true;             // official: fp16 autocast + loss scaling (CUDA only here)
-  std::string precision = "auto";   // ours: auto|fp32|bf16|fp16, see ssl/precision.h
+  std::string precision = "auto";   // ours: auto|fp32|bf16|fp16, see train/precision.h
   std::string device = "auto";      // ours: auto|cpu|cuda|cuda:N
   double weight_decay = 0.04;
   double weight_decay_end = 0.4;
