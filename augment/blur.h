@@ -1,4 +1,5 @@
-// Pillow's ImageFilter.GaussianBlur(radius=sigma), bit for bit.
+// Pillow's ImageFilter.GaussianBlur(radius=sigma), bit for bit. Hand-written on purpose:
+// cv::GaussianBlur samples a Gaussian kernel, Pillow does not (docs/architecture.md).
 //
 // Contract:
 //  - Not a sampled Gaussian: Pillow approximates it by three passes of an "extended box blur"

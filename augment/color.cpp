@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <opencv2/core.hpp>
 #include <utility>
 #include <vector>
 
@@ -55,7 +56,11 @@ void to_grayscale(Image& image) {
 
 void solarize(Image& image, int threshold) {
   check_rgb(image, "solarize");
-  simd::solarize(image.data, static_cast<int>(3 * image.total()), threshold);
+  // A 256-entry table: OpenCV's LUT is vectorised, and a table is exact by construction.
+  cv::Mat table(1, 256, CV_8U);
+  for (int v = 0; v < 256; ++v)
+    table.at<uint8_t>(v) = static_cast<uint8_t>(v >= threshold ? 255 - v : v);
+  cv::LUT(image, table, image);
 }
 
 void check_color_jitter_options(const ColorJitterOptions& o) {

@@ -1,4 +1,6 @@
 // Colour transforms with Pillow's arithmetic (torchvision's PIL backend), and ColorJitter.
+// Hand-written on purpose: OpenCV's colour conversions round differently from Pillow's
+// (docs/architecture.md); where OpenCV is exact (cv::LUT for solarize) it is used.
 //
 // Contract:
 //  - Every function edits an Image (CV_8UC3 RGB) in place; a wrong type throws xdino::Error.

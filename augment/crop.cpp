@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/check.h"
 
@@ -72,15 +71,7 @@ cv::Size resize_shorter_side(cv::Size image, int64_t size) {
 void hflip(Image& image) {
   XDINO_CHECK(image.type() == CV_8UC3, "hflip expects an RGB uint8 image, got cv type ",
               image.type());
-  for (int y = 0; y < image.rows; ++y) {
-    uint8_t* row = image.ptr<uint8_t>(y);
-    for (int l = 0, r = image.cols - 1; l < r; ++l, --r) {
-      uint8_t tmp[3];
-      std::memcpy(tmp, row + 3 * l, 3);
-      std::memcpy(row + 3 * l, row + 3 * r, 3);
-      std::memcpy(row + 3 * r, tmp, 3);
-    }
-  }
+  cv::flip(image, image, 1);  // around the vertical axis; in place
 }
 
 }  // namespace xdino::augment

@@ -104,6 +104,23 @@ int64_t dataset_length(const H5Object& dataset, const std::string& where) {
   return static_cast<int64_t>(n);
 }
 
+std::vector<int64_t> dataset_shape(const H5Object& dataset, const std::string& where) {
+  Lock lock;
+  H5Object space(H5Dget_space(dataset.get()), H5Sclose);
+  XDINO_CHECK(space.valid(), "cannot read the shape of a dataset of ", where, ": ", why());
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  XDINO_CHECK(rank >= 0, "cannot read the shape of a dataset of ", where, ": ", why());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+void read_float32(const H5Object& dataset, float* out, const std::string& where) {
+  Lock lock;
+  XDINO_CHECK(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0,
+              "cannot read ", where, " as float32: ", why());
+}
+
 std::vector<int64_t> read_int64(const H5Object& file, const std::string& name,
                                 const std::string& where) {
   Lock lock;
@@ -176,6 +193,25 @@ void write_int64(const H5Object& file, const std::string& name, const std::vecto
   XDINO_CHECK(v.empty() || H5Dwrite(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                                     v.data()) >= 0,
               "cannot write dataset '", name, "': ", why());
+}
+
+void write_float32(const H5Object& file, const std::string& name,
+                   const std::vector<int64_t>& shape, const float* data) {
+  Lock lock;
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  const H5Object space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                       H5Sclose);
+  const H5Object d(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                              H5P_DEFAULT, H5P_DEFAULT),
+                   H5Dclose);
+  XDINO_CHECK(d.valid(), "cannot create dataset '", name, "': ", why());
+  XDINO_CHECK(H5Dwrite(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0,
+              "cannot write dataset '", name, "' (disk full?): ", why());
+}
+
+void flush(const H5Object& file, const std::string& where) {
+  Lock lock;
+  XDINO_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, "cannot flush ", where, ": ", why());
 }
 
 namespace {
@@ -255,6 +291,11 @@ void write_attribute(const H5Object& object, const std::string& name, int64_t va
                    H5Aclose);
   XDINO_CHECK(a.valid() && H5Awrite(a.get(), H5T_NATIVE_INT64, &value) >= 0,
               "cannot write attribute '", name, "': ", why());
+}
+
+bool has_attribute(const H5Object& object, const std::string& name) {
+  Lock lock;
+  return H5Aexists(object.get(), name.c_str()) > 0;
 }
 
 std::string read_string_attribute(const H5Object& object, const std::string& name) {

@@ -4,8 +4,8 @@
 //  - H5Object owns one hid_t and closes it with the matching H5?close; move-only.
 //  - Every failure throws xdino::Error naming the file/object and HDF5's own reason; HDF5's
 //    automatic error printing is switched off (h5_quiet()) so nothing else reaches stderr.
-//  - 1-D datasets only. Strings are written as variable-length UTF-8 (what h5py writes for
-//    str); both variable- and fixed-length strings are read.
+//  - 1-D datasets, except the float32 arrays (any rank). Strings are written as variable-
+//    length UTF-8 (what h5py writes for str); both variable- and fixed-length strings are read.
 //  - Calls into HDF5 are serialised by h5_mutex(): take it around any HDF5 call made from
 //    threads (the Debian library is thread-safe, other builds may not be).
 #pragma once
@@ -49,6 +49,8 @@ bool has_object(const H5Object& file, const std::string& name);
 
 // Number of elements of a 1-D dataset.
 int64_t dataset_length(const H5Object& dataset, const std::string& where);
+// Dimensions of a dataset of any rank.
+std::vector<int64_t> dataset_shape(const H5Object& dataset, const std::string& where);
 
 // Whole 1-D datasets, converted by HDF5 to the requested type.
 std::vector<int64_t> read_int64(const H5Object& file, const std::string& name,
@@ -59,7 +61,14 @@ std::vector<std::string> read_strings(const H5Object& file, const std::string& n
 void read_bytes(const H5Object& dataset, int64_t begin, int64_t end, uint8_t* out,
                 const std::string& where);
 
+// A whole float32 dataset of any rank into `out` (as many floats as the shape holds).
+void read_float32(const H5Object& dataset, float* out, const std::string& where);
+
 void write_int64(const H5Object& file, const std::string& name, const std::vector<int64_t>& v);
+void write_float32(const H5Object& file, const std::string& name,
+                   const std::vector<int64_t>& shape, const float* data);
+// Everything written so far reaches the disk (before an atomic rename, say).
+void flush(const H5Object& file, const std::string& where);
 void write_strings(const H5Object& file, const std::string& name,
                    const std::vector<std::string>& v);
 // A contiguous (unchunked, uncompressed) 1-D uint8 dataset of `length` bytes, to be filled
@@ -69,6 +78,7 @@ void write_bytes(const H5Object& dataset, int64_t begin, const uint8_t* data, in
 
 void write_attribute(const H5Object& object, const std::string& name, const std::string& value);
 void write_attribute(const H5Object& object, const std::string& name, int64_t value);
+bool has_attribute(const H5Object& object, const std::string& name);
 // "" / -1 when the attribute does not exist.
 std::string read_string_attribute(const H5Object& object, const std::string& name);
 int64_t read_int_attribute(const H5Object& object, const std::string& name);

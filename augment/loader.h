@@ -1,5 +1,8 @@
 // The data loader: worker threads decode and transform samples into batches, ahead of the
 // consumer; the equivalent of torch DataLoader(dataset, sampler=DistributedSampler, ...).
+// Hand-written on purpose: torch::data has no per-sample RNG (augmentations reproducible
+// whatever the thread count), no resume in the middle of an epoch and no replacement of a
+// corrupt file by another sample (docs/architecture.md).
 //
 // Contract:
 //  - The SampleTransform (sample_transform.h) maps one decoded image to its views: 10 for

@@ -24,18 +24,15 @@
 #include <vector>
 
 #include "augment/color.h"
+#include "augment/crop_sizes.h"
 #include "augment/image.h"
 #include "augment/random.h"
 #include "augment/tensor.h"
 
 namespace xdino::augment {
 
-struct MultiCropOptions {
-  std::vector<double> global_crops_scale = {0.4, 1.0};
-  std::vector<double> local_crops_scale = {0.05, 0.4};
-  int64_t local_crops_number = 8;
-  int64_t global_crops_size = 224;
-  int64_t local_crops_size = 96;
+// The crop counts, sizes and scales are CropSizes' (augment/crop_sizes.h).
+struct MultiCropOptions : CropSizes {
   std::vector<double> crop_ratio = {3.0 / 4.0, 4.0 / 3.0};
   double flip_p = 0.5;
   double color_jitter_p = 0.8;

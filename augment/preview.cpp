@@ -6,6 +6,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "augment/encode.h"
 #include "augment/pipelines.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -63,16 +64,6 @@ std::vector<std::vector<torch::Tensor>> preview_rows(const Dataset& dataset,
     rows.push_back(transform(dataset.load(i), rng));
   }
   return rows;
-}
-
-void write_png(const std::string& path, const Image& rgb) {
-  XDINO_CHECK(rgb.type() == CV_8UC3, "write_png takes an RGB image");
-  cv::Mat bgr;
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  std::vector<uchar> png;
-  XDINO_CHECK(cv::imencode(".png", bgr, png), "cannot encode ", path, " as PNG");
-  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(png.data()),
-                                               png.size()));
 }
 
 std::vector<int64_t> write_preview(const PreviewOptions& o) {

@@ -9,7 +9,6 @@
 //  - preview_rows() runs `transform` on the given dataset indices with the Rng the loader
 //    would use in `epoch` (sample_seed(seed, epoch, index)), so the picture shows exactly the
 //    crops training sees.
-//  - write_png() encodes an Image (RGB) as PNG and writes it atomically.
 //  - write_preview() is `dino preview`: opens the dataset, picks the images (the given
 //    indices, else a class-balanced pick of num_images, see balanced_subset), runs the chosen
 //    pipeline ("multicrop": MultiCropAugmentation with `multi_crop`; "eval": EvalTransform;
@@ -39,7 +38,6 @@ std::vector<std::vector<torch::Tensor>> preview_rows(const Dataset& dataset,
                                                      const std::vector<int64_t>& indices,
                                                      int64_t seed, int64_t epoch);
 
-void write_png(const std::string& path, const Image& rgb);
 
 struct PreviewOptions {
   std::string data_path;

@@ -1,4 +1,6 @@
 // PIL-exact resampling of RGB images (Pillow's Image.resize with BILINEAR or BICUBIC).
+// Hand-written on purpose: cv::resize uses other filter supports and fixed-point rounding, so
+// its crops differ from torchvision's by a few levels (docs/architecture.md).
 //
 // Contract:
 //  - resize(src, box, size, filter, dst) gives, bit for bit, what Pillow gives for

@@ -95,9 +95,4 @@ void saturate(uint8_t* rgb, int n, float alpha) {
   }
 }
 
-XDINO_SIMD_CLONES
-void solarize(uint8_t* v, int n, int threshold) {
-  for (int i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(v[i] >= threshold ? 255 - v[i] : v[i]);
-}
-
 }  // namespace xdino::augment::simd

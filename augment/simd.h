@@ -30,7 +30,4 @@ void grayscale(uint8_t* rgb, int n);  // every pixel becomes (L, L, L)
 void blend_constant(uint8_t* v, int n, int degenerate, float alpha);
 void saturate(uint8_t* rgb, int n, float alpha);
 
-// v >= threshold becomes 255 - v, n values.
-void solarize(uint8_t* v, int n, int threshold);
-
 }  // namespace xdino::augment::simd

@@ -8,8 +8,8 @@
 #include <cstdlib>
 
 #include "launch/local_launcher.h"
-#include "launch/rendezvous.h"
-#include "ssl/distributed.h"
+#include "dist/rendezvous.h"
+#include "dist/distributed.h"
 
 using namespace xdino;
 
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     // launch_local re-executes /proc/self/exe with "dino" as argv[0]; pass our arguments on.
     return launch::launch_local(o, {std::to_string(nproc), std::to_string(max_mb)});
   }
-  ssl::DistConfig config = launch::dist_config_from_env();
+  ssl::DistConfig config = dist::dist_config_from_env();
   auto comm = ssl::connect(config);
   const int world = comm->world_size();
   if (comm->rank() == 0)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The official k-NN algorithm of eval_knn.py (knn_classifier), timed in PyTorch.
 
-Written here from the algorithm's description (spec eval.md section 2): chunks of
+Written here from the algorithm's description (eval_knn.py's knn_classifier): chunks of
 N_test // 100 queries, similarity = features @ train.T, topk(k) sorted, one-hot labels
 weighted by exp(sim / T), summed per class (1000 classes, as eval_knn.py hard-codes),
 classes sorted by score; top-1 / top-5 (first min(5, k) classes).

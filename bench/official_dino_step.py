@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The official DINO training step in PyTorch, timed the way bench_train times ours.
 
-Reference for bench/bench_train.cpp: builds XCiT (written here from the spec, docs
-shared/spec/xcit.md, with the same tensor operations as facebookresearch/xcit's xcit.py), the DINO
+Reference for bench/bench_train.cpp: builds XCiT (written here from docs/architecture.md,
+with the same tensor operations as facebookresearch/xcit's xcit.py), the DINO
 head, multi-crop wrapper, loss, AdamW parameter groups, per-parameter clipping, last-layer
 cancelling and the teacher EMA of main_dino.py, and times fp32 CPU steps on synthetic crops (after the last-layer freeze, i.e.
 --freeze_last_layer 0: every parameter is updated).

@@ -53,12 +53,12 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
 }
 
 void add_model_fields(Json& json, const BackboneSpec& spec) {
-  json.set("arch", spec.arch)
-      .set("patch_size", spec.patch_size)
-      .set("image_size", spec.image_size)
-      .set("pretrained_weights", spec.pretrained_weights)
-      .set("checkpoint_key", spec.checkpoint_key)
-      .set("weights", weights_kind(spec));
+  json["arch"] = spec.arch;
+  json["patch_size"] = spec.patch_size;
+  json["image_size"] = spec.image_size;
+  json["pretrained_weights"] = spec.pretrained_weights;
+  json["checkpoint_key"] = spec.checkpoint_key;
+  json["weights"] = weights_kind(spec);
 }
 
 }  // namespace xdino::eval

@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "eval/json.h"
+#include "core/json.h"
 #include "models/backbone.h"
 #include "models/registry.h"
 

@@ -137,19 +137,6 @@ cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height, const std::
   return grid;
 }
 
-void write_png(const std::filesystem::path& path, const cv::Mat& rgb) {
-  XDINO_CHECK(rgb.type() == CV_8UC3 || rgb.type() == CV_8UC1, "write_png wants 8-bit RGB or grey");
-  cv::Mat bgr;
-  if (rgb.channels() == 3)
-    cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  else
-    bgr = rgb;
-  std::vector<uint8_t> bytes;
-  XDINO_CHECK(cv::imencode(".png", bgr, bytes), "cannot encode ", path, " as PNG");
-  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()),
-                                               bytes.size()));
-}
-
 void write_npy(const std::filesystem::path& path, const torch::Tensor& tensor) {
   torch::Tensor t = tensor.cpu().contiguous();
   std::string descr;

@@ -11,9 +11,9 @@
 //  - overlay_mask(image, mask (H, W), colour): image*(1 - 0.5 m) + 0.5 m * colour, plus the
 //    mask's contours in the same colour, as DINO's display_instances draws them.
 //  - make_grid: rows of equally tall tiles with a label column on the left, for overviews.
-//  - write_png / write_npy write atomically (temp + rename); write_npy stores tensors as
-//    .npy v1.0 (numpy.load and most plotting tools read it). Errors throw xdino::Error
-//    naming the path.
+//  - write_npy writes atomically (temp + rename) and stores tensors as .npy v1.0 (numpy.load
+//    and most plotting tools read it). Errors throw xdino::Error naming the path. Images are
+//    written with augment/encode.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -23,7 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "augment/encode.h"
+
 namespace xdino::eval {
+
+using augment::write_png;
 
 enum class Colormap { kViridis, kInferno };
 
@@ -44,7 +48,6 @@ struct GridRow {
 cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height = 128,
                   const std::string& title = "");
 
-void write_png(const std::filesystem::path& path, const cv::Mat& rgb);
 void write_npy(const std::filesystem::path& path, const torch::Tensor& tensor);
 
 }  // namespace xdino::eval

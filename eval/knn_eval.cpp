@@ -7,6 +7,7 @@
 #include "augment/dataset.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/python_format.h"
 #include "core/log.h"
 #include "core/pth.h"
 #include "eval/extract.h"
@@ -17,13 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Python's str(float) for the official result lines ("76.04", "100.0").
-std::string python_float(double v) {
-  char buf[32];
-  std::string s(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -136,35 +130,36 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
               ", ", train.size(0), " train x ", test.size(0), " test, dim ", train.size(1), ").");
     result.knn = knn_classify(train, data.train.labels, test, data.test.labels, params);
     for (const KnnAccuracy& a : result.knn.per_k)
-      log::info(a.k, "-NN classifier result: Top1: ", python_float(a.top1),
-                ", Top5: ", python_float(a.top5));
+      log::info(a.k, "-NN classifier result: Top1: ", python_repr(a.top1),
+                ", Top5: ", python_repr(a.top5));
 
     Json& j = result.json = Json::object();
-    j.set("protocol", "weighted k-NN (eval_knn.py)");
+    j["protocol"] = "weighted k-NN (eval_knn.py)";
     add_model_fields(j, model_spec);
-    j.set("temperature", options.temperature)
-        .set("num_train", result.knn.num_train)
-        .set("num_test", result.knn.num_test)
-        .set("num_classes", result.knn.num_classes)
-        .set("feature_dim", result.knn.feature_dim)
-        .set("backend", backend_name(params.backend))
-        .set("features", options.load_features.empty() ? std::string("extracted")
-                                                       : "loaded from " + options.load_features);
+    j["temperature"] = options.temperature;
+    j["num_train"] = result.knn.num_train;
+    j["num_test"] = result.knn.num_test;
+    j["num_classes"] = result.knn.num_classes;
+    j["feature_dim"] = result.knn.feature_dim;
+    j["backend"] = backend_name(params.backend);
+    j["features"] = options.load_features.empty() ? std::string("extracted")
+                                                  : "loaded from " + options.load_features;
     Json list = Json::array();
     const int64_t rk = reported_k(params.ks);
     Json reported;
     for (const KnnAccuracy& a : result.knn.per_k) {
       Json r = Json::object();
-      r.set("k", a.k).set("top1", a.top1).set("top5", a.top5);
+      r["k"] = a.k;
+      r["top1"] = a.top1;
+      r["top5"] = a.top5;
       if (a.k == rk && reported.is_null()) reported = r;
       list.push_back(r);
     }
-    j.set("results", list).set("reported", reported);
-    Json seconds = Json::object();
-    seconds.set("extraction", extraction_s).set("knn", result.knn.seconds);
-    j.set("seconds", seconds);
+    j["results"] = list;
+    j["reported"] = reported;
+    j["seconds"] = Json{{"extraction", extraction_s}, {"knn", result.knn.seconds}};
     fs::create_directories(options.output_dir);
-    write_file_atomically(fs::path(options.output_dir) / "knn.json", j.dump(2) + "\n");
+    write_file_atomically(fs::path(options.output_dir) / "knn.json", python_dumps(j, 2) + "\n");
     log::info("wrote ", (fs::path(options.output_dir) / "knn.json").string());
   }
   comm.barrier();

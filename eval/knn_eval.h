@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "core/dist.h"
+#include "dist/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "eval/knn.h"
 
 namespace xdino::eval {

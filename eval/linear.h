@@ -28,8 +28,8 @@
 #include <limits>
 #include <optional>
 
-#include "core/dist.h"
-#include "ssl/optim.h"
+#include "dist/communicator.h"
+#include "train/optim.h"
 
 namespace xdino::eval {
 

@@ -4,27 +4,27 @@
 
 #include "core/check.h"
 #include "core/pth.h"
-#include "ssl/ivalue_util.h"
+#include "core/ivalue.h"
 
 namespace xdino::eval {
 namespace {
 
 c10::impl::GenericList doubles(std::initializer_list<double> values) {
-  auto list = ssl::make_list();
+  auto list = xdino::make_list();
   for (const double v : values) list.push_back(v);
   return list;
 }
 
-ssl::IDict state_dict_of(const c10::IValue& root, const std::string& what) {
-  ssl::IDict d = ssl::as_dict(root, what);
-  if (const c10::IValue* sd = ssl::find(d, "state_dict")) return ssl::as_dict(*sd, what);
+xdino::IDict state_dict_of(const c10::IValue& root, const std::string& what) {
+  xdino::IDict d = xdino::as_dict(root, what);
+  if (const c10::IValue* sd = xdino::find(d, "state_dict")) return xdino::as_dict(*sd, what);
   return d;
 }
 
-torch::Tensor linear_tensor(const ssl::IDict& state, const std::string& name,
+torch::Tensor linear_tensor(const xdino::IDict& state, const std::string& name,
                             const std::string& what) {
   for (const std::string key : {"module.linear." + name, "linear." + name}) {
-    if (const c10::IValue* v = ssl::find(state, key)) {
+    if (const c10::IValue* v = xdino::find(state, key)) {
       XDINO_CHECK(v->isTensor(), what, ": ", key, " is not a tensor");
       return v->toTensor();
     }
@@ -37,21 +37,21 @@ torch::Tensor linear_tensor(const ssl::IDict& state, const std::string& name,
 void save_linear_checkpoint(const std::filesystem::path& path, LinearClassifier& classifier,
                             const ssl::Optimizer& optimizer, int64_t next_epoch,
                             const LinearOutcome& best, const LinearCheckpointInfo& info) {
-  ssl::IDict weights = ssl::make_dict();
+  xdino::IDict weights = xdino::make_dict();
   weights.insert("module.linear.weight", classifier->linear->weight.detach().to(torch::kCPU));
   weights.insert("module.linear.bias", classifier->linear->bias.detach().to(torch::kCPU));
 
   // The optimizer's param group as CosineAnnealingLR leaves it: initial_lr added.
   c10::IValue opt = optimizer.state_dict();
-  ssl::IDict opt_dict = ssl::as_dict(opt, "optimizer state");
+  xdino::IDict opt_dict = xdino::as_dict(opt, "optimizer state");
   auto groups = opt_dict.at("param_groups").toList();
   for (size_t i = 0; i < groups.size(); ++i) {
-    ssl::IDict g = groups.get(i).toGenericDict();
+    xdino::IDict g = groups.get(i).toGenericDict();
     g.insert_or_assign("initial_lr", info.base_lr);
   }
 
   const double next_lr = cosine_lr(info.base_lr, next_epoch, info.epochs);
-  ssl::IDict sched = ssl::make_dict();
+  xdino::IDict sched = xdino::make_dict();
   sched.insert("T_max", info.epochs);
   sched.insert("eta_min", int64_t{0});
   sched.insert("base_lrs", doubles({info.base_lr}));
@@ -61,7 +61,7 @@ void save_linear_checkpoint(const std::filesystem::path& path, LinearClassifier&
   sched.insert("_get_lr_called_within_step", false);
   sched.insert("_last_lr", doubles({next_lr}));
 
-  ssl::IDict ck = ssl::make_dict();
+  xdino::IDict ck = xdino::make_dict();
   ck.insert("epoch", next_epoch);
   ck.insert("state_dict", weights);
   ck.insert("optimizer", opt);
@@ -75,7 +75,7 @@ void save_linear_checkpoint(const std::filesystem::path& path, LinearClassifier&
 
 void load_linear_weights(const std::filesystem::path& path, LinearClassifier& classifier) {
   const std::string what = path.string();
-  const ssl::IDict state = state_dict_of(load_pth(path), what);
+  const xdino::IDict state = state_dict_of(load_pth(path), what);
   const torch::Tensor w = linear_tensor(state, "weight", what);
   const torch::Tensor b = linear_tensor(state, "bias", what);
   auto& lin = classifier->linear;
@@ -92,13 +92,13 @@ int64_t restore_linear_checkpoint(const std::filesystem::path& path,
                                   LinearOutcome& best) {
   const std::string what = path.string();
   load_linear_weights(path, classifier);
-  const ssl::IDict ck = ssl::as_dict(load_pth(path), what);
-  optimizer.load_state_dict(ssl::get(ck, "optimizer", what));
-  best.best_acc = ssl::as_double(ssl::get(ck, "best_acc", what), "best_acc");
-  if (const c10::IValue* e = ssl::find(ck, "best_epoch")) best.best_epoch = ssl::as_int(*e, "best_epoch");
-  if (const c10::IValue* a = ssl::find(ck, "best_acc5"); a != nullptr && !a->isNone())
-    best.best_acc5 = ssl::as_double(*a, "best_acc5");
-  return ssl::as_int(ssl::get(ck, "epoch", what), "epoch");
+  const xdino::IDict ck = xdino::as_dict(load_pth(path), what);
+  optimizer.load_state_dict(xdino::get(ck, "optimizer", what));
+  best.best_acc = xdino::as_double(xdino::get(ck, "best_acc", what), "best_acc");
+  if (const c10::IValue* e = xdino::find(ck, "best_epoch")) best.best_epoch = xdino::as_int(*e, "best_epoch");
+  if (const c10::IValue* a = xdino::find(ck, "best_acc5"); a != nullptr && !a->isNone())
+    best.best_acc5 = xdino::as_double(*a, "best_acc5");
+  return xdino::as_int(xdino::get(ck, "epoch", what), "epoch");
 }
 
 }  // namespace xdino::eval

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "eval/linear.h"
-#include "ssl/optim.h"
+#include "train/optim.h"
 
 namespace xdino::eval {
 

@@ -101,10 +101,13 @@ FeatureSet share(FeatureSet set, Communicator& comm, torch::Device device) {
 
 Json epoch_line(const EpochStats& e) {
   Json j = Json::object();
-  j.set("train_lr", e.train_lr).set("train_loss", e.train_loss).set("epoch", e.epoch);
+  j["train_lr"] = e.train_lr;
+  j["train_loss"] = e.train_loss;
+  j["epoch"] = e.epoch;
   if (e.test) {
-    j.set("test_loss", e.test->loss).set("test_acc1", e.test->acc1);
-    if (!std::isnan(e.test->acc5)) j.set("test_acc5", e.test->acc5);
+    j["test_loss"] = e.test->loss;
+    j["test_acc1"] = e.test->acc1;
+    if (!std::isnan(e.test->acc5)) j["test_acc5"] = e.test->acc5;
   }
   return j;
 }
@@ -280,7 +283,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
       [&](const EpochStats& e, const LinearOutcome& so_far) {
         if (!comm.is_main()) return;
         std::ofstream log_file(out_dir / "log.txt", std::ios::app);
-        log_file << epoch_line(e).dump() << "\n";
+        log_file << python_dumps(epoch_line(e)) << "\n";
         XDINO_CHECK(log_file.good(), "cannot append to ", (out_dir / "log.txt").string());
         save_linear_checkpoint(ckpt, classifier, *optimizer, e.epoch + 1, so_far, info);
       });
@@ -288,32 +291,33 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   if (comm.is_main()) {
     const LinearOutcome& r = result.outcome;
     Json& j = result.json = Json::object();
-    j.set("protocol", protocol);
+    j["protocol"] = protocol;
     add_model_fields(j, o.model);
-    j.set("feature", feature_description(ex))
-        .set("feature_dim", dim)
-        .set("num_labels", o.num_labels)
-        .set("num_train", num_train)
-        .set("num_val", num_val)
-        .set("epochs", o.epochs)
-        .set("lr", o.lr)
-        .set("batch_size_per_gpu", o.batch_size_per_gpu)
-        .set("world_size", comm.world_size())
-        .set("scaled_lr", base_lr);
-    Json best = Json::object();
-    best.set("epoch", r.best_epoch).set("acc1", r.best_acc).set("acc5", nan_null(r.best_acc5));
-    j.set("best", best);
+    j["feature"] = feature_description(ex);
+    j["feature_dim"] = dim;
+    j["num_labels"] = o.num_labels;
+    j["num_train"] = num_train;
+    j["num_val"] = num_val;
+    j["epochs"] = o.epochs;
+    j["lr"] = o.lr;
+    j["batch_size_per_gpu"] = o.batch_size_per_gpu;
+    j["world_size"] = comm.world_size();
+    j["scaled_lr"] = base_lr;
+    j["best"] =
+        Json{{"epoch", r.best_epoch}, {"acc1", r.best_acc}, {"acc5", nan_null(r.best_acc5)}};
     Json last = Json::object();
     if (r.last) {
-      last.set("epoch", r.last->epoch).set("train_loss", r.last->train_loss);
-      if (r.last->test)
-        last.set("test_loss", r.last->test->loss)
-            .set("acc1", r.last->test->acc1)
-            .set("acc5", nan_null(r.last->test->acc5));
+      last["epoch"] = r.last->epoch;
+      last["train_loss"] = r.last->train_loss;
+      if (r.last->test) {
+        last["test_loss"] = r.last->test->loss;
+        last["acc1"] = r.last->test->acc1;
+        last["acc5"] = nan_null(r.last->test->acc5);
+      }
     }
-    j.set("last", last);
-    j.set("seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-    write_file_atomically(out_dir / "linear.json", j.dump(2) + "\n");
+    j["last"] = last;
+    j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    write_file_atomically(out_dir / "linear.json", python_dumps(j, 2) + "\n");
     log::info("Training of the supervised linear classifier on frozen features completed.");
     char acc[32];
     std::snprintf(acc, sizeof acc, "%.1f", r.best_acc);

@@ -5,13 +5,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <boost/property_tree/ini_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
 #include <map>
 #include <regex>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "eval/frozen_backbone.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "models/registry.h"
 
 namespace xdino::eval {
@@ -57,24 +59,23 @@ const std::vector<std::string>& header() {
   return h;
 }
 
-// Key/value pairs of an INI file, sections ignored (a run's config.ini has one).
+// Key/value pairs of an INI file, sections flattened (a run's config.ini has one); a missing
+// file gives none. Malformed files throw xdino::UsageError naming the line.
 std::map<std::string, std::string> read_ini(const fs::path& path) {
   std::map<std::string, std::string> kv;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#' || line[first] == ';' ||
-        line[first] == '[')
+  if (!fs::exists(path)) return kv;
+  boost::property_tree::ptree tree;
+  try {
+    boost::property_tree::ini_parser::read_ini(path.string(), tree);
+  } catch (const boost::property_tree::ini_parser_error& e) {
+    XDINO_FAIL_ARG("cannot read ", path.string(), ": ", e.message(), " at line ", e.line());
+  }
+  for (const auto& [key, node] : tree) {
+    if (node.empty()) {
+      kv[key] = node.data();
       continue;
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      const auto b = s.find_first_not_of(" \t\r");
-      const auto e = s.find_last_not_of(" \t\r");
-      return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-    };
-    kv[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+    }
+    for (const auto& [name, value] : node) kv[name] = value.data();
   }
   return kv;
 }
@@ -101,14 +102,16 @@ struct ModelKey {  // unset fields are filled from config.ini, then defaults
 };
 
 void merge_model(ModelKey& key, const Json& j, const fs::path& file) {
-  if (const Json* a = j.find("arch")) {
-    XDINO_CHECK_ARG(key.arch.empty() || key.arch == a->as_string(), "run folder results disagree on the architecture: '",
-                    key.arch, "' vs '", a->as_string(), "' in ", file.string());
-    key.arch = a->as_string();
+  if (j.contains("arch")) {
+    const auto arch = j.at("arch").get<std::string>();
+    XDINO_CHECK_ARG(key.arch.empty() || key.arch == arch,
+                    "run folder results disagree on the architecture: '", key.arch, "' vs '",
+                    arch, "' in ", file.string());
+    key.arch = arch;
   }
-  if (const Json* p = j.find("patch_size")) key.patch_size = p->as_int();
-  if (const Json* s = j.find("image_size")) key.image_size = s->as_int();
-  if (const Json* w = j.find("weights")) key.pretrained = w->as_string() == "pretrained";
+  if (j.contains("patch_size")) key.patch_size = j.at("patch_size").get<int64_t>();
+  if (j.contains("image_size")) key.image_size = j.at("image_size").get<int64_t>();
+  if (j.contains("weights")) key.pretrained = j.at("weights").get<std::string>() == "pretrained";
 }
 
 std::string latex_escape(const std::string& s) {
@@ -201,18 +204,29 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   ReportRow row;
   row.run = dir_text;
   ModelKey key;
+  // A missing key or a value of the wrong type names the file.
+  const auto read_result = [&](const fs::path& file, const auto& use) {
+    const Json j = parse_json(read_file(file), file.string());
+    try {
+      merge_model(key, j, file);
+      use(j);
+    } catch (const Json::exception& e) {
+      XDINO_FAIL_ARG("unexpected content in ", file.string(), ": ", e.what());
+    }
+  };
   if (knn_file) {
-    const Json j = Json::parse(read_file(*knn_file), knn_file->string());
-    merge_model(key, j, *knn_file);
-    const Json& rep = j.at("reported");
-    row.knn = rep.at("top1").as_number();
-    row.knn_k = rep.at("k").as_int();
+    read_result(*knn_file, [&](const Json& j) {
+      const Json& rep = j.at("reported");
+      row.knn = rep.at("top1").get<double>();
+      row.knn_k = rep.at("k").get<int64_t>();
+    });
   }
   if (linear_file) {
-    const Json j = Json::parse(read_file(*linear_file), linear_file->string());
-    merge_model(key, j, *linear_file);
-    row.linear = j.at("best").at("acc1").as_number();
-    row.linear_cached = j.at("protocol").as_string().rfind("cached-features", 0) == 0;
+    read_result(*linear_file, [&](const Json& j) {
+      row.linear = j.at("best").at("acc1").get<double>();
+      row.linear_cached =
+          j.at("protocol").get<std::string>().rfind("cached-features", 0) == 0;
+    });
   }
   // Results written by older or other tools may lack fields: the run's config.ini has them.
   const fs::path ini = (knn_file ? *knn_file : *linear_file).parent_path() / "config.ini";
@@ -327,29 +341,34 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     for (const ReportRow& r : rows) line(row_cells(r));
   } else {
     Json j = Json::object();
-    Json cols = Json::array();
-    for (const auto& h : head) cols.push_back(h);
-    j.set("columns", cols);
+    j["columns"] = head;
     Json list = Json::array();
     for (const ReportRow& r : rows) {
       Json o = Json::object();
-      o.set("ssl_method", r.method).set("model", r.model).set("arch", r.arch);
-      o.set("image_size", r.image_size).set("params", number_or_null(r.params));
-      o.set("flops", number_or_null(r.flops)).set("linear", number_or_null(r.linear));
-      o.set("linear_protocol", r.linear ? (r.linear_cached ? "cached-features" : "official")
-                                        : Json());
-      o.set("knn", number_or_null(r.knn)).set("knn_k", r.knn_k ? Json(r.knn_k) : Json());
-      o.set("source", r.source).set("run", r.run);
-      o.set("cells", [&] {
+      o["ssl_method"] = r.method;
+      o["model"] = r.model;
+      o["arch"] = r.arch;
+      o["image_size"] = r.image_size;
+      // A count: an integer in the file, as Python would write it.
+      o["params"] = r.params ? Json(std::llround(*r.params)) : Json();
+      o["flops"] = number_or_null(r.flops);
+      o["linear"] = number_or_null(r.linear);
+      o["linear_protocol"] =
+          r.linear ? Json(r.linear_cached ? "cached-features" : "official") : Json();
+      o["knn"] = number_or_null(r.knn);
+      o["knn_k"] = r.knn_k ? Json(r.knn_k) : Json();
+      o["source"] = r.source;
+      o["run"] = r.run;
+      o["cells"] = [&] {
         Json c = Json::array();
         for (const auto& s : cells(r)) c.push_back(s);
         return c;
-      }());
+      }();
       list.push_back(o);
     }
-    j.set("rows", list);
-    if (any_cached) j.set("notes", Json(kCachedNote));
-    out = j.dump(2) + "\n";
+    j["rows"] = list;
+    if (any_cached) j["notes"] = kCachedNote;
+    out = python_dumps(j, 2) + "\n";
   }
   return out;
 }

@@ -206,15 +206,7 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
 
 void write_frame(const ImageMaps& m, const fs::path& file) {
   const torch::Tensor mean = upsample_nearest(m.attention.mean(0, true), m.patch)[0];
-  cv::Mat rgb = colorize(mean, Colormap::kInferno), bgr;
-  std::string ext = file.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-  if (ext != ".jpg" && ext != ".jpeg") return write_png(file, rgb);
-  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-  std::vector<uint8_t> bytes;
-  XDINO_CHECK(cv::imencode(".jpg", bgr, bytes), "cannot encode ", file, " as JPEG");
-  write_file_atomically(file, std::string_view(reinterpret_cast<const char*>(bytes.data()),
-                                               bytes.size()));
+  augment::write_image(file, colorize(mean, Colormap::kInferno));
 }
 
 namespace {

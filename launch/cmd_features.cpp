@@ -25,7 +25,7 @@ class FeaturesCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    EvalSession s = start_session(dist_);
+    Session s = start_session(dist_);
     const std::filesystem::path parent = std::filesystem::path(opt_.output).parent_path();
     write_config(flags, parent.empty() ? "." : parent.string(), *s.comm);
     eval::run_features(opt_, *s.comm, s.device);
@@ -35,7 +35,7 @@ class FeaturesCommand : public Command {
 
  private:
   eval::FeaturesOptions opt_;
-  DistOptions dist_;
+  dist::DistOptions dist_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "launch/command.h"
 #include "models/info.h"
+#include "models/registry.h"
 
 namespace xdino::launch {
 namespace {
@@ -11,9 +12,7 @@ class InfoCommand : public Command {
  public:
   void declare(Flags& f) override {
     models::InfoOptions& o = opt_;
-    f.add("arch", &o.arch,
-          "backbone: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8}, "
-          "vit_{tiny,small,base}, xvit_{tiny,small,medium,base}[_p8], pixels")
+    f.add("arch", &o.arch, "backbone: " + models::backbone_list())
         .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
         .add("image_size", &o.image_size, "input resolution: S (square) or H W");
   }

@@ -32,7 +32,7 @@ class KnnCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    EvalSession s = start_session(dist_);
+    Session s = start_session(dist_);
     write_config(flags, opt_.output_dir, *s.comm);
     eval::run_knn_eval(opt_, *s.comm, s.device);
     s.comm->finalize();
@@ -41,7 +41,7 @@ class KnnCommand : public Command {
 
  private:
   eval::KnnEvalOptions opt_;
-  DistOptions dist_;
+  dist::DistOptions dist_;
 };
 
 }  // namespace

@@ -44,7 +44,7 @@ class LinearCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    EvalSession s = start_session(dist_);
+    Session s = start_session(dist_);
     if (!opt_.evaluate) write_config(flags, opt_.output_dir, *s.comm);
     eval::run_linear_eval(opt_, *s.comm, s.device);
     s.comm->finalize();
@@ -53,7 +53,7 @@ class LinearCommand : public Command {
 
  private:
   eval::LinearEvalOptions opt_;
-  DistOptions dist_;
+  dist::DistOptions dist_;
 };
 
 }  // namespace

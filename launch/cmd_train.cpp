@@ -3,19 +3,15 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 
 #include "augment/dataset.h"
 #include "augment/loader.h"
-#include "augment/multicrop.h"
-#include "core/atomic_file.h"
-#include "core/blas.h"
+#include "augment/pipelines.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "launch/command.h"
-#include "launch/rendezvous.h"
+#include "launch/session.h"
 #include "models/registry.h"
-#include "ssl/distributed.h"
 #include "ssl/trainer.h"
 
 namespace xdino::launch {
@@ -42,33 +38,23 @@ class LoaderSource : public ssl::DataSource {
   augment::DataLoader loader_;
 };
 
-augment::SampleTransform multicrop_transform(const ssl::TrainOptions& o) {
+// TrainOptions' crop flags as the augmentation's options (the rest keep DINO's defaults).
+augment::MultiCropOptions multi_crop_options(const ssl::TrainOptions& o) {
   augment::MultiCropOptions mo;
-  mo.global_crops_scale = o.global_crops_scale;
-  mo.local_crops_scale = o.local_crops_scale;
-  mo.local_crops_number = o.local_crops_number;
-  mo.global_crops_size = o.global_crops_size;
-  mo.local_crops_size = o.local_crops_size;
+  static_cast<augment::CropSizes&>(mo) = o;  // the crop flags, one assignment
   XDINO_CHECK_ARG(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
                   "--blur_sigma takes two values 0 < min <= max (pixels), got ", o.blur_sigma.size(),
                   " values");
   mo.blur_sigma_min = o.blur_sigma[0];
   mo.blur_sigma_max = o.blur_sigma[1];
-  auto aug = std::make_shared<const augment::MultiCropAugmentation>(mo);
-  std::vector<std::vector<int64_t>> shapes;
-  for (int64_t c = 0; c < aug->num_crops(); ++c)
-    shapes.push_back({3, aug->crop_size(c), aug->crop_size(c)});
-  return augment::SampleTransform(
-      std::move(shapes), [aug](const augment::Image& image, augment::Rng& rng,
-                               const std::vector<torch::Tensor>& out) { (*aug)(image, rng, out); });
+  return mo;
 }
 
 class TrainCommand : public Command {
  public:
   void declare(Flags& f) override {
     ssl::TrainOptions& o = opt_;
-    f.add("arch", &o.arch, "backbone: xcit_{nano,tiny,small,medium,large}_{12,24}_p{16,8}, "
-                           "vit_{tiny,small,base}, xvit_{tiny,small,medium,base}[_p8]")
+    f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
         .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
         .add("out_dim", &o.out_dim, "dimensionality of the DINO head output")
         .add("norm_last_layer", &o.norm_last_layer,
@@ -131,20 +117,10 @@ class TrainCommand : public Command {
     XDINO_CHECK_ARG(o.dist_url == "env://", "--dist_url ", o.dist_url,
                     " is not supported: only env:// (torchrun, SLURM or MPI variables)");
 
-    const ssl::DistConfig dist = dist_config_from_env(dist_);
-    if (o.device == "auto") o.device = dist.device.str();
-    if (dist.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
-      at::set_num_threads(std::max<int>(
-          1, static_cast<int>(std::thread::hardware_concurrency()) / dist.local_world_size));
-    log::set_rank(dist.rank, dist.world_size);
-    const auto comm = ssl::connect(dist);
-
-    const std::filesystem::path out(o.output_dir);
-    if (comm->is_main()) {
-      std::filesystem::create_directories(out);
-      write_file_atomically(out / "config.ini", flags.to_ini());
-    }
-    log::info(blas_summary(), "; ", at::get_num_threads(), " intra-op threads");
+    const Session session = start_session(dist_);
+    if (o.device == "auto") o.device = session.device.str();
+    const auto& comm = session.comm;
+    write_config(flags, o.output_dir, *comm);
 
     augment::DatasetOptions dataset_options;
     dataset_options.max_samples = o.max_samples;
@@ -154,8 +130,9 @@ class TrainCommand : public Command {
     lo.batch_size = o.batch_size_per_gpu;
     lo.num_workers = o.num_workers;
     lo.seed = o.seed;
-    auto data = std::make_shared<LoaderSource>(dataset, multicrop_transform(o), lo, comm->rank(),
-                                               comm->world_size());
+    auto data = std::make_shared<LoaderSource>(
+        dataset, augment::multi_crop_transform(multi_crop_options(o)), lo, comm->rank(),
+        comm->world_size());
 
     ssl::Trainer trainer(
         o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
@@ -167,7 +144,7 @@ class TrainCommand : public Command {
 
  private:
   ssl::TrainOptions opt_;
-  DistOptions dist_;
+  dist::DistOptions dist_;
 };
 
 }  // namespace

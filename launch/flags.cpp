@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/python_format.h"
 
 namespace po = boost::program_options;
 
@@ -85,38 +86,6 @@ std::string join(const std::vector<T>& v, Render render) {
 
 }  // namespace
 
-std::string format_double(double v) {
-  // Python's repr(float): the shortest digits that parse back to v, in fixed notation when
-  // the decimal exponent is in (-4, 16], else scientific ("0.0005", "3.0", "1e-06").
-  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-  char buf[64];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  const std::string sci(buf, res.ptr);
-  const auto e_pos = sci.find('e');
-  std::string mantissa = sci.substr(0, e_pos);
-  const int exponent = std::stoi(sci.substr(e_pos + 1));
-  std::string sign;
-  if (mantissa[0] == '-') {
-    sign = "-";
-    mantissa.erase(0, 1);
-  }
-  std::string digits;
-  for (char c : mantissa)
-    if (c != '.') digits += c;
-  const int decpt = exponent + 1;
-  const int n = static_cast<int>(digits.size());
-  if (decpt > -4 && decpt <= 16) {
-    if (decpt <= 0) return sign + "0." + std::string(-decpt, '0') + digits;
-    if (decpt >= n) return sign + digits + std::string(decpt - n, '0') + ".0";
-    return sign + digits.substr(0, decpt) + "." + digits.substr(decpt);
-  }
-  std::string out = sign + digits.substr(0, 1);
-  if (n > 1) out += "." + digits.substr(1);
-  char exp_text[16];
-  std::snprintf(exp_text, sizeof exp_text, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-  return out + exp_text;
-}
-
 Flags::Flags(std::string command) : command_(std::move(command)) {}
 
 Flags& Flags::add_flag(Flag flag) {
@@ -177,7 +146,7 @@ Flags& Flags::add(const std::string& name, double* field, const std::string& hel
                    [=](const std::vector<std::string>& t) {
                      *field = parse_double(name, single(t, name), "");
                    },
-                   [=] { return format_double(*field); }});
+                   [=] { return python_repr(*field); }});
 }
 
 Flags& Flags::add(const std::string& name, std::string* field, const std::string& help) {
@@ -201,7 +170,7 @@ Flags& Flags::add(const std::string& name, std::vector<double>* field, const std
                      field->clear();
                      for (const auto& s : t) field->push_back(parse_double(name, s, ""));
                    },
-                   [=] { return join(*field, format_double); }});
+                   [=] { return join(*field, python_repr); }});
 }
 
 Flags& Flags::add(const std::string& name, std::vector<std::string>* field,

@@ -93,7 +93,4 @@ class Flags {
   std::vector<std::string> trailing_;
 };
 
-// Shortest text that parses back to the same double ("0.0005", "1e-06", "3").
-std::string format_double(double v);
-
 }  // namespace xdino::launch

@@ -86,7 +86,7 @@ class Backbone : public torch::nn::Module {
   // Token grid (rows, cols) for an H x W input.
   virtual std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const = 0;
   // Forward FLOPs for one H x W image in eval mode, fvcore convention (one multiply-add = 1
-  // FLOP; spec eval.md section 6), computed analytically from the layer shapes.
+  // FLOP), computed analytically from the layer shapes.
   virtual double flops(int64_t height, int64_t width) const = 0;
   // Number of trainable-parameter elements (BN running statistics excluded).
   int64_t num_parameters() const;

@@ -19,7 +19,7 @@
 
 #include <memory>
 
-#include "core/dist.h"
+#include "dist/communicator.h"
 
 namespace xdino::models {
 

@@ -62,13 +62,18 @@ std::vector<std::string> backbone_names() {
   return names;
 }
 
+std::string backbone_list(bool with_pixels) {
+  std::string out;
+  for (const auto& name : backbone_names())
+    if (with_pixels || name != "pixels") out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
   const auto& table = factories();
   const auto it = table.find(arch);
   if (it == table.end()) {
-    std::string known;
-    for (const auto& name : backbone_names()) known += (known.empty() ? "" : ", ") + name;
-    XDINO_FAIL_ARG("unknown architecture '", arch, "' (known: ", known, ")");
+    XDINO_FAIL_ARG("unknown architecture '", arch, "' (known: ", backbone_list(), ")");
   }
   return it->second(options);
 }

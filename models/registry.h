@@ -1,7 +1,7 @@
 // Building backbones by name.
 //
 // Contract: create_backbone(arch, options) returns a freshly initialised model (official init,
-// spec xcit.md section 12) or throws xdino::UsageError naming the unknown arch and listing the
+// docs/architecture.md) or throws xdino::UsageError naming the unknown arch and listing the
 // known ones. Names: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8},
 // vit_{tiny,small,base} (patch from options.patch_size, as in DINO),
 // xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), pixels.
@@ -26,5 +26,8 @@ std::shared_ptr<Backbone> create_backbone(const std::string& arch,
                                           const BackboneOptions& options = {});
 
 std::vector<std::string> backbone_names();
+// The names, comma-separated, for help texts and error messages; `pixels` (no parameters,
+// nothing to train) left out unless asked for.
+std::string backbone_list(bool with_pixels = true);
 
 }  // namespace xdino::models

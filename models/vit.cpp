@@ -76,19 +76,6 @@ Tensor interpolate_pos_encoding(const Tensor& pos_embed, int64_t height, int64_t
 
 // ------------------------------------------------------------------------------------------
 
-ViTPatchEmbedImpl::ViTPatchEmbedImpl(int64_t patch, int64_t dim) {
-  proj = register_module("proj", nn::Conv2d(nn::Conv2dOptions(3, dim, patch).stride(patch)));
-}
-
-Tensor ViTPatchEmbedImpl::forward(const Tensor& images) {
-  XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, "ViT expects images (B, 3, H, W), got ",
-              images.sizes());
-  const int64_t p = proj->options.kernel_size()->at(0);
-  XDINO_CHECK(images.size(2) >= p && images.size(3) >= p, "image ", images.size(2), "x",
-              images.size(3), " is smaller than one ", p, "x", p, " patch");
-  return proj(images).flatten(2).transpose(1, 2);
-}
-
 AttentionImpl::AttentionImpl(int64_t dim, int64_t heads) : num_heads(heads) {
   XDINO_CHECK_ARG(dim % heads == 0, "embed_dim ", dim, " is not divisible by ", heads, " heads");
   qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(true)));
@@ -110,7 +97,8 @@ Tensor AttentionImpl::forward(const Tensor& x, Tensor* cls_attention) {
   return proj(out.transpose(1, 2).reshape({B, T, C}));
 }
 
-ViTBlockImpl::ViTBlockImpl(int64_t dim, int64_t heads, double rate) : drop_path_rate(rate) {
+ViTBlockImpl::ViTBlockImpl(const ViTBlockOptions& o) : drop_path_rate(o.drop_path_rate()) {
+  const int64_t dim = o.dim(), heads = o.num_heads();
   norm1 = register_module("norm1", nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6)));
   attn = register_module("attn", Attention(dim, heads));
   norm2 = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({dim}).eps(1e-6)));
@@ -142,7 +130,7 @@ VisionTransformer::VisionTransformer(ViTConfig config) : config_(std::move(confi
     const double rate =
         c.depth > 1 ? c.drop_path_rate * static_cast<double>(i) / static_cast<double>(c.depth - 1)
                     : 0.0;
-    blocks.push_back(ViTBlock(C, c.num_heads, rate));
+    blocks.push_back(ViTBlock(ViTBlockOptions(C, c.num_heads).drop_path_rate(rate)));
     list->push_back(blocks.back());
   }
   register_module("blocks", list);

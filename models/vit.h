@@ -18,7 +18,7 @@
 #include <string>
 
 #include "models/backbone.h"
-#include "models/xcit_layers.h"
+#include "models/layers.h"
 
 namespace xdino::models {
 
@@ -43,13 +43,6 @@ double vit_flops(const ViTConfig& config, int64_t height, int64_t width);
 torch::Tensor interpolate_pos_encoding(const torch::Tensor& pos_embed, int64_t height,
                                        int64_t width, int64_t patch_size);
 
-struct ViTPatchEmbedImpl : torch::nn::Module {
-  ViTPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
-  torch::Tensor forward(const torch::Tensor& images);  // (B, 3, H, W) -> (B, n, C)
-  torch::nn::Conv2d proj{nullptr};
-};
-TORCH_MODULE(ViTPatchEmbed);
-
 // Multi-head self-attention, scale head_dim^-1/2. `cls_attention`: the CLS query's softmax
 // row (B, h, T), float32 (float64 for float64 inputs).
 struct AttentionImpl : torch::nn::Module {
@@ -60,8 +53,15 @@ struct AttentionImpl : torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
+struct ViTBlockOptions {
+  ViTBlockOptions(int64_t dim, int64_t num_heads) : dim_(dim), num_heads_(num_heads) {}
+  TORCH_ARG(int64_t, dim);
+  TORCH_ARG(int64_t, num_heads);
+  TORCH_ARG(double, drop_path_rate) = 0.0;  // stochastic depth of both residuals
+};
+
 struct ViTBlockImpl : torch::nn::Module {
-  ViTBlockImpl(int64_t dim, int64_t num_heads, double drop_path_rate);
+  explicit ViTBlockImpl(const ViTBlockOptions& options);
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor* cls_attention = nullptr);
   double drop_path_rate;
   torch::nn::LayerNorm norm1{nullptr};

@@ -98,13 +98,15 @@ XCiT::XCiT(XCiTConfig config) : config_(std::move(config)) {
   patch_embed = register_module("patch_embed", ConvPatchEmbed(c.patch_size, C));
   auto block_list = nn::ModuleList();
   for (int64_t i = 0; i < c.depth; ++i) {
-    blocks.push_back(XCABlock(C, c.num_heads, c.eta, c.drop_path_rate));
+    blocks.push_back(
+        XCABlock(XCABlockOptions(C, c.num_heads).eta(c.eta).drop_path_rate(c.drop_path_rate)));
     block_list->push_back(blocks.back());
   }
   register_module("blocks", block_list);
   auto ca_list = nn::ModuleList();
   for (int64_t i = 0; i < c.cls_attn_layers; ++i) {
-    cls_attn_blocks.push_back(ClassAttentionBlock(C, c.num_heads, c.eta, c.tokens_norm));
+    cls_attn_blocks.push_back(ClassAttentionBlock(
+        ClassAttentionBlockOptions(C, c.num_heads).eta(c.eta).tokens_norm(c.tokens_norm)));
     ca_list->push_back(cls_attn_blocks.back());
   }
   register_module("cls_attn_blocks", ca_list);

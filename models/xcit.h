@@ -1,9 +1,9 @@
 // XCiT (Cross-Covariance Image Transformer), checkpoint-compatible with facebookresearch/xcit
-// (spec xcit.md). The 14 named variants come from xcit_variants(); any other XCiTConfig works
-// too (tests build tiny ones).
+// (docs/architecture.md, "XCiT"). The 14 named variants come from xcit_variants(); any other
+// XCiTConfig works too (tests build tiny ones).
 //
 // Contract:
-//  - Construction initialises the weights as the official code does (spec section 12).
+//  - Construction initialises the weights as the official code does (docs/architecture.md, "XCiT").
 //  - Modules, parameters and buffers carry the official names in the official state_dict
 //    order: cls_token, patch_embed.proj.{0,2,4[,6]}.{0,1}.*, blocks.i.*, cls_attn_blocks.j.*,
 //    norm.*, [head.* when num_classes > 0], pos_embeder.token_projection.*.

@@ -1,9 +1,10 @@
-// The layers of XCiT (spec xcit.md sections 3-10), named like the official modules so that a
+// The layers of XCiT (docs/architecture.md, "XCiT"), named like the official modules so that a
 // model's state_dict keys are the official ones.
 //
 // Shapes: B batch, C channels, h heads, d = C/h, (Hp, Wp) token grid, N = Hp*Wp patch tokens,
 // T = N+1 tokens with CLS first. Token order is row-major over the grid (n = r*Wp + c).
-// BatchNorms are models::BatchNorm (SyncBatchNorm once given a communicator, spec section 13).
+// BatchNorms are models::BatchNorm (SyncBatchNorm once given a communicator; see
+// docs/architecture.md, "Processes").
 // Every forward accepts float32, float64 or bfloat16/float16 tensors and runs under autocast;
 // softmax and the XCA norms are computed in float32 (float64 for float64 inputs), as PyTorch's
 // autocast does for the official model.
@@ -18,51 +19,12 @@
 
 #include "models/backbone.h"
 #include "models/batch_norm.h"
+#include "models/layers.h"
 
 namespace xdino::models {
 
-// x + s * gamma * y, where s is the per-sample stochastic-depth factor (spec section 10):
-// floor(keep + U[0,1)) / keep with keep = 1 - rate, drawn per sample; s = 1 in eval mode or
-// when rate == 0. x, y: (B, ..., C); gamma: (C,).
-torch::Tensor residual_drop_path(const torch::Tensor& x, const torch::Tensor& y,
-                                 const torch::Tensor& gamma, double rate, bool training);
-
-// x + s * y (no layer scale), for the ViT blocks.
-torch::Tensor residual_drop_path(const torch::Tensor& x, const torch::Tensor& y, double rate,
-                                 bool training);
-
-// The per-sample factor alone, (B, 1, ..., 1) with x's rank, in x's dtype; undefined when
-// stochastic depth is off (eval mode or rate == 0).
-torch::Tensor drop_path_factor(const torch::Tensor& x, double rate, bool training);
-
-// timm Mlp: fc1 -> GELU (erf) -> fc2.
-struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t dim, int64_t hidden);
-  torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
-TORCH_MODULE(Mlp);
-
-// `patch_embed`: stride-2 conv3x3 (no bias) + BN units with GELU between them, 4 units for
-// patch 16 and 3 for patch 8, at Sequential indices 0,2,4(,6). Any input size; every unit
-// rounds up (out = ceil(in / 2)). Throws xdino::UsageError for another patch size.
-struct ConvPatchEmbedImpl : torch::nn::Module {
-  ConvPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
-  // images (B, 3, H, W) -> tokens (B, N, C) contiguous, and the grid (Hp, Wp).
-  std::pair<torch::Tensor, std::pair<int64_t, int64_t>> forward(const torch::Tensor& images);
-  // (Hp, Wp) for an H x W input, without running anything.
-  static std::pair<int64_t, int64_t> grid(int64_t height, int64_t width, int64_t patch_size);
-  int64_t patch_size;
-  // Official layout: a Sequential [unit, GELU, unit, GELU, ...]; LibTorch cannot nest
-  // Sequentials, so the outer list is a ModuleList with the same indices.
-  torch::nn::ModuleList proj{nullptr};
-  std::vector<torch::nn::Conv2d> convs;  // proj.{0,2,4,6}.0
-  std::vector<BatchNorm> norms;          // proj.{0,2,4,6}.1
-};
-TORCH_MODULE(ConvPatchEmbed);
-
 // `pos_embeder`: fixed Fourier features of the 1-based grid coordinates (y channels 0-31,
-// x channels 32-63, interleaved sin/cos) projected by a 1x1 conv 64 -> C (spec section 4).
+// x channels 32-63, interleaved sin/cos) projected by a 1x1 conv 64 -> C (docs/architecture.md, "XCiT").
 struct FourierPositionalEncodingImpl : torch::nn::Module {
   explicit FourierPositionalEncodingImpl(int64_t dim);
   // (1, N, C) in token_projection's dtype (or autocast's), to add to the patch tokens.
@@ -98,9 +60,19 @@ struct LPIImpl : torch::nn::Module {
 TORCH_MODULE(LPI);
 
 // `blocks.i`: x += DP(gamma1 * XCA(norm1 x)); x += DP(gamma3 * LPI(norm3 x));
-// x += DP(gamma2 * MLP(norm2 x)) -- in this order (spec section 8). Patch tokens only.
+// x += DP(gamma2 * MLP(norm2 x)) -- in this order (docs/architecture.md, "XCiT"). Patch
+// tokens only.
+// Named like LibTorch's options: XCABlock(XCABlockOptions(384, 8).drop_path_rate(0.1)).
+struct XCABlockOptions {
+  XCABlockOptions(int64_t dim, int64_t num_heads) : dim_(dim), num_heads_(num_heads) {}
+  TORCH_ARG(int64_t, dim);
+  TORCH_ARG(int64_t, num_heads);
+  TORCH_ARG(double, eta) = 1.0;             // initial value of the layer scales gamma1..3
+  TORCH_ARG(double, drop_path_rate) = 0.0;  // stochastic depth of the three residuals
+};
+
 struct XCABlockImpl : torch::nn::Module {
-  XCABlockImpl(int64_t dim, int64_t num_heads, double eta, double drop_path_rate);
+  explicit XCABlockImpl(const XCABlockOptions& options);
   torch::Tensor forward(const torch::Tensor& x, int64_t rows, int64_t cols,
                         QKNorms* norms = nullptr);
   double drop_path_rate;
@@ -126,12 +98,20 @@ struct ClassAttentionImpl : torch::nn::Module {
 };
 TORCH_MODULE(ClassAttention);
 
-// `cls_attn_blocks.j` with the official quirks (spec section 9): u = norm1(x);
+// `cls_attn_blocks.j` with the official quirks (docs/architecture.md, "XCiT"): u = norm1(x);
 // CLS: x0 + gamma1*attn(u); patches: x_n + gamma1*u_n; then norm2 on all tokens (tokens_norm)
 // or on CLS only; CLS gets + gamma2*MLP(z0) on top of the normalised z0; patch rows double.
 // No stochastic depth. x (B, T, C) -> (B, T, C).
+struct ClassAttentionBlockOptions {
+  ClassAttentionBlockOptions(int64_t dim, int64_t num_heads) : dim_(dim), num_heads_(num_heads) {}
+  TORCH_ARG(int64_t, dim);
+  TORCH_ARG(int64_t, num_heads);
+  TORCH_ARG(double, eta) = 1.0;         // initial value of the layer scales gamma1, gamma2
+  TORCH_ARG(bool, tokens_norm) = false;  // norm2 on all tokens (true) or on CLS only
+};
+
 struct ClassAttentionBlockImpl : torch::nn::Module {
-  ClassAttentionBlockImpl(int64_t dim, int64_t num_heads, double eta, bool tokens_norm);
+  explicit ClassAttentionBlockImpl(const ClassAttentionBlockOptions& options);
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor* attention = nullptr);
   bool tokens_norm;
   torch::Tensor gamma1, gamma2;
@@ -146,11 +126,5 @@ TORCH_MODULE(ClassAttentionBlock);
 // (..., 1) in `acc`. Its backward keeps t itself, never a wider copy, and gives an all-zero
 // vector gradient 0 (see xcit_layers.cpp).
 torch::Tensor token_norm(const torch::Tensor& t, c10::ScalarType acc);
-
-// Dtype in which softmax and norms run for activations of `dtype`: float64 stays float64,
-// everything else is float32.
-inline torch::Dtype accumulation_dtype(torch::Dtype dtype) {
-  return dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
-}
 
 }  // namespace xdino::models

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages xcit-dino needs, only those missing, as root or through sudo.
 #   scripts/setup.sh           build + run dependencies (LibTorch, OpenBLAS, OpenCV, HDF5, faiss,
-#                              Boost.Program_options, GoogleTest, Fashion-MNIST, cmake, g++)
+#                              Boost (program_options, property_tree), GoogleTest, Fashion-MNIST,
+#                              cmake, g++)
 #   scripts/setup.sh --tests   the same, plus what the tests compare against (Python torch/h5py)
 set -euo pipefail
 
@@ -11,15 +12,18 @@ packages=(
   libopenblas0-pthread    # optimized BLAS: Debian's libtorch calls whatever libblas.so.3 is
   libopencv-dev           # image decoding and resampling
   libhdf5-dev             # feature files and dataset shards
-  zlib1g-dev              # gzip'd IDX files
+  zlib1g-dev              # CRC-32 of .pth records, gzip'd IDX files
+  nlohmann-json3-dev      # JSON (core/json.h)
   libfaiss-dev            # k-NN
   libgloo-dev             # headers of the Gloo backend that Debian's libtorch is built with
   libboost-program-options-dev
+  libboost-dev            # header-only Boost: property_tree reads INI files in `dino report`
   libgtest-dev
   dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3-torch python3-h5py python3-numpy)  # cross-checks against Python torch
+  # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards)
+  packages+=(python3-torch python3-h5py python3-numpy python3-pil)
 elif [[ -n "${1:-}" ]]; then
   echo "usage: scripts/setup.sh [--tests]" >&2
   exit 2

@@ -7,22 +7,6 @@
 namespace xdino::ssl {
 namespace {
 
-c10::impl::GenericList tensor_list(const std::vector<torch::Tensor>& ts) {
-  auto l = make_list();
-  for (const auto& t : ts) l.push_back(t.cpu());
-  return l;
-}
-
-std::vector<torch::Tensor> tensors_of(const c10::IValue& v, const std::string& what) {
-  XDINO_CHECK(v.isList(), what, " should be a list, found ", v.tagKind());
-  std::vector<torch::Tensor> out;
-  for (const auto& e : v.toListRef()) {
-    XDINO_CHECK(e.isTensor(), what, " should hold tensors, found ", e.tagKind());
-    out.push_back(e.toTensor());
-  }
-  return out;
-}
-
 // A copy of the tree with every tensor on the CPU (containers rebuilt, CPU tensors shared).
 c10::IValue to_cpu(const c10::IValue& v) {
   if (v.isTensor()) return v.toTensor().cpu();
@@ -125,7 +109,7 @@ IDict options_dict(const TrainOptions& o) {
 }
 
 c10::IValue make_checkpoint(const CheckpointParts& p, const TrainOptions& options,
-                            const ResumePoint& where) {
+                            const TrainingState& where) {
   auto ckpt = make_dict();
   ckpt.insert("student", state_dict(*p.student, "module."));
   ckpt.insert("teacher", state_dict(*p.teacher, p.teacher_ddp_prefix ? "module." : ""));
@@ -135,18 +119,11 @@ c10::IValue make_checkpoint(const CheckpointParts& p, const TrainOptions& option
   ckpt.insert("dino_loss", state_dict(*p.loss));
   if (p.scaler != nullptr) ckpt.insert("fp16_scaler", p.scaler->state_dict());
 
-  auto resume = make_dict();
-  resume.insert("iteration", where.iteration);
-  resume.insert("iterations_per_epoch", where.iterations_per_epoch);
-  resume.insert("world_size", where.world_size);
-  resume.insert("rng_cpu", tensor_list(where.rng_cpu));
-  if (!where.rng_cuda.empty()) resume.insert("rng_cuda", tensor_list(where.rng_cuda));
-  resume.insert("epoch_stats", where.epoch_stats.to_ivalue());
-  ckpt.insert("xdino_resume", resume);
+  ckpt.insert("xdino_resume", where.to_dict());
   return ckpt;
 }
 
-ResumePoint restore_checkpoint(const c10::IValue& value, const CheckpointParts& p,
+TrainingState restore_checkpoint(const c10::IValue& value, const CheckpointParts& p,
                                const std::string& source) {
   const auto ckpt = as_dict(value, "checkpoint '" + source + "'");
   load_model(ckpt, "student", *p.student, source);
@@ -174,20 +151,10 @@ ResumePoint restore_checkpoint(const c10::IValue& value, const CheckpointParts& 
   else
     log::warn("=> key 'dino_loss' not found in checkpoint '", source, "'");
 
-  ResumePoint where;
+  TrainingState where;
   if (const c10::IValue* e = find(ckpt, "epoch")) where.epoch = as_int(*e, "epoch");
-  const c10::IValue* r = find(ckpt, "xdino_resume");
-  if (r == nullptr) return where;
-  const auto resume = as_dict(*r, "xdino_resume");
-  const std::string what = "xdino_resume in " + source;
-  where.iteration = as_int(get(resume, "iteration", what), "iteration");
-  where.iterations_per_epoch =
-      as_int(get(resume, "iterations_per_epoch", what), "iterations_per_epoch");
-  where.world_size = as_int(get(resume, "world_size", what), "world_size");
-  where.rng_cpu = tensors_of(get(resume, "rng_cpu", what), "rng_cpu");
-  if (const c10::IValue* c = find(resume, "rng_cuda")) where.rng_cuda = tensors_of(*c, "rng_cuda");
-  where.epoch_stats.from_ivalue(get(resume, "epoch_stats", what));
-  where.exact = true;
+  if (const c10::IValue* r = find(ckpt, "xdino_resume"))
+    where.from_dict(as_dict(*r, "xdino_resume"), "xdino_resume in " + source);
   return where;
 }
 

@@ -13,9 +13,10 @@
 //   dino_loss     {"center": [1, out_dim]}
 //   fp16_scaler   {scale, growth_factor, backoff_factor, growth_interval, _growth_tracker},
 //                 only when loss scaling is on
-//   xdino_resume  ours: {iteration (global index of the next step), iterations_per_epoch,
-//                 world_size, rng_cpu: [uint8 state per rank], rng_cuda: [...] (CUDA runs),
-//                 epoch_stats: partial sums of the interrupted epoch}
+//   xdino_resume  ours: ssl/training_state.h's TrainingState: {iteration (global index of
+//                 the next step), iterations_per_epoch, world_size, rng_cpu: [uint8 state per
+//                 rank], rng_cuda: [...] (CUDA runs), epoch_stats: partial sums of the
+//                 interrupted epoch}
 // All tensors are on the CPU.
 //
 // Contract:
@@ -33,12 +34,13 @@
 
 #include <vector>
 
-#include "ssl/grad_scaler.h"
-#include "ssl/ivalue_util.h"
+#include "train/grad_scaler.h"
+#include "core/ivalue.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
-#include "ssl/optim.h"
+#include "train/optim.h"
 #include "ssl/train_options.h"
+#include "ssl/training_state.h"
 
 namespace xdino::ssl {
 
@@ -51,20 +53,10 @@ struct CheckpointParts {
   GradScaler* scaler = nullptr;  // null when loss scaling is off
 };
 
-struct ResumePoint {
-  int64_t epoch = 0;
-  int64_t iteration = 0;             // global index of the next iteration
-  int64_t iterations_per_epoch = 0;  // 0 when unknown (official checkpoints)
-  int64_t world_size = 1;
-  EpochMeters epoch_stats;           // sums over all processes of the epoch so far
-  std::vector<torch::Tensor> rng_cpu, rng_cuda;  // per rank; empty when unknown
-  bool exact = false;
-};
-
 c10::IValue make_checkpoint(const CheckpointParts& parts, const TrainOptions& options,
-                            const ResumePoint& where);
+                            const TrainingState& where);
 
-ResumePoint restore_checkpoint(const c10::IValue& checkpoint, const CheckpointParts& parts,
+TrainingState restore_checkpoint(const c10::IValue& checkpoint, const CheckpointParts& parts,
                                const std::string& source);
 
 // TrainOptions as {flag name: value} (the checkpoint's `args`).

@@ -1,4 +1,4 @@
-// The DINO projection head and the multi-crop wrapper (spec dino.md sections 3-4).
+// The DINO projection head and the multi-crop wrapper (docs/dino.md, "Networks").
 //
 // Contract:
 //  - DINOHead(in_dim, out_dim): x (N, in_dim) -> mlp -> row-wise L2 normalisation (eps 1e-12)

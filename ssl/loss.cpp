@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "ssl/schedules.h"
+#include "train/schedules.h"
 
 namespace xdino::ssl {
 

@@ -1,5 +1,5 @@
 // DINOLoss: cross-entropy between the centred, sharpened teacher distribution of the two
-// global crops and the student distribution of every other crop (spec dino.md section 5).
+// global crops and the student distribution of every other crop (docs/dino.md, "Loss and center").
 //
 // Contract:
 //  - forward(student, teacher, epoch): student (ncrops * B, K), teacher (2 * B, K), any float
@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/dist.h"
+#include "dist/communicator.h"
 
 namespace xdino::ssl {
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/json.h"
 
 namespace xdino::ssl {
 
@@ -63,53 +64,20 @@ void EpochMeters::from_ivalue(const c10::IValue& v) {
   }
 }
 
-std::string json_number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  // Shortest round-trip digits, then Python's repr layout: positional for exponents in
-  // [-4, 16), else d.ddde[+-]XX; positional floats always show a fractional digit.
-  char buf[64];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);
-  const auto e = sci.find('e');
-  const int exp = std::atoi(sci.c_str() + e + 1);
-  std::string mant = sci.substr(0, e);
-  const bool neg = mant[0] == '-';
-  if (neg) mant.erase(0, 1);
-  std::string digits;
-  for (char c : mant)
-    if (c != '.') digits += c;
-  std::string out;
-  if (exp >= -4 && exp < 16) {
-    if (exp < 0) {
-      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-    } else if (static_cast<size_t>(exp + 1) >= digits.size()) {
-      out = digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
-    } else {
-      out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." +
-            digits.substr(static_cast<size_t>(exp + 1));
-    }
-  } else {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char ebuf[16];
-    std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-    out += ebuf;
-  }
-  return neg ? "-" + out : out;
-}
-
 std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a) {
-  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform.
-  std::string s = "{\"train_loss\": " + json_number(a[0]) + ", \"train_lr\": " +
-                  json_number(a[1]) + ", \"train_wd\": " + json_number(a[2]) +
-                  ", \"epoch\": " + std::to_string(epoch);
-  s += ", \"train_momentum\": " + json_number(a[3]);
-  s += ", \"train_teacher_temp\": " + json_number(a[4]);
-  s += ", \"train_teacher_entropy\": " + json_number(a[5]);
-  s += ", \"train_kl_teacher_student\": " + json_number(a[0] - a[5]);
-  s += ", \"train_kl_uniform\": " + json_number(a[6]);
-  return s + "}";
+  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform. The first four keys
+  // are main_dino.py's, in its order.
+  Json j = Json::object();
+  j["train_loss"] = a[0];
+  j["train_lr"] = a[1];
+  j["train_wd"] = a[2];
+  j["epoch"] = epoch;
+  j["train_momentum"] = a[3];
+  j["train_teacher_temp"] = a[4];
+  j["train_teacher_entropy"] = a[5];
+  j["train_kl_teacher_student"] = a[0] - a[5];
+  j["train_kl_uniform"] = a[6];
+  return python_dumps(j);
 }
 
 }  // namespace xdino::ssl

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/dist.h"
-#include "ssl/ivalue_util.h"
+#include "dist/communicator.h"
+#include "core/ivalue.h"
 
 namespace xdino::ssl {
 
@@ -49,8 +49,5 @@ class EpochMeters {
 };
 
 std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& averages);
-
-// Python-json-like rendering of a double ("0.0005", "1e-06", "NaN").
-std::string json_number(double v);
 
 }  // namespace xdino::ssl

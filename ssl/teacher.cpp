@@ -1,7 +1,7 @@
 #include "ssl/teacher.h"
 
 #include "core/check.h"
-#include "ssl/fused_cpu.h"
+#include "kernels/cpu/fused_cpu.h"
 
 namespace xdino::ssl {
 namespace {

@@ -10,7 +10,7 @@
 //  - ema_update(student, teacher, m): theta_t <- m * theta_t + (1 - m) * theta_s for every
 //    parameter pair in registration order (requires_grad = false ones included), under no
 //    grad; buffers are left alone. Both modules must list the same parameter shapes.
-//    `path` (ssl/update_path.h): kPerTensor is main_dino.py's loop (two kernels per tensor);
+//    `path` (train/update_path.h): kPerTensor is main_dino.py's loop (two kernels per tensor);
 //    kMultiTensor the same two ops over all tensors at once; kFusedCpu one pass per tensor.
 //    All round (1 - m) * theta_s before the addition, as the official code does, so on the
 //    CPU all three give bit-identical teachers.
@@ -18,7 +18,7 @@
 
 #include <torch/torch.h>
 
-#include "ssl/update_path.h"
+#include "train/update_path.h"
 
 namespace xdino::ssl {
 

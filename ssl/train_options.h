@@ -1,7 +1,8 @@
 // Options of DINO pretraining (`dino train`), with the defaults of the official main_dino.py.
 //
 // Contract: a plain value type; the library reads it, launch/ binds command-line flags to its
-// fields (the member initialisers below are the defaults users see in `dino train --help`).
+// fields (the member initialisers below and CropSizes' are the defaults users see in
+// `dino train --help`; each is written once).
 // Names follow main_dino.py exactly; fields marked "ours" have no official counterpart.
 #pragma once
 
@@ -9,11 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "ssl/update_path.h"
+#include "augment/crop_sizes.h"
+#include "train/update_path.h"
 
 namespace xdino::ssl {
 
-struct TrainOptions {
+struct TrainOptions : augment::CropSizes {
   // Model.
   std::string arch = "vit_small";
   int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name
@@ -31,7 +33,7 @@ struct TrainOptions {
 
   // Optimisation.
   bool use_fp16 = true;             // official: fp16 autocast + loss scaling (CUDA only here)
-  std::string precision = "auto";   // ours: auto|fp32|bf16|fp16, see ssl/precision.h
+  std::string precision = "auto";   // ours: auto|fp32|bf16|fp16, see train/precision.h
   std::string device = "auto";      // ours: auto|cpu|cuda|cuda:N
   double weight_decay = 0.04;
   double weight_decay_end = 0.4;
@@ -48,12 +50,8 @@ struct TrainOptions {
   // reference kPerTensor beside the default).
   UpdatePath update_path = UpdatePath::kAuto;
 
-  // Multi-crop.
-  std::vector<double> global_crops_scale = {0.4, 1.0};
-  int64_t local_crops_number = 8;
-  std::vector<double> local_crops_scale = {0.05, 0.4};
-  int64_t global_crops_size = 224;  // ours: hard-coded 224 in main_dino.py
-  int64_t local_crops_size = 96;    // ours: hard-coded 96 in main_dino.py
+  // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
+  // global_crops_size, local_crops_size come from augment::CropSizes, with their defaults.
   // ours: GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py; it is
   // meant for 224-pixel crops, so small crops need it scaled down.
   std::vector<double> blur_sigma = {0.1, 2.0};

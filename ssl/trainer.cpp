@@ -9,9 +9,9 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "models/batch_norm.h"
-#include "ssl/gradients.h"
-#include "ssl/schedules.h"
-#include "ssl/stop_signal.h"
+#include "train/gradients.h"
+#include "train/schedules.h"
+#include "train/stop_signal.h"
 #include "ssl/teacher.h"
 
 namespace xdino::ssl {

@@ -1,10 +1,10 @@
-// DINO pretraining: main_dino.py's train_dino + train_one_epoch (spec dino.md section 1).
+// DINO pretraining: main_dino.py's train_dino + train_one_epoch (docs/dino.md).
 //
 // Contract:
 //  - Trainer(options, make_backbone, data, comm) seeds torch with options.seed, builds student
 //    and teacher backbones through `make_backbone` (student with drop_path_rate, teacher
 //    without), their DINO heads, the loss, optimiser, loss scaler and schedules, and moves
-//    them to the device (ssl/precision.h). Bad options throw xdino::UsageError.
+//    them to the device (train/precision.h). Bad options throw xdino::UsageError.
 //  - train() resumes from <output_dir>/checkpoint.pth when it exists (our own checkpoints
 //    exactly, official ones at the start of their epoch), runs the remaining epochs and
 //    returns kCompleted. Per epoch it writes checkpoint.pth (and checkpointNNNN.pth every
@@ -23,17 +23,17 @@
 #include <functional>
 #include <memory>
 
-#include "core/dist.h"
+#include "dist/communicator.h"
 #include "models/registry.h"
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
-#include "ssl/grad_scaler.h"
-#include "ssl/grad_sync.h"
+#include "train/grad_scaler.h"
+#include "dist/grad_sync.h"
 #include "ssl/head.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
-#include "ssl/optim.h"
-#include "ssl/precision.h"
+#include "train/optim.h"
+#include "train/precision.h"
 #include "ssl/train_options.h"
 
 namespace xdino::ssl {
@@ -79,9 +79,7 @@ class Trainer {
   GradScaler* scaler() { return scaler_.get(); }
 
  private:
-  struct Position {
-    int64_t epoch = 0, batch = 0;
-  };
+  using Position = TrainingState::Position;
   Position resume();
   // Returns true when a stop was requested during the iteration.
   bool train_step(int64_t epoch, int64_t batch);

@@ -1,9 +1,8 @@
-// The Trainer's side effects: checkpoints, resume, log.txt, RNG states, failure reports.
-#include <ATen/Context.h>
-
+// The Trainer's methods with side effects (declared in ssl/trainer.h): checkpoint.pth and
+// its numbered copies, resume, log.txt, failure reports. What a resume restores beyond the
+// modules is ssl/training_state.h's TrainingState.
 #include <cmath>
 #include <filesystem>
-#include <mutex>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -14,30 +13,6 @@
 namespace xdino::ssl {
 namespace fs = std::filesystem;
 namespace {
-
-at::Generator generator_of(const torch::Device& device) {
-  return at::globalContext().defaultGenerator(device);
-}
-
-torch::Tensor rng_state(const torch::Device& device) {
-  auto gen = generator_of(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void set_rng_state(const torch::Device& device, const torch::Tensor& state) {
-  auto gen = generator_of(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
-// Every process's state, in rank order (the collective needs device tensors under NCCL).
-std::vector<torch::Tensor> gather_state(Communicator& comm, const torch::Tensor& state,
-                                        const torch::Device& device) {
-  std::vector<torch::Tensor> out;
-  for (const auto& t : comm.all_gather(state.to(device))) out.push_back(t.cpu());
-  return out;
-}
 
 std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
   torch::NoGradGuard no_grad;
@@ -79,45 +54,15 @@ Trainer::Position Trainer::resume() {
   const fs::path path = fs::path(o_.output_dir) / "checkpoint.pth";
   if (!fs::exists(path)) return {};
   log::info("Found checkpoint at ", path.string());
-  const ResumePoint w = restore_checkpoint(load_pth(path), parts(), path.string());
-  Position pos{w.epoch, 0};
-  if (!w.exact) {
-    log::info("Resuming at the start of epoch ", pos.epoch, " (checkpoint without our resume "
-              "state: batches and random numbers will differ from an uninterrupted run)");
-    return pos;
-  }
-  if (w.iterations_per_epoch == niter_) {
-    pos = {w.iteration / niter_, w.iteration % niter_};
-  } else if (w.iteration % w.iterations_per_epoch != 0 && comm_->is_main()) {
-    log::warn("iterations per epoch changed from ", w.iterations_per_epoch, " to ", niter_,
-              " (dataset, batch size or world size differ): restarting epoch ", pos.epoch,
-              " from its first batch");
-  }
-  if (pos.batch > 0 && comm_->is_main()) meters_ = w.epoch_stats;
-  const auto rank = static_cast<size_t>(comm_->rank());
-  if (w.world_size == comm_->world_size() && rank < w.rng_cpu.size()) {
-    set_rng_state(torch::kCPU, w.rng_cpu[rank]);
-    if (plan_.device.is_cuda() && rank < w.rng_cuda.size())
-      set_rng_state(plan_.device, w.rng_cuda[rank]);
-  } else if (comm_->is_main()) {
-    log::warn("the checkpoint was written by ", w.world_size, " processes, this run has ",
-              comm_->world_size(), ": random streams restart (drop path masks will differ)");
-  }
-  return pos;
+  const TrainingState state = restore_checkpoint(load_pth(path), parts(), path.string());
+  return state.resume_position(niter_, *comm_, plan_.device, meters_);
 }
 
 void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
-  ResumePoint w;
-  w.epoch = next_epoch;
-  w.iteration = next_iteration;
-  w.iterations_per_epoch = niter_;
-  w.world_size = comm_->world_size();
-  w.epoch_stats = meters_.reduced(*comm_);
-  w.rng_cpu = gather_state(*comm_, rng_state(torch::kCPU), plan_.device);
-  if (plan_.device.is_cuda())
-    w.rng_cuda = gather_state(*comm_, rng_state(plan_.device), plan_.device);
+  const TrainingState state = TrainingState::capture(next_epoch, next_iteration, niter_, meters_,
+                                                     *comm_, plan_.device);
   if (!comm_->is_main()) return;
-  save_pth(fs::path(o_.output_dir) / "checkpoint.pth", make_checkpoint(parts(), o_, w));
+  save_pth(fs::path(o_.output_dir) / "checkpoint.pth", make_checkpoint(parts(), o_, state));
 }
 
 void Trainer::finish_epoch(int64_t epoch) {

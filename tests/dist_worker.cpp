@@ -11,11 +11,11 @@
 
 #include "core/check.h"
 #include "core/pth.h"
-#include "launch/rendezvous.h"
+#include "dist/rendezvous.h"
 #include "models/batch_norm.h"
-#include "ssl/distributed.h"
-#include "ssl/grad_sync.h"
-#include "ssl/ivalue_util.h"
+#include "dist/distributed.h"
+#include "dist/grad_sync.h"
+#include "core/ivalue.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"
 
@@ -196,7 +196,7 @@ void train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t 
       o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
       data, c);
   if (c->is_main()) {
-    auto initial = ssl::make_dict();
+    auto initial = xdino::make_dict();
     for (const auto& p : trainer.student()->named_parameters())
       initial.insert(p.key(), p.value().detach().clone());
     save_pth(std::filesystem::path(out_dir) / "initial.pth", initial);
@@ -209,7 +209,7 @@ void train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   try {
-    ssl::DistConfig config = launch::dist_config_from_env();
+    ssl::DistConfig config = dist::dist_config_from_env();
     if (const char* t = std::getenv("XDINO_TEST_DIST_TIMEOUT_MS"))
       config.timeout = std::chrono::milliseconds(std::atol(t));
     auto comm = ssl::connect(config);

@@ -9,7 +9,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "core/atomic_file.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
@@ -33,8 +33,8 @@ size_t count(const std::string& text, const std::string& what) {
 
 // knn.json's reported top-1, checked to be a percentage.
 double reported_top1(const fs::path& file) {
-  const auto j = xdino::eval::Json::parse(xdino::read_file(file), file.string());
-  const double top1 = j.at("reported").at("top1").as_number();
+  const auto j = xdino::parse_json(xdino::read_file(file), file.string());
+  const double top1 = j.at("reported").at("top1").get<double>();
   EXPECT_GE(top1, 0.0) << file;
   EXPECT_LE(top1, 100.0) << file;
   return top1;
@@ -63,8 +63,9 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   EXPECT_GT(reported_top1(runs / "pixels" / "knn.json"), 50.0);
   reported_top1(runs / "random" / "knn.json");
   reported_top1(runs / "dino" / "knn.json");
-  const auto linear = xdino::eval::Json::parse(xdino::read_file(runs / "dino" / "linear.json"), "linear.json");
-  EXPECT_NE(linear.at("protocol").as_string().find("cached"), std::string::npos);
+  const auto linear =
+      xdino::parse_json(xdino::read_file(runs / "dino" / "linear.json"), "linear.json");
+  EXPECT_NE(linear.at("protocol").get<std::string>().find("cached"), std::string::npos);
 
   const std::string report = xdino::read_file(runs / "report.md");
   for (const char* row : {"Pixels", "Random init", "DINO", "XCiT-N12/8"})

@@ -1,10 +1,11 @@
-// DINOHead and MultiCropWrapper against the official layout (spec dino.md 3-4) and a float64
-// re-computation of the head.
+// DINOHead and MultiCropWrapper against the official layout (docs/dino.md, "Networks") and a
+// float64 re-computation of the head.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ssl/head.h"
+#include "tests/support/grad_check.h"
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;
@@ -153,4 +154,22 @@ TEST(MultiCropWrapper, RegistersBackboneAndHeadNames) {
   EXPECT_TRUE(p.contains("head.last_layer.weight_v"));
   EXPECT_TRUE(has_batchnorms(*wrapper));
   EXPECT_FALSE(has_batchnorms(*DINOHead(o)));
+}
+
+TEST(WeightNormLinear, GradientsMatchFiniteDifferences) {
+  // DINO's last layer with a trainable weight_g (norm_last_layer false): both weight_g and
+  // weight_v get gradients through W = g * v / |v|.
+  torch::manual_seed(21);
+  WeightNormLinear layer(6, 5);
+  layer->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    layer->weight_g.uniform_(0.5, 1.5);
+  }
+  layer->weight_g.requires_grad_(true);
+  const torch::Tensor x = torch::randn({3, 6}, torch::kDouble).requires_grad_(true);
+  const torch::Tensor r = torch::randn({3, 5}, torch::kDouble);
+  xdino::testing::NamedTensors checked = {
+      {"weight_g", layer->weight_g}, {"weight_v", layer->weight_v}, {"input", x}};
+  xdino::testing::expect_gradients_match([&] { return (layer(x) * r).sum(); }, checked);
 }

@@ -1,6 +1,6 @@
 // DINOLoss against an explicit float64 loop over the (q, v != q) pairs of main_dino.py
-// (spec dino.md 5), the center-before-update rule, the per-epoch teacher temperature and the
-// cross-process center average.
+// (docs/dino.md, "Loss and center"), the center-before-update rule, the per-epoch teacher
+// temperature and the cross-process center average.
 #include <gtest/gtest.h>
 
 #include "core/check.h"

@@ -11,7 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/pth.h"
-#include "ssl/ivalue_util.h"
+#include "core/ivalue.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"
 #include "tests/support/tiny_backbone.h"
@@ -192,7 +192,7 @@ TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
 TEST(DinoTrain, SchedulesDriveEveryIteration) {
   // lr (every group) and wd (group 0 only) are set from the schedules before each step, and
   // the teacher moves with momentum_schedule[it]; expected values from the closed forms of
-  // spec dino.md 6 with 2 epochs x 3 iterations, 1 warmup epoch, total batch 2.
+  // docs/dino.md's schedules with 2 epochs x 3 iterations, 1 warmup epoch, total batch 2.
   TempDir dir;
   auto opt = tiny_options(dir.path());
   auto trainer = tiny_trainer(opt);

@@ -10,7 +10,7 @@
 
 #include "core/pth.h"
 #include "launch/local_launcher.h"
-#include "ssl/distributed.h"
+#include "dist/distributed.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 

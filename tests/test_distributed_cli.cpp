@@ -16,7 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "core/pth.h"
-#include "ssl/distributed.h"
+#include "dist/distributed.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 

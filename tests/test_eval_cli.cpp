@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "eval/features_io.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
@@ -52,10 +52,10 @@ fs::path make_ppm_folder(const std::string& name, int train_per_class, int val_p
   return root;
 }
 
-xdino::eval::Json results_of(const fs::path& knn_json) {
+xdino::Json results_of(const fs::path& knn_json) {
   std::ifstream in(knn_json);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return xdino::eval::Json::parse(text, knn_json.string()).at("results");
+  return xdino::parse_json(text, knn_json.string()).at("results");
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
                          (root / "two_dump").string()});
   const auto r2 = run_process(two, {}, 300);
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
-  EXPECT_EQ(results_of(root / "two/knn.json").dump(), results_of(root / "one/knn.json").dump());
+  EXPECT_EQ(results_of(root / "two/knn.json"), results_of(root / "one/knn.json"));
   const auto a = xdino::eval::read_features(root / "one_dump/trainfeat.h5");
   const auto b = xdino::eval::read_features(root / "two_dump/trainfeat.h5");
   ASSERT_EQ(b.features.size(0), 9);  // the padding duplicate collapsed

@@ -16,7 +16,7 @@
 #include "core/check.h"
 #include "core/pth.h"
 #include "eval/extract.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "eval/knn_eval.h"
 #include "models/weights.h"
 #include "tests/support/process.h"
@@ -24,6 +24,7 @@
 namespace fs = std::filesystem;
 using xdino::testing::fresh_temp_dir;
 using namespace xdino::eval;
+using xdino::Json;
 
 namespace {
 
@@ -52,11 +53,13 @@ BackboneSpec tiny_xcit() {
   return s;
 }
 
-Json read_json(const fs::path& p) { return Json::parse(xdino::read_file(p), p.string()); }
+Json read_json(const fs::path& p) {
+  return xdino::parse_json(xdino::read_file(p), p.string());
+}
 
 std::vector<std::string> keys(const Json& j) {
   std::vector<std::string> k;
-  for (const auto& [name, v] : j.members()) k.push_back(name);
+  for (const auto& [name, v] : j.items()) k.push_back(name);
   return k;
 }
 
@@ -112,11 +115,11 @@ TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
                          "checkpoint_key", "weights", "temperature", "num_train", "num_test",
                          "num_classes", "feature_dim", "backend", "features", "results",
                          "reported", "seconds"}));
-  EXPECT_EQ(j.at("weights").as_string(), "random");
-  EXPECT_EQ(j.at("num_train").as_int(), 12);
-  EXPECT_EQ(j.at("num_classes").as_int(), 2);
-  EXPECT_EQ(j.at("results").items().size(), 3u);
-  EXPECT_EQ(j.at("reported").at("k").as_int(), 10);  // nearest to 20 among 1, 3, 10
+  EXPECT_EQ(j.at("weights").get<std::string>(), "random");
+  EXPECT_EQ(j.at("num_train").get<int64_t>(), 12);
+  EXPECT_EQ(j.at("num_classes").get<int64_t>(), 2);
+  EXPECT_EQ(j.at("results").size(), 3u);
+  EXPECT_EQ(j.at("reported").at("k").get<int64_t>(), 10);  // nearest to 20 among 1, 3, 10
   // The dumps hold what was classified: the same result from --load_features.
   KnnEvalOptions again = o;
   again.dump_features.clear();
@@ -125,9 +128,9 @@ TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
   again.model = BackboneSpec{};  // the model comes from the files' attributes
   run_knn_eval(again, *xdino::local_communicator(), torch::kCPU);
   const Json j2 = read_json(root / "out2/knn.json");
-  EXPECT_EQ(j2.at("results").dump(), j.at("results").dump());
-  EXPECT_EQ(j2.at("arch").as_string(), "xcit_nano_12_p16");
-  EXPECT_EQ(j2.at("image_size").as_int(), 32);
+  EXPECT_EQ(j2.at("results"), j.at("results"));
+  EXPECT_EQ(j2.at("arch").get<std::string>(), "xcit_nano_12_p16");
+  EXPECT_EQ(j2.at("image_size").get<int64_t>(), 32);
   fs::remove_all(root);
 }
 

@@ -1,4 +1,4 @@
-// Feature files (HDF5) and the JSON helper: round trips, h5py reading our files, errors.
+// Feature files (HDF5): round trips, h5py reading our files, errors.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,7 +7,6 @@
 
 #include "core/check.h"
 #include "eval/features_io.h"
-#include "eval/json.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
@@ -104,32 +103,4 @@ TEST(FeaturesIo, ErrorsNameTheFile) {
   EXPECT_THROW(write_features(dir / "bad.h5", bad), xdino::Error);
   EXPECT_FALSE(fs::exists(dir / "bad.h5"));
   fs::remove_all(dir);
-}
-
-TEST(Json, DumpParseRoundTrip) {
-  Json o = Json::object();
-  o.set("k", int64_t{20}).set("top1", 76.04).set("name", "a \"q\"\n\u00e9");
-  Json arr = Json::array();
-  arr.push_back(1e-06).push_back(true).push_back(nullptr);
-  o.set("list", arr);
-  EXPECT_EQ(o.dump(), R"({"k": 20, "top1": 76.04, "name": "a \"q\"\n)" "\u00e9" R"(", "list": [1e-06, true, null]})");
-  const Json back = Json::parse(o.dump(2), "test");
-  EXPECT_EQ(back.dump(), o.dump());
-  EXPECT_EQ(back.at("k").as_int(), 20);
-  EXPECT_EQ(Json::parse(R"("\u00e9\ud83d\ude00")", "t").as_string(), "\u00e9\U0001F600");
-  EXPECT_THROW(Json::parse("{\"a\": }", "broken.json"), xdino::Error);
-  EXPECT_THROW(Json::parse("[1, 2", "t"), xdino::Error);
-  EXPECT_THROW(o.at("missing"), xdino::Error);
-}
-
-TEST(Json, PythonParsesOurDump) {
-  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
-  Json o = Json::object();
-  o.set("a", 0.1).set("b", -3).set("c", "\u00fc\t").set("d", Json::array());
-  const auto r = xdino::testing::run_process(
-      {"/usr/bin/python3", "-c",
-       "import json,sys; d=json.loads(sys.argv[1]); "
-       "assert d == {'a': 0.1, 'b': -3, 'c': '\\u00fc\\t', 'd': []}, d; print('ok')",
-       o.dump()});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
 }

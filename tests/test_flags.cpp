@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/check.h"
+#include "core/python_format.h"
 #include "launch/flags.h"
 
 namespace fs = std::filesystem;
@@ -198,13 +199,13 @@ TEST(Flags, EffectiveConfigRoundTrips) {
 }
 
 TEST(Flags, FormatDoubleMatchesPythonRepr) {
-  EXPECT_EQ(xdino::launch::format_double(0.0005), "0.0005");
-  EXPECT_EQ(xdino::launch::format_double(3.0), "3.0");
-  EXPECT_EQ(xdino::launch::format_double(1e-6), "1e-06");
-  EXPECT_EQ(xdino::launch::format_double(-0.04), "-0.04");
-  EXPECT_EQ(xdino::launch::format_double(65536), "65536.0");
-  EXPECT_EQ(xdino::launch::format_double(1e16), "1e+16");
-  EXPECT_EQ(std::stod(xdino::launch::format_double(0.1 + 0.2)), 0.1 + 0.2);
+  EXPECT_EQ(xdino::python_repr(0.0005), "0.0005");
+  EXPECT_EQ(xdino::python_repr(3.0), "3.0");
+  EXPECT_EQ(xdino::python_repr(1e-6), "1e-06");
+  EXPECT_EQ(xdino::python_repr(-0.04), "-0.04");
+  EXPECT_EQ(xdino::python_repr(65536), "65536.0");
+  EXPECT_EQ(xdino::python_repr(1e16), "1e+16");
+  EXPECT_EQ(std::stod(xdino::python_repr(0.1 + 0.2)), 0.1 + 0.2);
 }
 
 TEST(Flags, VariantSectionsApplyOnTopOfTheirSubcommand) {

@@ -1,4 +1,4 @@
-// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (spec dino.md 10), on CPU
+// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (docs/dino.md), on CPU
 // tensors, and the precision plan (--device / --precision / --use_fp16).
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "core/compat.h"
-#include "ssl/grad_scaler.h"
-#include "ssl/precision.h"
+#include "train/grad_scaler.h"
+#include "train/precision.h"
 
 using namespace xdino::ssl;
 

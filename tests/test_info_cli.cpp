@@ -1,5 +1,5 @@
-// `dino info`: the numbers of spec xcit.md sections 1 and 14 and eval.md section 6, printed
-// by the binary.
+// `dino info`: the parameter counts and FLOPs (fvcore convention) of the registered
+// backbones, printed by the binary.
 #include <gtest/gtest.h>
 
 #include "tests/support/process.h"

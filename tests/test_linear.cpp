@@ -5,29 +5,30 @@
 #include <cmath>
 
 #include "core/atomic_file.h"
-#include "eval/json.h"
+#include "core/json.h"
 #include "eval/linear.h"
 #include "tests/support/process.h"
 
 using namespace xdino::eval;
+using xdino::Json;
 
 namespace {
 
 const Json& golden() {
-  static const Json g = Json::parse(
+  static const Json g = xdino::parse_json(
       xdino::read_file(xdino::testing::test_data_dir() + "/linear_golden.json"), "golden");
   return g;
 }
 
 torch::Tensor tensor_of(const Json& list) {
   std::vector<float> v;
-  for (const Json& x : list.items()) v.push_back(static_cast<float>(x.as_number()));
+  for (const Json& x : list) v.push_back(static_cast<float>(x.get<double>()));
   return torch::tensor(v);
 }
 
 std::vector<int64_t> ints_of(const Json& list) {
   std::vector<int64_t> v;
-  for (const Json& x : list.items()) v.push_back(x.as_int());
+  for (const Json& x : list) v.push_back(x.get<int64_t>());
   return v;
 }
 
@@ -35,11 +36,11 @@ std::vector<int64_t> ints_of(const Json& list) {
 
 TEST(Linear, CosineScheduleMatchesTorchCosineAnnealingLR) {
   const Json& c = golden().at("cosine_lr");
-  const auto& lrs = c.at("lr").items();
+  const Json& lrs = c.at("lr");
   for (size_t e = 0; e < lrs.size(); ++e)
-    EXPECT_NEAR(cosine_lr(c.at("base").as_number(), static_cast<int64_t>(e),
-                          c.at("epochs").as_int()),
-                lrs[e].as_number(), 1e-15)
+    EXPECT_NEAR(cosine_lr(c.at("base").get<double>(), static_cast<int64_t>(e),
+                          c.at("epochs").get<int64_t>()),
+                lrs[e].get<double>(), 1e-15)
         << "epoch " << e;
 }
 
@@ -59,7 +60,7 @@ TEST(Linear, InitialisationIsOfficial) {
 
 TEST(Linear, TrainingStepsMatchPyTorch) {
   const Json& g = golden().at("sgd");
-  const int64_t dim = g.at("dim").as_int(), labels = g.at("labels").as_int();
+  const int64_t dim = g.at("dim").get<int64_t>(), labels = g.at("labels").get<int64_t>();
   const torch::Tensor x = tensor_of(g.at("x")).view({-1, dim});
   const torch::Tensor y = torch::tensor(ints_of(g.at("y")));
   LinearClassifier clf(dim, labels);
@@ -69,9 +70,9 @@ TEST(Linear, TrainingStepsMatchPyTorch) {
     clf->linear->bias.copy_(tensor_of(g.at("b0")));
   }
   LinearSchedule s;
-  s.epochs = g.at("epochs").as_int();
-  s.lr = g.at("lr").as_number();
-  s.batch_size_per_gpu = g.at("batch").as_int();
+  s.epochs = g.at("epochs").get<int64_t>();
+  s.lr = g.at("lr").get<double>();
+  s.batch_size_per_gpu = g.at("batch").get<int64_t>();
   // In order, no shuffle: the batches of the Python loop.
   CachedBatches train(x, y, s.batch_size_per_gpu, false, 0, 0, 1, torch::kCPU);
   CachedBatches val(x, y, 5, false, 0, 0, 1, torch::kCPU);
@@ -83,9 +84,9 @@ TEST(Linear, TrainingStepsMatchPyTorch) {
   EXPECT_TRUE(torch::allclose(clf->linear->weight, tensor_of(g.at("w")).view({labels, dim}),
                               1e-5, 1e-7));
   EXPECT_TRUE(torch::allclose(clf->linear->bias, tensor_of(g.at("b")), 1e-5, 1e-7));
-  const auto& ref = g.at("train_loss").items();
+  const Json& ref = g.at("train_loss");
   ASSERT_EQ(losses.size(), ref.size());
-  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(losses[i], ref[i].as_number(), 1e-6);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(losses[i], ref[i].get<double>(), 1e-6);
   ASSERT_TRUE(out.last.has_value());
   EXPECT_EQ(out.last->epoch, s.epochs - 1);
   EXPECT_TRUE(std::isnan(out.last->test->acc5));  // 3 labels: no top-5, as officially
@@ -93,18 +94,18 @@ TEST(Linear, TrainingStepsMatchPyTorch) {
 
 TEST(Linear, ShuffledShardsMatchDistributedSampler) {
   const Json& g = golden().at("sampler");
-  const int64_t n = g.at("n").as_int();
-  const int world = static_cast<int>(g.at("world").as_int());
+  const int64_t n = g.at("n").get<int64_t>();
+  const int world = static_cast<int>(g.at("world").get<int64_t>());
   const torch::Tensor feats = torch::arange(n, torch::kFloat32).view({n, 1});
   for (int rank = 0; rank < world; ++rank) {
     CachedBatches b(feats, torch::zeros({n}, torch::kInt64), 100, true,
-                    static_cast<uint64_t>(g.at("seed").as_int()), rank, world, torch::kCPU);
-    b.start_epoch(g.at("epoch").as_int());
+                    static_cast<uint64_t>(g.at("seed").get<int64_t>()), rank, world, torch::kCPU);
+    b.start_epoch(g.at("epoch").get<int64_t>());
     torch::Tensor x, y;
     ASSERT_TRUE(b.next(x, y));
     std::vector<int64_t> got;
     for (int64_t i = 0; i < x.size(0); ++i) got.push_back(static_cast<int64_t>(x[i][0].item<float>()));
-    EXPECT_EQ(got, ints_of(g.at("shards").items()[rank])) << "rank " << rank;
+    EXPECT_EQ(got, ints_of(g.at("shards")[rank])) << "rank " << rank;
     EXPECT_FALSE(b.next(x, y));
   }
   // Validation shards: contiguous, no padding, every sample once.

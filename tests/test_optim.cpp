@@ -1,14 +1,14 @@
 // Parameter groups, optimiser updates against closed forms in float64, torch's state_dict
-// layout, per-parameter clipping and last-layer freezing (spec dino.md 7-8).
+// layout, per-parameter clipping and last-layer freezing (docs/dino.md, "Schedules and optimiser").
 #include <gtest/gtest.h>
 
 #include "core/check.h"
 
 #include <cmath>
 
-#include "ssl/gradients.h"
+#include "train/gradients.h"
 #include "ssl/head.h"
-#include "ssl/optim.h"
+#include "train/optim.h"
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;

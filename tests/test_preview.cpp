@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "augment/decode.h"
+#include "augment/encode.h"
 #include "augment/preview.h"
 #include "core/atomic_file.h"
 #include "core/check.h"

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "core/pth.h"
-#include "core/pth_pickle.h"
-#include "core/pth_zip.h"
+#include "core/pth/pickle.h"
+#include "core/pth/zip.h"
 #include "tests/support/pth_testing.h"
 
 namespace fs = std::filesystem;

@@ -4,14 +4,14 @@
 #include <map>
 
 #include "core/check.h"
-#include "launch/rendezvous.h"
+#include "launch/dist_flags.h"
 
-using xdino::launch::dist_config_from_env;
-using xdino::launch::first_slurm_host;
+using xdino::dist::dist_config_from_env;
+using xdino::dist::first_slurm_host;
 
 namespace {
 
-xdino::launch::EnvLookup env_of(std::map<std::string, std::string> vars) {
+xdino::dist::EnvLookup env_of(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
   return [shared](const char* name) -> const char* {
     auto it = shared->find(name);
@@ -88,7 +88,7 @@ TEST(Rendezvous, MalformedValuesNameTheVariable) {
 }
 
 TEST(Rendezvous, DistTimeoutFlagSetsTheCollectiveTimeout) {
-  xdino::launch::DistOptions o;
+  xdino::dist::DistOptions o;
   xdino::launch::Flags flags("train");
   xdino::launch::declare_dist_flags(flags, o);
   EXPECT_EQ(o.dist_timeout, 1800);

@@ -1,10 +1,10 @@
-// Schedules against the closed-form formulas of utils.cosine_scheduler (spec dino.md 6).
+// Schedules against the closed-form formulas of utils.cosine_scheduler (docs/dino.md).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/check.h"
-#include "ssl/schedules.h"
+#include "train/schedules.h"
 
 using xdino::ssl::cosine_schedule;
 

@@ -1,5 +1,5 @@
 // Teacher initialisation (parameters AND buffers) and the EMA over parameters only
-// (spec dino.md 2 and 9), against float64 arithmetic.
+// (docs/dino.md, "Networks"), against float64 arithmetic.
 #include <gtest/gtest.h>
 
 #include "core/check.h"

@@ -2,25 +2,27 @@
 // formatted as Python's json.dumps formats floats (values from CPython's repr()).
 #include <gtest/gtest.h>
 
+#include "core/python_format.h"
 #include "ssl/metrics.h"
 
 using namespace xdino::ssl;
+using xdino::python_json_number;
 
 TEST(JsonNumber, MatchesPythonRepr) {
   // Right-hand sides are repr(float(x)) in CPython 3.11.
-  EXPECT_EQ(json_number(0.0005), "0.0005");
-  EXPECT_EQ(json_number(1e-06), "1e-06");
-  EXPECT_EQ(json_number(0.0001), "0.0001");
-  EXPECT_EQ(json_number(0.00012), "0.00012");
-  EXPECT_EQ(json_number(3.0), "3.0");
-  EXPECT_EQ(json_number(10.5), "10.5");
-  EXPECT_EQ(json_number(-2.25), "-2.25");
-  EXPECT_EQ(json_number(0.1 + 0.2), "0.30000000000000004");
-  EXPECT_EQ(json_number(1e16), "1e+16");
-  EXPECT_EQ(json_number(123456789012345.6), "123456789012345.6");
-  EXPECT_EQ(json_number(1.5e-07), "1.5e-07");
-  EXPECT_EQ(json_number(0.0), "0.0");
-  EXPECT_EQ(json_number(std::nan("")), "NaN");
+  EXPECT_EQ(python_json_number(0.0005), "0.0005");
+  EXPECT_EQ(python_json_number(1e-06), "1e-06");
+  EXPECT_EQ(python_json_number(0.0001), "0.0001");
+  EXPECT_EQ(python_json_number(0.00012), "0.00012");
+  EXPECT_EQ(python_json_number(3.0), "3.0");
+  EXPECT_EQ(python_json_number(10.5), "10.5");
+  EXPECT_EQ(python_json_number(-2.25), "-2.25");
+  EXPECT_EQ(python_json_number(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(python_json_number(1e16), "1e+16");
+  EXPECT_EQ(python_json_number(123456789012345.6), "123456789012345.6");
+  EXPECT_EQ(python_json_number(1.5e-07), "1.5e-07");
+  EXPECT_EQ(python_json_number(0.0), "0.0");
+  EXPECT_EQ(python_json_number(std::nan("")), "NaN");
 }
 
 TEST(EpochMeters, AveragesAndLogLineKeyOrder) {

@@ -1,4 +1,4 @@
-// The multi-tensor and fused paths of the per-step updates (ssl/update_path.h) against the
+// The multi-tensor and fused paths of the per-step updates (train/update_path.h) against the
 // per-tensor reference: AdamW over DINO's two parameter groups with scheduled weight decay,
 // per-parameter clipping, the last-layer freeze, the loss scaler's unscale with an overflow
 // it skips, and the teacher EMA, over 3 steps. On the CPU the multi-tensor path must give
@@ -14,9 +14,9 @@
 
 #include "core/check.h"
 
-#include "ssl/grad_scaler.h"
-#include "ssl/gradients.h"
-#include "ssl/optim.h"
+#include "train/grad_scaler.h"
+#include "train/gradients.h"
+#include "train/optim.h"
 #include "ssl/teacher.h"
 #include "tests/support/tiny_backbone.h"
 

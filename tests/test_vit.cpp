@@ -11,6 +11,7 @@
 #include "models/pixels.h"
 #include "models/registry.h"
 #include "models/vit.h"
+#include "tests/support/grad_check.h"
 #include "tests/support/naive_nn.h"
 #include "tests/support/naive_xcit.h"
 #include "tests/support/process.h"
@@ -256,4 +257,16 @@ TEST(Pixels, ResizedAndFlattenedImage) {
   const Tensor same = torch::randn({1, 3, 8, 8});
   EXPECT_TRUE(torch::equal(m->forward(same), same.flatten(1)));
   EXPECT_THROW(m->cls_attention(img, -1), xdino::UsageError);
+}
+
+TEST(ViTBlock, GradientsMatchFiniteDifferences) {
+  ViTBlock block(ViTBlockOptions(8, 2));
+  block->to(torch::kDouble);
+  xdino::testing::naive::randomize(*block, 22);
+  block->eval();  // drop path off (rate 0 anyway): the loss is deterministic
+  const Tensor x = torch::randn({2, 5, 8}, torch::kDouble).requires_grad_(true);
+  const Tensor r = torch::randn({2, 5, 8}, torch::kDouble);
+  xdino::testing::NamedTensors checked = xdino::testing::trainable_parameters(*block);
+  checked.emplace_back("input", x);
+  xdino::testing::expect_gradients_match([&] { return (block(x) * r).sum(); }, checked);
 }

@@ -1,10 +1,10 @@
-// XCiT layers against naive float64 references written from the spec (tests/support/
+// XCiT layers against naive float64 references written from the official semantics (tests/support/
 // naive_xcit.cpp), finite-difference gradients, and the stochastic-depth rule.
 #include <gtest/gtest.h>
 
 #include "core/check.h"
 #include "models/xcit_layers.h"
-#include "tests/support/finite_differences.h"
+#include "tests/support/grad_check.h"
 #include "tests/support/module_testing.h"
 #include "tests/support/naive_nn.h"
 #include "tests/support/naive_xcit.h"
@@ -92,7 +92,7 @@ TEST(LPI, MatchesNaiveInFloat64AndFloat32) {
 
 TEST(XCABlock, MatchesNaiveInFloat64AndFloat32) {
   for (const auto& [dtype, tol] : kPrecisions) {
-    XCABlock block = prepared(XCABlock(16, 4, 1.0, 0.0), dtype, 4);
+    XCABlock block = prepared(XCABlock(XCABlockOptions(16, 4)), dtype, 4);
     const Tensor x = torch::randn({2, 12, 16}, dtype);
     torch::NoGradGuard no_grad;
     expect_close(block(x, 4, 3), naive::xca_block(x, naive::params_of(*block), "", 4, 4, 3), tol,
@@ -103,7 +103,7 @@ TEST(XCABlock, MatchesNaiveInFloat64AndFloat32) {
 TEST(ClassAttentionBlock, MatchesNaiveWithOfficialQuirks) {
   for (bool tokens_norm : {true, false}) {
     for (const auto& [dtype, tol] : kPrecisions) {
-      ClassAttentionBlock block = prepared(ClassAttentionBlock(16, 4, 1.0, tokens_norm), dtype, 5);
+      ClassAttentionBlock block = prepared(ClassAttentionBlock(ClassAttentionBlockOptions(16, 4).tokens_norm(tokens_norm)), dtype, 5);
       const Tensor x = torch::randn({2, 7, 16}, dtype);
       Tensor attn, want_attn;
       const Tensor want =
@@ -121,7 +121,7 @@ TEST(ClassAttentionBlock, MatchesNaiveWithOfficialQuirks) {
 
 TEST(ClassAttentionBlock, PatchRowsAreDoubledNormalisedResidual) {
   // Spec section 9 spelled out for one token: out_n = 2 * norm2(x_n + gamma1 * norm1(x_n)).
-  ClassAttentionBlock block = prepared(ClassAttentionBlock(8, 2, 1.0, true), torch::kDouble, 6);
+  ClassAttentionBlock block = prepared(ClassAttentionBlock(ClassAttentionBlockOptions(8, 2).tokens_norm(true)), torch::kDouble, 6);
   const Tensor x = torch::randn({1, 4, 8}, torch::kDouble);
   torch::NoGradGuard no_grad;
   const Tensor out = block(x);
@@ -171,7 +171,7 @@ TEST(ConvPatchEmbed, MatchesNaiveAndRoundsUpPerStage) {
       EXPECT_EQ(grid, ConvPatchEmbedImpl::grid(37, 50, patch));
     }
   }
-  // ceil at every stage: 100 -> 50 -> 25 -> 13 -> 7 (spec section 3).
+  // ceil at every stage: 100 -> 50 -> 25 -> 13 -> 7 (docs/architecture.md, "XCiT").
   using Grid = std::pair<int64_t, int64_t>;
   EXPECT_EQ(ConvPatchEmbedImpl::grid(100, 224, 16), Grid(7, 14));
   EXPECT_EQ(ConvPatchEmbedImpl::grid(480, 97, 8), Grid(60, 13));
@@ -183,17 +183,42 @@ TEST(ConvPatchEmbed, RejectsOtherPatchSizes) {
 
 TEST(XCABlock, GradientsMatchFiniteDifferences) {
   // float64, train mode (BN on batch statistics), loss = <block(x), R>.
-  XCABlock block = prepared(XCABlock(8, 2, 1.0, 0.0), torch::kDouble, 9);
+  XCABlock block = prepared(XCABlock(XCABlockOptions(8, 2)), torch::kDouble, 9);
   block->train();
   const Tensor x = torch::randn({2, 6, 8}, torch::kDouble).requires_grad_(true);
   const Tensor r = torch::randn({2, 6, 8}, torch::kDouble);
-  const auto loss = [&] { return (block(x, 2, 3) * r).sum(); };
-  std::vector<std::pair<std::string, Tensor>> checked = {{"input", x}};
-  for (const char* name :
-       {"attn.temperature", "attn.qkv.weight", "attn.proj.bias", "gamma1", "gamma3",
-        "local_mp.conv1.weight", "local_mp.bn.weight", "norm2.weight", "mlp.fc1.weight"})
-    checked.emplace_back(name, block->named_parameters()[name]);
-  xdino::testing::expect_gradients_match(loss, checked);
+  xdino::testing::NamedTensors checked = xdino::testing::trainable_parameters(
+      *block, {"attn.temperature", "attn.qkv.weight", "attn.proj.bias", "gamma1", "gamma3",
+               "local_mp.conv1.weight", "local_mp.bn.weight", "norm2.weight", "mlp.fc1.weight"});
+  checked.emplace_back("input", x);
+  xdino::testing::expect_gradients_match([&] { return (block(x, 2, 3) * r).sum(); }, checked);
+}
+
+TEST(ClassAttentionBlock, GradientsMatchFiniteDifferences) {
+  for (const bool tokens_norm : {true, false}) {
+    ClassAttentionBlock block = prepared(
+        ClassAttentionBlock(ClassAttentionBlockOptions(8, 2).eta(0.7).tokens_norm(tokens_norm)),
+        torch::kDouble, 12);
+    const Tensor x = torch::randn({2, 5, 8}, torch::kDouble).requires_grad_(true);
+    const Tensor r = torch::randn({2, 5, 8}, torch::kDouble);
+    xdino::testing::NamedTensors checked = xdino::testing::trainable_parameters(*block);
+    checked.emplace_back("input", x);
+    SCOPED_TRACE(tokens_norm ? "tokens_norm" : "CLS norm only");
+    xdino::testing::expect_gradients_match([&] { return (block(x) * r).sum(); }, checked);
+  }
+}
+
+TEST(ConvPatchEmbed, GradientsMatchFiniteDifferencesThroughBatchNorm) {
+  // Train mode: every BN normalises with the batch statistics, which depend on the
+  // parameters being probed; patch 8 = three conv units.
+  ConvPatchEmbed embed = prepared(ConvPatchEmbed(8, 16), torch::kDouble, 13);
+  embed->train();
+  const Tensor images = torch::randn({2, 3, 16, 16}, torch::kDouble).requires_grad_(true);
+  const Tensor r = torch::randn({2, 4, 16}, torch::kDouble);
+  xdino::testing::NamedTensors checked = xdino::testing::trainable_parameters(*embed);
+  checked.emplace_back("images", images);
+  xdino::testing::expect_gradients_match([&] { return (embed(images).first * r).sum(); },
+                                         checked, {/*eps=*/1e-6, /*tolerance=*/1e-5});
 }
 
 TEST(DropPath, PerSampleMaskWithTheSpecRate) {
@@ -225,8 +250,8 @@ TEST(DropPath, IdentityInEvalModeAndAtRateZero) {
 }
 
 TEST(XCABlock, StochasticDepthOnlyInTrainMode) {
-  XCABlock block = prepared(XCABlock(8, 2, 1.0, 0.5), torch::kDouble, 11);
-  XCABlock plain = prepared(XCABlock(8, 2, 1.0, 0.0), torch::kDouble, 11);  // same weights
+  XCABlock block = prepared(XCABlock(XCABlockOptions(8, 2).drop_path_rate(0.5)), torch::kDouble, 11);
+  XCABlock plain = prepared(XCABlock(XCABlockOptions(8, 2)), torch::kDouble, 11);  // same weights
   const Tensor x = torch::randn({64, 6, 8}, torch::kDouble);
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::allclose(block(x, 2, 3), plain(x, 2, 3)));  // eval: identity

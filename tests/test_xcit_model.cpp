@@ -1,6 +1,6 @@
-// The XCiT model: a tiny model against a naive float64 composition of the spec's layers,
-// shapes for any input size, the official state_dict keys and order (spec section 15),
-// parameter counts (section 1), FLOPs (section 14) and the introspection API.
+// The XCiT model: a tiny model against a naive float64 composition of the reference layers,
+// shapes for any input size, the official state_dict keys and order
+// (tests/data/xcit_small_12_p16_keys.txt), parameter counts, FLOPs and the introspection API.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,7 +72,7 @@ std::vector<KeyShape> model_keys(const torch::nn::Module& m) {
   return out;
 }
 
-// Parameter count from the layer definitions of spec section 1 (closed form, num_classes 0).
+// Parameter count from the layer definitions of the XCiT family (closed form, num_classes 0).
 int64_t closed_form_params(int64_t C, int64_t depth, int64_t heads, int64_t patch) {
   int64_t n = C;  // cls_token
   int64_t in = 3, out = patch == 16 ? C / 8 : C / 4;

@@ -11,7 +11,7 @@
 #include "models/registry.h"
 #include "models/weights.h"
 #include "models/xvit.h"
-#include "tests/support/finite_differences.h"
+#include "tests/support/grad_check.h"
 #include "tests/support/module_testing.h"
 #include "tests/support/naive_nn.h"
 #include "tests/support/naive_xcit.h"

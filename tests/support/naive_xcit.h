@@ -1,5 +1,5 @@
-// Naive float64 references of the XCiT layers (spec xcit.md sections 3-11), written from the
-// spec with loops and plain matmuls, independent of models/xcit_layers.cpp; plus helpers to
+// Naive float64 references of the XCiT layers (docs/architecture.md, "XCiT"), written from the
+// official semantics with loops and plain matmuls, independent of models/xcit_layers.cpp; plus helpers to
 // read a module's parameters and to fill them with random, non-trivial values.
 //
 // Contract: parameters are looked up by their official names under `prefix` in a Params map
@@ -44,7 +44,7 @@ torch::Tensor xca_block(const torch::Tensor& x, const Params& p, const std::stri
 torch::Tensor class_attention_block(const torch::Tensor& x, const Params& p,
                                     const std::string& prefix, int64_t heads, bool tokens_norm,
                                     torch::Tensor* attention = nullptr);
-// The 64 Fourier features per token, (rows*cols, 64), straight from the spec's formula.
+// The 64 Fourier features per token, (rows*cols, 64), straight from the formula.
 torch::Tensor fourier_features(int64_t rows, int64_t cols);
 torch::Tensor positional_encoding(const Params& p, const std::string& prefix, int64_t rows,
                                   int64_t cols);  // (1, N, C)

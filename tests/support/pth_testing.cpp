@@ -1,6 +1,7 @@
 #include "tests/support/pth_testing.h"
 
 #include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -9,8 +10,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "core/pth_pickle.h"
-#include "core/pth_zip.h"
+#include "core/pth/pickle.h"
+#include "core/pth/zip.h"
 #include "tests/support/process.h"
 
 namespace xdino::testing {
@@ -214,12 +215,12 @@ std::filesystem::path fresh_dir(const std::string& name) {
 
 void save_pth_zip64(const std::filesystem::path& path, const c10::IValue& value) {
   const pth::Pickled pickled = pth::pickle(value, path.string());
-  pth::ZipWriter zip(path, /*force_zip64=*/true);
-  zip.add("archive/data.pkl", pickled.bytes.data(), pickled.bytes.size());
+  // LibTorch's writer (miniz) puts ZIP64 extra fields on every entry.
+  caffe2::serialize::PyTorchStreamWriter zip(path.string());
+  zip.writeRecord("data.pkl", pickled.bytes.data(), pickled.bytes.size());
   for (const pth::PickledStorage& s : pickled.storages)
-    zip.add("archive/data/" + s.key, s.data.data_ptr(), s.data.nbytes());
-  zip.add("archive/version", "3\n", 2);
-  zip.finish();
+    zip.writeRecord("data/" + s.key, s.data.data_ptr(), s.data.nbytes());
+  zip.writeEndOfFile();
 }
 
 }  // namespace xdino::testing

@@ -1,0 +1,21 @@
+// How many crops DINO takes of an image, how large and from how much of it: the one place for
+// these defaults (main_dino.py's), shared by the augmentation (augment::MultiCropOptions) and
+// the training options (ssl::TrainOptions), which both derive from it so that the flags of
+// `dino train` and the augmentation cannot disagree. Plain values; std only, so the
+// LibTorch-only tiers can include it without OpenCV.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace xdino::augment {
+
+struct CropSizes {
+  std::vector<double> global_crops_scale = {0.4, 1.0};  // RandomResizedCrop area range
+  std::vector<double> local_crops_scale = {0.05, 0.4};
+  int64_t local_crops_number = 8;
+  int64_t global_crops_size = 224;  // hard-coded 224 in main_dino.py
+  int64_t local_crops_size = 96;    // hard-coded 96 in main_dino.py
+};
+
+}  // namespace xdino::augment

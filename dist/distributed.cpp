@@ -1,0 +1,358 @@
+#include "dist/distributed.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "core/check.h"
+#include "core/compat.h"
+#include "core/log.h"
+
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/context.h>)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define XDINO_HAVE_GLOO 1
+#endif
+#if defined(XDINO_WITH_CUDA) && defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define XDINO_HAVE_NCCL 1
+#endif
+
+namespace xdino::ssl {
+
+bool gloo_available() {
+#ifdef XDINO_HAVE_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool nccl_available() {
+#ifdef XDINO_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kHeartbeat = std::chrono::milliseconds(500);
+
+std::string key(const char* what, int rank) { return std::string("xdino/") + what + "/" + std::to_string(rank); }
+
+c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(c.master_port);
+  opts.isServer = server;
+  opts.numWorkers = server ? c10::optional<std::size_t>(c.world_size) : c10::nullopt;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
+}
+
+// Publishes "I am alive" and "I am at collective #n" to the store from its own thread and
+// connection, so a peer can tell a dead process (no heartbeat) from a hung one (heartbeat,
+// but behind in collectives).
+class PeerMonitor {
+ public:
+  PeerMonitor(const DistConfig& config) : config_(config) {
+    store_ = make_store(config_, false, config_.timeout);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~PeerMonitor() { stop(); }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void entering_collective() { ++sequence_; }
+
+  // Names the lost rank(s), in words, after a collective failed. Never throws.
+  std::string diagnose() {
+    try {
+      auto store = make_store(config_, false, std::chrono::seconds(5));
+      std::vector<int64_t> beats0(config_.world_size), beats1(config_.world_size),
+          seq(config_.world_size);
+      for (int r = 0; r < config_.world_size; ++r) beats0[r] = store->add(key("beat", r), 0);
+      std::this_thread::sleep_for(kHeartbeat * 5);
+      for (int r = 0; r < config_.world_size; ++r) {
+        beats1[r] = store->add(key("beat", r), 0);
+        seq[r] = store->add(key("seq", r), 0);
+      }
+      std::ostringstream dead, hung;
+      const int64_t max_seq = *std::max_element(seq.begin(), seq.end());
+      for (int r = 0; r < config_.world_size; ++r) {
+        if (r == config_.rank) continue;
+        if (store->add(key("done", r), 0) > 0) continue;
+        if (beats1[r] == beats0[r])
+          dead << (dead.tellp() > 0 ? ", " : "") << r;
+        else if (seq[r] < max_seq)
+          hung << (hung.tellp() > 0 ? ", " : "") << r << " (at collective " << seq[r] << " of "
+               << max_seq << ")";
+      }
+      if (dead.tellp() > 0)
+        return "lost rank " + dead.str() + ": the process died or is stopped (no heartbeat)";
+      if (hung.tellp() > 0) return "lost rank " + hung.str() + ": the process is alive but hung";
+      return "a peer failed, but every rank still answers (network trouble?)";
+    } catch (const std::exception&) {
+      return "lost rank 0: its rendezvous store at " + config_.master_addr + ":" +
+             std::to_string(config_.master_port) + " no longer answers (the process died)";
+    }
+  }
+
+ private:
+  void loop() {
+    int64_t published = 0;  // the store's counter only grows, so publish the difference
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopped_) {
+      lock.unlock();
+      try {
+        store_->add(key("beat", config_.rank), 1);
+        const int64_t now = sequence_.load();
+        if (now != published) store_->add(key("seq", config_.rank), now - published);
+        published = now;
+      } catch (const std::exception&) {
+        // The store host is gone; the main thread finds out at its next collective.
+      }
+      lock.lock();
+      cv_.wait_for(lock, kHeartbeat, [this] { return stopped_; });
+    }
+  }
+
+  DistConfig config_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::atomic<int64_t> sequence_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+#if XDINO_TORCH_AT_LEAST(2, 0)
+using Backend = c10d::Backend;
+#else
+using Backend = c10d::ProcessGroup;
+#endif
+
+class C10dCommunicator final : public Communicator {
+ public:
+  explicit C10dCommunicator(const DistConfig& config) : config_(config) {
+    const bool server = config_.rank == 0;
+    try {
+      store_ = make_store(config_, server, config_.timeout);
+      // Everyone checks in, so a missing process is reported by the rendezvous itself.
+      store_->add("xdino/joined", 1);
+      const auto deadline = Clock::now() + config_.timeout;
+      while (store_->add("xdino/joined", 0) < config_.world_size) {
+        XDINO_CHECK(Clock::now() < deadline, "rendezvous at ", config_.master_addr, ":",
+                    config_.master_port, " timed out: ", store_->add("xdino/joined", 0), " of ",
+                    config_.world_size, " processes joined; start them all (same MASTER_ADDR, "
+                    "MASTER_PORT, WORLD_SIZE) or raise --dist_timeout");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const xdino::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      XDINO_FAIL("rendezvous with ", config_.master_addr, ":", config_.master_port,
+                 " failed for rank ", config_.rank, ": ", first_line(e.what()));
+    }
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", store_);
+    if (config_.device.is_cuda()) {
+#ifdef XDINO_HAVE_NCCL
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = config_.timeout;
+      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, config_.rank,
+                                                           config_.world_size, opts);
+#else
+      XDINO_FAIL("this build has no NCCL; rebuild against a CUDA LibTorch with NCCL");
+#endif
+    } else {
+#ifdef XDINO_HAVE_GLOO
+      auto opts = c10d::ProcessGroupGloo::Options::create(config_.timeout);
+      opts->devices.push_back(gloo_device(config_.master_addr));
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, config_.rank,
+                                                           config_.world_size, opts);
+#else
+      XDINO_FAIL("this LibTorch build has no Gloo; CPU processes cannot talk to each other");
+#endif
+    }
+    monitor_ = std::make_unique<PeerMonitor>(config_);
+  }
+
+  ~C10dCommunicator() override {
+    monitor_.reset();
+    if (failed_) {
+      // After a lost peer, tearing the group down can block on connections to it; the
+      // process is about to exit with an error anyway, so leave the group to the OS.
+      (void)group_.release();
+      (void)store_.release();
+    }
+  }
+
+  int rank() const override { return config_.rank; }
+  int world_size() const override { return config_.world_size; }
+
+  using Communicator::all_reduce_sum;
+  void all_reduce_sum(std::vector<torch::Tensor>& tensors) override {
+    for_each_bucket(tensors, [&](std::vector<torch::Tensor>& flat) {
+      run("all_reduce", group_->allreduce(flat));
+    });
+  }
+
+  void broadcast(std::vector<torch::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    for_each_bucket(tensors, [&](std::vector<torch::Tensor>& flat) {
+      run("broadcast", group_->broadcast(flat, opts));
+    });
+  }
+
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& t) override {
+    std::vector<torch::Tensor> input{t.contiguous()};
+    std::vector<std::vector<torch::Tensor>> output(1);
+    for (int r = 0; r < config_.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
+    run("all_gather", group_->allgather(output, input));
+    return output[0];
+  }
+
+  std::vector<torch::Tensor> all_gather_varying(const torch::Tensor& t) override {
+    auto sizes = all_gather(torch::tensor({t.size(0)}, torch::kLong).to(config_.device));
+    int64_t longest = 0;
+    for (const auto& s : sizes) longest = std::max(longest, s.item<int64_t>());
+    auto shape = t.sizes().vec();
+    shape[0] = longest;
+    auto padded = torch::zeros(shape, t.options());
+    padded.narrow(0, 0, t.size(0)).copy_(t);
+    auto parts = all_gather(padded);
+    for (size_t r = 0; r < parts.size(); ++r)
+      parts[r] = parts[r].narrow(0, 0, sizes[r].item<int64_t>());
+    return parts;
+  }
+
+  void barrier() override { run("barrier", group_->barrier()); }
+
+  std::unique_ptr<PendingWork> all_reduce_sum_async(torch::Tensor t) override {
+    XDINO_CHECK(t.is_contiguous(), "all_reduce_sum_async needs a contiguous tensor");
+    monitor_->entering_collective();
+    std::vector<torch::Tensor> list{t};
+    struct Pending final : PendingWork {
+      C10dCommunicator* self;
+      c10::intrusive_ptr<c10d::Work> work;
+      void wait() override { self->wait_for("all_reduce", work); }
+    };
+    auto pending = std::make_unique<Pending>();
+    pending->self = this;
+    pending->work = group_->allreduce(list);
+    return pending;
+  }
+
+  void finalize() override {
+    barrier();
+    store_->add(key("done", config_.rank), 1);
+    monitor_->stop();
+    if (config_.rank == 0) {
+      // The store lives in this process: keep it until every rank has stopped using it.
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      for (int r = 1; r < config_.world_size && Clock::now() < deadline;) {
+        if (store_->add(key("done", r), 0) > 0) ++r;
+        else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+
+ private:
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+#ifdef XDINO_HAVE_GLOO
+  // Like torch.distributed: GLOO_SOCKET_IFNAME picks the interface; a loopback master means
+  // one machine; otherwise the address this host's name resolves to.
+  static std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master) {
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+      return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+    if (master == "127.0.0.1" || master == "localhost")
+      return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+    return c10d::ProcessGroupGloo::createDefaultDevice();
+  }
+#endif
+
+  // Flattens same-dtype runs of tensors into buckets, runs `op` on each, and copies back.
+  template <typename Op>
+  void for_each_bucket(std::vector<torch::Tensor>& tensors, Op op) {
+    size_t i = 0;
+    while (i < tensors.size()) {
+      size_t j = i;
+      int64_t bytes = 0;
+      while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
+             (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= config_.bucket_bytes)) {
+        bytes += tensors[j].nbytes();
+        ++j;
+      }
+      std::vector<torch::Tensor> flat;
+      if (j == i + 1 && tensors[i].is_contiguous()) {
+        flat.push_back(tensors[i]);
+        op(flat);
+      } else {
+        std::vector<torch::Tensor> views;
+        for (size_t k = i; k < j; ++k) views.push_back(tensors[k].reshape({-1}));
+        flat.push_back(torch::cat(views));
+        op(flat);
+        int64_t offset = 0;
+        for (size_t k = i; k < j; ++k) {
+          const int64_t n = tensors[k].numel();
+          tensors[k].copy_(flat[0].narrow(0, offset, n).view(tensors[k].sizes()));
+          offset += n;
+        }
+      }
+      i = j;
+    }
+  }
+
+  void run(const char* what, c10::intrusive_ptr<c10d::Work> work) {
+    monitor_->entering_collective();
+    wait_for(what, work);
+  }
+
+  void wait_for(const char* what, const c10::intrusive_ptr<c10d::Work>& work) {
+    try {
+      work->wait();
+    } catch (const std::exception& e) {
+      failed_ = true;
+      const std::string cause = first_line(e.what());
+      XDINO_FAIL(what, " on rank ", config_.rank, " failed: ", monitor_->diagnose(),
+                 " (c10d: ", cause, ")");
+    }
+  }
+
+  DistConfig config_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<Backend> group_;
+  std::unique_ptr<PeerMonitor> monitor_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> connect(const DistConfig& config) {
+  XDINO_CHECK_ARG(config.world_size >= 1 && config.rank >= 0 && config.rank < config.world_size,
+                  "bad process layout: rank ", config.rank, " of world size ",
+                  config.world_size);
+  if (config.world_size == 1) return local_communicator();
+  log::set_rank(config.rank, config.world_size);
+  return std::make_shared<C10dCommunicator>(config);
+}
+
+}  // namespace xdino::ssl

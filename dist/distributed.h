@@ -1,0 +1,46 @@
+// Processes of one run talking through LibTorch's c10d: Gloo on CPUs, NCCL on GPUs.
+//
+// Contract:
+//  - connect(config) returns local_communicator() for a world of 1, else a Communicator backed
+//    by a c10d process group whose rendezvous is a TCPStore at master_addr:master_port
+//    (hosted by rank 0). It blocks until all world_size processes have joined, or throws
+//    xdino::Error after `timeout` naming the address and how many joined.
+//  - Tensors given to the collectives must live on `config.device` (CPU for Gloo, the local
+//    GPU for NCCL). Lists of tensors are flattened into buckets of at most bucket_bytes, so
+//    many small tensors cost a few collectives, not one each.
+//  - Failure: every process runs a heartbeat thread that publishes liveness and the index of
+//    its current collective to the store. When a collective fails (a peer's socket closed) or
+//    times out (a peer hangs: `timeout`), the communicator throws xdino::Error with one line
+//    naming the lost rank and whether it died or hung, instead of hanging forever.
+//  - finalize() before a clean exit: barrier, then stop the heartbeat; rank 0 keeps the store
+//    alive until every rank has finalized.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "dist/communicator.h"
+
+namespace xdino::ssl {
+
+struct DistConfig {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;        // index on this node: picks the GPU
+  int local_world_size = 1;  // processes on this node: splits the CPU threads
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  torch::Device device = torch::kCPU;
+  int64_t bucket_bytes = 25 << 20;  // DDP's default bucket_cap_mb = 25
+};
+
+std::shared_ptr<Communicator> connect(const DistConfig& config);
+
+// Whether this LibTorch build can make process groups of that kind.
+bool gloo_available();
+bool nccl_available();
+
+}  // namespace xdino::ssl

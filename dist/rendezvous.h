@@ -1,0 +1,43 @@
+// Where this process sits in a multi-process run, read from the launcher's environment the
+// way the official DINO code does (see docs/architecture.md, "Processes").
+//
+// Contract: dist_config_from_env() looks, in this order, at
+//   torchrun:  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+//   SLURM:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR
+//              defaults to the first host of SLURM_JOB_NODELIST, MASTER_PORT to
+//              20000 + SLURM_JOB_ID % 20000 (so jobs sharing a node do not collide)
+//   Open MPI:  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE; MASTER_ADDR must be set
+//              (mpirun -x MASTER_ADDR) unless every rank is on one node
+// and otherwise returns a single process. Malformed values throw xdino::UsageError naming the
+// variable. The device is the local GPU when CUDA is available, else the CPU.
+//
+// DistOptions hold what every subcommand that connects processes (train, knn, linear,
+// features) lets the user set (launch/flags.h binds them to flags): dist_timeout, the seconds
+// a process waits for the others at the rendezvous and in each collective before it names the
+// lost rank and exits 1 (a process that dies is noticed at the next collective, without
+// waiting). Not positive: UsageError.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "dist/distributed.h"
+
+namespace xdino::dist {
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+ssl::DistConfig dist_config_from_env(const EnvLookup& env);
+ssl::DistConfig dist_config_from_env();
+
+struct DistOptions {
+  double dist_timeout = 1800;  // torch.distributed's default process-group timeout
+};
+
+// dist_config_from_env() with the options applied.
+ssl::DistConfig dist_config_from_env(const DistOptions& options);
+
+// "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
+std::string first_slurm_host(const std::string& nodelist);
+
+}  // namespace xdino::dist

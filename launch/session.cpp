@@ -1,0 +1,41 @@
+#include "launch/session.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/blas.h"
+#include "core/log.h"
+#include "dist/rendezvous.h"
+
+namespace xdino::launch {
+
+Session start_session(const dist::DistOptions& options) {
+  Session s;
+  s.config = dist::dist_config_from_env(options);
+  const ssl::DistConfig& c = s.config;
+  // Processes sharing a node would otherwise each start one thread per core.
+  if (c.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
+    at::set_num_threads(std::max<int>(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / c.local_world_size));
+  log::set_rank(c.rank, c.world_size);
+  s.comm = ssl::connect(c);
+  s.device = c.device;
+  log::info(blas_summary(), "; ", at::get_num_threads(), " intra-op threads");
+  if (c.world_size > 1)
+    log::info("process ", c.rank, " of ", c.world_size, " (", c.launcher, "), device ",
+              s.device.str());
+  return s;
+}
+
+void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm) {
+  if (!comm.is_main()) return;
+  std::filesystem::create_directories(output_dir);
+  write_file_atomically(std::filesystem::path(output_dir) / "config.ini", flags.to_ini());
+}
+
+}  // namespace xdino::launch

@@ -1,0 +1,36 @@
+// Starting a subcommand that may run as one of several processes (train, features, knn,
+// linear): one place for what each of them did on its own before.
+//
+// Contract:
+//  - start_session(options) reads the process layout from the launcher's environment
+//    (dist/rendezvous.h), gives each process of a node its share of the cores when
+//    OMP_NUM_THREADS is unset, tags the log with the rank, connects the processes (one
+//    process: no networking) and picks the device (the local GPU when CUDA is available). It
+//    logs the BLAS in use and the intra-op thread count (rank 0 only, like every log line).
+//  - write_config() creates output_dir and writes the effective flags to
+//    <output_dir>/config.ini atomically, on rank 0 only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "dist/communicator.h"
+#include "dist/distributed.h"
+#include "launch/dist_flags.h"
+#include "launch/flags.h"
+
+namespace xdino::launch {
+
+struct Session {
+  ssl::DistConfig config;
+  std::shared_ptr<Communicator> comm;
+  torch::Device device = torch::kCPU;
+};
+
+Session start_session(const dist::DistOptions& options);
+
+void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
+
+}  // namespace xdino::launch

@@ -1,0 +1,75 @@
+// Layers shared by the backbones (ViT, XCiT, and the ones to come): the timm Mlp, stochastic
+// depth on a residual branch, the two patch embeddings (ViT's linear one, XCiT's convolutional
+// one), and the dtype helpers every attention uses. Submodule names are the official ones
+// (fc1/fc2, proj.*), so checkpoints map onto them by name.
+//
+// Contract: every forward accepts float32, float64 or bfloat16/float16 tensors and runs under
+// autocast; accumulation_dtype() is where softmax and norms run. BatchNorms are
+// models::BatchNorm (SyncBatchNorm once given a communicator).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "models/batch_norm.h"
+
+namespace xdino::models {
+
+// x + s * gamma * y, where s is the per-sample stochastic-depth factor (docs/architecture.md):
+// floor(keep + U[0,1)) / keep with keep = 1 - rate, drawn per sample; s = 1 in eval mode or
+// when rate == 0. x, y: (B, ..., C); gamma: (C,).
+torch::Tensor residual_drop_path(const torch::Tensor& x, const torch::Tensor& y,
+                                 const torch::Tensor& gamma, double rate, bool training);
+
+// x + s * y (no layer scale), for the ViT blocks.
+torch::Tensor residual_drop_path(const torch::Tensor& x, const torch::Tensor& y, double rate,
+                                 bool training);
+
+// The per-sample factor alone, (B, 1, ..., 1) with x's rank, in x's dtype; undefined when
+// stochastic depth is off (eval mode or rate == 0).
+torch::Tensor drop_path_factor(const torch::Tensor& x, double rate, bool training);
+
+// timm Mlp: fc1 -> GELU (erf) -> fc2.
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int64_t dim, int64_t hidden);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// `patch_embed`: stride-2 conv3x3 (no bias) + BN units with GELU between them, 4 units for
+// patch 16 and 3 for patch 8, at Sequential indices 0,2,4(,6). Any input size; every unit
+// rounds up (out = ceil(in / 2)). Throws xdino::UsageError for another patch size.
+struct ConvPatchEmbedImpl : torch::nn::Module {
+  ConvPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
+  // images (B, 3, H, W) -> tokens (B, N, C) contiguous, and the grid (Hp, Wp).
+  std::pair<torch::Tensor, std::pair<int64_t, int64_t>> forward(const torch::Tensor& images);
+  // (Hp, Wp) for an H x W input, without running anything.
+  static std::pair<int64_t, int64_t> grid(int64_t height, int64_t width, int64_t patch_size);
+  int64_t patch_size;
+  // Official layout: a Sequential [unit, GELU, unit, GELU, ...]; LibTorch cannot nest
+  // Sequentials, so the outer list is a ModuleList with the same indices.
+  torch::nn::ModuleList proj{nullptr};
+  std::vector<torch::nn::Conv2d> convs;  // proj.{0,2,4,6}.0
+  std::vector<BatchNorm> norms;          // proj.{0,2,4,6}.1
+};
+TORCH_MODULE(ConvPatchEmbed);
+
+// ViT's patch embedding: a patch x patch conv with stride patch (`patch_embed.proj`).
+struct ViTPatchEmbedImpl : torch::nn::Module {
+  ViTPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
+  torch::Tensor forward(const torch::Tensor& images);  // (B, 3, H, W) -> (B, n, C)
+  torch::nn::Conv2d proj{nullptr};
+};
+TORCH_MODULE(ViTPatchEmbed);
+
+// Dtype in which softmax and norms run for activations of `dtype`: float64 stays float64,
+// everything else is float32.
+inline torch::Dtype accumulation_dtype(torch::Dtype dtype) {
+  return dtype == torch::kDouble ? torch::kDouble : torch::kFloat;
+}
+
+}  // namespace xdino::models
