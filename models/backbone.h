@@ -25,9 +25,10 @@
 //    rows summing to 1, float32 (float64 for float64 models). XCiT: class-attention layer `layer`
 //    of 2 (negative counts from the end); ViT: CLS row of block `layer`'s self-attention.
 //    UsageError where undefined.
-//  - qk_norms(x, block): per-patch |q|, |k| (raw and after XCA's token-axis L2 normalisation),
-//    each (B, heads, N), float32 (float64 for float64 models), for XCA block `block`. XCiT only
-//    (UsageError otherwise).
+//  - qk_norms(x, block): per-patch |q|, |k| (raw and after the attention's normalisation),
+//    each (B, heads, N), float32 (float64 for float64 models), for main block `block`: XCiT
+//    (XCA's token-axis L2 normalisation) and X-ViT (XNorm's per-token one: |q^| = 1, no |k^|);
+//    UsageError for other families.
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
 #pragma once

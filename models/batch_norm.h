@@ -1,5 +1,9 @@
 // BatchNorm that synchronises its batch statistics across processes (SyncBatchNorm), and is
 // exactly torch's BatchNorm when it runs alone.
+// Ours rather than LibTorch's: LibTorch has no SyncBatchNorm module, and torch's
+// SyncBatchNorm kernels are CUDA-only, while our CPU runs synchronise over Gloo; the state and
+// checkpoint keys are torch's. Under autocast a half input stays half (statistics in float32
+// inside at::batch_norm), as torch's BatchNorm does.
 //
 // Contract:
 //  - Same state as torch.nn.BatchNorm{1,2}d: `weight`, `bias` (C,), buffers `running_mean`,
