@@ -24,14 +24,14 @@
 #include <vector>
 
 #include "augment/color.h"
-#include "augment/crop_sizes.h"
+#include "core/crop_sizes.h"
 #include "augment/image.h"
 #include "augment/random.h"
 #include "augment/tensor.h"
 
 namespace xdino::augment {
 
-// The crop counts, sizes and scales are CropSizes' (augment/crop_sizes.h).
+// The crop counts, sizes and scales are CropSizes' (core/crop_sizes.h).
 struct MultiCropOptions : CropSizes {
   std::vector<double> crop_ratio = {3.0 / 4.0, 4.0 / 3.0};
   double flip_p = 0.5;

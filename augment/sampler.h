@@ -8,7 +8,7 @@
 //    whole order again as often as needed when n < world_size), and rank r takes positions
 //    r, r + world_size, ... : num_samples() = ceil(n / world_size) indices per rank.
 //  - Batching is the loader's: batches_per_epoch() = floor(num_samples / batch) with
-//    drop_last (main_dino.py's niter, dino.md §6), ceil(...) without.
+//    drop_last (main_dino.py's niter, docs/dino.md), ceil(...) without.
 //  - n >= 1, world_size >= 1, 0 <= rank < world_size; violations throw xdino::Error.
 #pragma once
 

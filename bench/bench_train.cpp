@@ -6,7 +6,7 @@
 //                           [--global_size 224] [--local_size 96] [--locals 8]
 //                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
 //                           [--precision auto|fp32|bf16|fp16]
-// --device and --precision mean what they mean for `dino train` (ssl/precision.h), with the
+// --device and --precision mean what they mean for `dino train` (train/precision.h), with the
 // same one-line errors (exit 2). The crops are made once, on the training device, so the
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
 // data pipeline). On CUDA every step ends with a device synchronise, so the phase split is

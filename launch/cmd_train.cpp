@@ -41,7 +41,7 @@ class LoaderSource : public ssl::DataSource {
 // TrainOptions' crop flags as the augmentation's options (the rest keep DINO's defaults).
 augment::MultiCropOptions multi_crop_options(const ssl::TrainOptions& o) {
   augment::MultiCropOptions mo;
-  static_cast<augment::CropSizes&>(mo) = o;  // the crop flags, one assignment
+  static_cast<CropSizes&>(mo) = o;  // the crop flags, one assignment
   XDINO_CHECK_ARG(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
                   "--blur_sigma takes two values 0 < min <= max (pixels), got ", o.blur_sigma.size(),
                   " values");

@@ -19,7 +19,7 @@ const std::vector<XCiTConfig>& xcit_variants() {
       double eta;
       bool tokens_norm;
     };
-    // Spec xcit.md section 1.
+    // The official family (docs/architecture.md, "XCiT").
     const Row rows[] = {
         {"nano_12", 128, 12, 4, 1.0, false},   {"tiny_12", 192, 12, 4, 1.0, true},
         {"small_12", 384, 12, 8, 1.0, true},   {"tiny_24", 192, 24, 4, 1e-5, true},

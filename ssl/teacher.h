@@ -1,5 +1,5 @@
 // The DINO teacher: a copy of the student that never gets gradients and follows the student
-// by an exponential moving average of its parameters (spec dino.md sections 2 and 9).
+// by an exponential moving average of its parameters (docs/dino.md, "Networks").
 //
 // Contract:
 //  - init_teacher(student, teacher): copies every parameter AND buffer of `student` into the

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "augment/crop_sizes.h"
+#include "core/crop_sizes.h"
 #include "train/update_path.h"
 
 namespace xdino::ssl {
 
-struct TrainOptions : augment::CropSizes {
+struct TrainOptions : CropSizes {
   // Model.
   std::string arch = "vit_small";
   int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name
@@ -51,7 +51,7 @@ struct TrainOptions : augment::CropSizes {
   UpdatePath update_path = UpdatePath::kAuto;
 
   // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
-  // global_crops_size, local_crops_size come from augment::CropSizes, with their defaults.
+  // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their defaults.
   // ours: GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py; it is
   // meant for 224-pixel crops, so small crops need it scaled down.
   std::vector<double> blur_sigma = {0.1, 2.0};

@@ -82,7 +82,7 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   models::set_batch_norm_communicator(*teacher_, comm_);
   init_teacher(*student_, *teacher_);
   student_->train();
-  teacher_->train();  // never eval: batch statistics, own running stats (spec 2)
+  teacher_->train();  // never eval: batch statistics, own running stats (docs/dino.md, "Networks")
   teacher_ddp_prefix_ = has_batchnorms(*student_);
 
   DINOLossOptions lo;

@@ -103,7 +103,7 @@ TEST(AugmentCrop, RandomResizedCropConsumesTheRngInTheDocumentedOrder) {
 }
 
 TEST(AugmentBlur, BoxRadiusMatchesThePaperFormula) {
-  // dino.md 14: sigma 2 -> s^2 = 4/3, l = 1, a = 0.375, r = 1.375.
+  // docs/dino.md, "Augmentations": sigma 2 -> s^2 = 4/3, l = 1, a = 0.375, r = 1.375.
   EXPECT_FLOAT_EQ(xa::box_blur_radius(2.0f, 3), 1.375f);
   // sigma 0.1: l = 0, r = a = -3 s^2 / (6 (s^2 - 1)) ~ 0.0017 (nearly the identity).
   const double s2 = 0.01 / 3, expect = (1 * (0 - 3 * s2)) / (6 * (s2 - 1));

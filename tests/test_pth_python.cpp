@@ -24,7 +24,7 @@ namespace {
   GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy (install them with " \
                   "scripts/setup.sh --tests)"
 
-// What a DINO training checkpoint holds (dino.md section 11), small.
+// What a DINO training checkpoint holds (docs/checkpoints.md), small.
 IValue checkpoint_like() {
   torch::manual_seed(3);
   const auto backbone = [](const char* prefix) {

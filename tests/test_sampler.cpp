@@ -60,7 +60,7 @@ TEST(Sampler, EveryEpochHasItsOwnOrderAndSeedMatters) {
 }
 
 TEST(Sampler, NiterIsFloorOfCeilDividedByBatch) {
-  // dino.md §6: ImageNet-1k on 16 GPUs x 64 images: 1251 iterations per epoch.
+  // docs/dino.md: ImageNet-1k on 16 GPUs x 64 images: 1251 iterations per epoch.
   EXPECT_EQ(batches_per_epoch(1281167, 16, 64, true), 1251);
   EXPECT_EQ(batches_per_epoch(1281167, 16, 64, false), 1252);
   EXPECT_EQ(batches_per_epoch(60000, 1, 64, true), 937);

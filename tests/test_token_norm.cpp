@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "models/xcit_layers.h"
+#include "tests/support/grad_check.h"
 
 using torch::Tensor;
 using xdino::models::token_norm;
@@ -20,22 +21,13 @@ TEST(TokenNorm, EqualsTheClampedEuclideanNorm) {
 
 TEST(TokenNorm, GradientMatchesFiniteDifferences) {
   torch::manual_seed(1);
-  const Tensor t0 = torch::randn({2, 3, 5}, torch::kDouble);
+  const Tensor t = torch::randn({2, 3, 5}, torch::kDouble).requires_grad_(true);
   const Tensor w = torch::randn({2, 3, 1}, torch::kDouble);  // a weighted sum of the norms
-  const auto f = [&](const Tensor& t) { return (token_norm(t, torch::kDouble) * w).sum(); };
-  Tensor t = t0.clone().requires_grad_(true);
-  f(t).backward();
-  const Tensor analytic = t.grad();
-  const double eps = 1e-6;
-  Tensor numeric = torch::zeros_like(t0);
-  for (int64_t i = 0; i < t0.numel(); ++i) {
-    Tensor plus = t0.clone(), minus = t0.clone();
-    plus.view({-1})[i] += eps;
-    minus.view({-1})[i] -= eps;
-    numeric.view({-1})[i] = (f(plus) - f(minus)).item<double>() / (2 * eps);
-  }
-  EXPECT_TRUE(torch::allclose(analytic, numeric, 1e-7, 1e-9))
-      << (analytic - numeric).abs().max().item<double>();
+  xdino::testing::GradCheckOptions o;
+  o.entries_per_tensor = 30;  // every entry
+  o.tolerance = 1e-7;
+  xdino::testing::expect_gradients_match(
+      [&] { return (token_norm(t, torch::kDouble) * w).sum(); }, {{"t", t}}, o);
 }
 
 TEST(TokenNorm, AllZeroVectorHasGradientZero) {

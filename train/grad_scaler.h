@@ -1,5 +1,5 @@
 // Dynamic loss scaling for fp16 training, with torch.cuda.amp.GradScaler's semantics and
-// defaults (spec dino.md section 10).
+// defaults (docs/dino.md, "Schedules and optimiser").
 //
 // Contract:
 //  - scale(loss) = loss * scale (fp32). Backward of it yields gradients times the scale.

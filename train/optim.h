@@ -1,5 +1,5 @@
 // Optimisers of main_dino.py (AdamW, SGD with momentum, DINO's LARS) with torch.optim's
-// update rules, parameter groups and state_dict layout (spec dino.md section 7).
+// update rules, parameter groups and state_dict layout (docs/dino.md, "Schedules and optimiser").
 //
 // Contract:
 //  - An Optimizer owns a list of ParamGroup (tensors shared with the model, plus names for

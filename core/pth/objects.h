@@ -1,5 +1,5 @@
 // What the Python callables a torch.save pickle names rebuild (part of core/pth; used by the
-// unpickler in pth_unpickle.cpp).
+// unpickler in core/pth/unpickle.cpp).
 //
 // Contract:
 //  - PythonObjects gives REDUCE (call), NEWOBJ/INST/OBJ (instance), BUILD (build) and BINPERSID

@@ -2,13 +2,13 @@
 // these defaults (main_dino.py's), shared by the augmentation (augment::MultiCropOptions) and
 // the training options (ssl::TrainOptions), which both derive from it so that the flags of
 // `dino train` and the augmentation cannot disagree. Plain values; std only, so the
-// LibTorch-only tiers can include it without OpenCV.
+// LibTorch-only tiers can include it without OpenCV; in core/, the lowest tier both use.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace xdino::augment {
+namespace xdino {
 
 struct CropSizes {
   std::vector<double> global_crops_scale = {0.4, 1.0};  // RandomResizedCrop area range
@@ -18,4 +18,4 @@ struct CropSizes {
   int64_t local_crops_size = 96;    // hard-coded 96 in main_dino.py
 };
 
-}  // namespace xdino::augment
+}  // namespace xdino
