@@ -34,7 +34,11 @@ TEST(Check, ArgCheckThrowsUsageError) {
 TEST(Check, MessagesStayOnOneLine) {
   try {
     XDINO_FAIL("first\nsecond");
+    FAIL() << "XDINO_FAIL must throw";
   } catch (const xdino::Error& e) {
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("first"), std::string::npos) << what;
+    EXPECT_NE(what.find("second"), std::string::npos) << what;
   }
 }

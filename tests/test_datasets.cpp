@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/require.h"
 #include "augment/dataset.h"
 #include "augment/idx_dataset.h"
 #include "augment/image_folder.h"
@@ -184,7 +185,7 @@ TEST(Idx, ClassNamesFileAndBrokenFiles) {
 TEST(Idx, FashionMnistFromTheDebianPackage) {
   const fs::path root = "/usr/share/datasets/fashion-mnist";
   if (!fs::exists(root / "train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    XDINO_SKIP_MISSING() << "dataset-fashion-mnist is not installed";
   const DatasetPtr train = open_dataset(root.string(), "train");
   const DatasetPtr val = open_dataset(root.string(), "val");
   EXPECT_EQ(train->format(), "idx");

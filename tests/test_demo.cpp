@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 
+#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/json.h"
 #include "tests/support/files.h"
@@ -44,7 +45,8 @@ double reported_top1(const fs::path& file) {
 
 TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   if (!fs::exists(kFashionMnist / "t10k-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "needs the Debian package dataset-fashion-mnist (scripts/setup.sh --tests)";
+    XDINO_SKIP_MISSING()
+        << "needs the Debian package dataset-fashion-mnist (scripts/setup.sh --tests)";
   const fs::path dir = xdino::testing::fresh_dir("demo");
   const fs::path here = fs::current_path();
   fs::current_path(dir);  // the configs' relative runs/ folders land here

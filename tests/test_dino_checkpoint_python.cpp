@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "tests/support/require.h"
 #include "core/pth.h"
 #include "ssl/trainer.h"
 #include "tests/support/files.h"
@@ -29,7 +30,7 @@ std::string script() {
 }  // namespace
 
 TEST(DinoCheckpointPython, TorchLoadsOursWithOfficialKeys) {
-  if (!xdino::testing::python_has("torch")) GTEST_SKIP() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch")) XDINO_SKIP_MISSING() << kPython << " cannot import torch";
   TempDir dir;
   auto opt = xdino::testing::tiny_options(dir.path());
   opt.epochs = 1;
@@ -40,7 +41,7 @@ TEST(DinoCheckpointPython, TorchLoadsOursWithOfficialKeys) {
 }
 
 TEST(DinoCheckpointPython, ResumesFromTheOfficialLayout) {
-  if (!xdino::testing::python_has("torch")) GTEST_SKIP() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch")) XDINO_SKIP_MISSING() << kPython << " cannot import torch";
   TempDir ours, official;
   auto opt = xdino::testing::tiny_options(ours.path());
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), TrainOutcome::kCompleted);

@@ -8,6 +8,7 @@
 #include <future>
 #include <iostream>
 
+#include "tests/support/require.h"
 #include "core/pth.h"
 #include "launch/local_launcher.h"
 #include "dist/distributed.h"
@@ -82,7 +83,7 @@ Difference difference(const Dict& a, const Dict& b, const std::string& prefix = 
 class Distributed : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!xdino::ssl::gloo_available()) GTEST_SKIP() << "this LibTorch has no Gloo";
+    if (!xdino::ssl::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
   }
 };
 

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/pth.h"
 #include "dist/distributed.h"
@@ -79,7 +80,7 @@ std::map<int, int> ranks_of_children(int parent) {
 class DistributedCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!xdino::ssl::gloo_available()) GTEST_SKIP() << "this LibTorch has no Gloo";
+    if (!xdino::ssl::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
     xdino::testing::write_random_idx(data_, 64);
   }
   // Starts a 2-process run (8 iterations per epoch, 50 epochs: far from over when a rank is

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/require.h"
 #include "core/check.h"
 #include "eval/features_io.h"
 #include "tests/support/process.h"
@@ -53,9 +54,9 @@ TEST(FeaturesIo, RoundTrip) {
 }
 
 TEST(FeaturesIo, H5pyReadsOurFileAndWeReadH5pys) {
-  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  if (!fs::exists("/usr/bin/python3")) XDINO_SKIP_MISSING() << "no /usr/bin/python3";
   const auto probe = xdino::testing::run_process({"/usr/bin/python3", "-c", "import h5py"});
-  if (probe.exit_code != 0) GTEST_SKIP() << "h5py not installed";
+  if (probe.exit_code != 0) XDINO_SKIP_MISSING() << "h5py not installed";
   const fs::path dir = fresh_temp_dir("features_h5py");
   write_features(dir / "ours.h5", sample_set());
   const std::string script = R"(

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "tests/support/require.h"
 #include "augment/h5_dataset.h"
 #include "augment/image_folder.h"
 #include "augment/pack.h"
@@ -115,7 +116,7 @@ TEST(H5Pack, CheckImagesLeavesUnreadableFilesOut) {
 
 TEST(H5Pack, InconsistentPackIsAnErrorNamingTheFile) {
   const fs::path out = fresh_dir("pack_bad");
-  if (!xdino::testing::python_has("h5py")) GTEST_SKIP() << "no h5py for /usr/bin/python3";
+  if (!xdino::testing::python_has("h5py")) XDINO_SKIP_MISSING() << "no h5py for /usr/bin/python3";
   const auto r = python("import h5py, numpy as np\n"
                         "with h5py.File('" + (out / "train.h5").string() + "', 'w') as f:\n"
                         "  f['images'] = np.zeros(10, np.uint8)\n"
@@ -132,7 +133,7 @@ TEST(H5Pack, InconsistentPackIsAnErrorNamingTheFile) {
 }
 
 TEST(H5Pack, H5pyReadsOurPack) {
-  if (!xdino::testing::python_has("h5py")) GTEST_SKIP() << "no h5py for /usr/bin/python3";
+  if (!xdino::testing::python_has("h5py")) XDINO_SKIP_MISSING() << "no h5py for /usr/bin/python3";
   const fs::path out = fresh_dir("pack_h5py");
   pack_image_folder(pack_options(out, 0.001));
   const fs::path src = fixture("datasets/folder/train");
@@ -160,7 +161,7 @@ TEST(H5Pack, H5pyReadsOurPack) {
 }
 
 TEST(H5Pack, WeReadH5pyWrittenFilesContiguousOrCompressed) {
-  if (!xdino::testing::python_has("h5py")) GTEST_SKIP() << "no h5py for /usr/bin/python3";
+  if (!xdino::testing::python_has("h5py")) XDINO_SKIP_MISSING() << "no h5py for /usr/bin/python3";
   const fs::path out = fresh_dir("h5py_written");
   const fs::path src = fixture("datasets/folder/val");
   // Contiguous images with labels only (classes named by id); gzip-chunked images with

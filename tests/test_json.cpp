@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "tests/support/require.h"
 #include "core/check.h"
 #include "core/json.h"
 #include "tests/support/process.h"
@@ -48,7 +49,7 @@ TEST(Json, ParseIsStrictAndNamesTheSource) {
 }
 
 TEST(Json, PythonReadsWhatWeWrite) {
-  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  if (!std::filesystem::exists("/usr/bin/python3")) XDINO_SKIP_MISSING() << "no /usr/bin/python3";
   Json o = Json::object();
   o["a"] = 0.1;
   o["b"] = -3;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/ivalue.h"
@@ -85,7 +86,7 @@ TEST(LibTorchLimits, PicklerWritesGlobalsThatWeightsOnlyLoadingRejects) {
   EXPECT_NE(text.find("torch.jit._pickle"), std::string::npos)
       << "LibTorch's pickler no longer emits torch.jit._pickle globals";
   if (!xdino::testing::python_torch_available())
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy (scripts/setup.sh --tests)";
+    XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import torch and numpy (scripts/setup.sh --tests)";
   const fs::path dir = xdino::testing::fresh_dir("libtorch_limits_pickle");
   xdino::write_file_atomically(dir / "theirs.pth", text);
   xdino::save_pth(dir / "ours.pth", d);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "tests/support/require.h"
 #include "core/pth.h"
 #include "core/pth/pickle.h"
 #include "core/pth/zip.h"
@@ -21,7 +22,7 @@ namespace {
 
 #define SKIP_WITHOUT_PYTHON_TORCH()                                                    \
   if (!xdino::testing::python_torch_available())                                       \
-  GTEST_SKIP() << "/usr/bin/python3 cannot import torch and numpy (install them with " \
+  XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import torch and numpy (install them with " \
                   "scripts/setup.sh --tests)"
 
 // What a DINO training checkpoint holds (docs/checkpoints.md), small.

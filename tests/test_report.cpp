@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "eval/report.h"
@@ -98,7 +99,7 @@ TEST(Report, PublishedRowsAreMarked) {
 }
 
 TEST(Report, CsvAndJsonParseInPython) {
-  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  if (!fs::exists("/usr/bin/python3")) XDINO_SKIP_MISSING() << "no /usr/bin/python3";
   const fs::path root = make_runs();
   ReportOptions o;
   o.runs = {(root / "a").string(), (root / "b").string()};

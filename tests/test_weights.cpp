@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "tests/support/require.h"
 #include "core/check.h"
 #include "core/pth.h"
 #include "models/weights.h"
@@ -98,7 +99,7 @@ TEST(StateDictOrder, MatchesPyTorchsRule) {
 
 TEST(StateDictOrder, MatchesPythonsStateDictOfTheSameModule) {
   if (!xdino::testing::python_torch_available())
-    GTEST_SKIP() << "/usr/bin/python3 cannot import torch (scripts/setup.sh --tests)";
+    XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import torch (scripts/setup.sh --tests)";
   Net net;
   std::vector<std::string> ours;
   for (const auto& item : xdino::models::state_dict(*net))
