@@ -8,6 +8,11 @@
 namespace xdino {
 namespace {
 
+// openblas_get_config() begins with "OpenBLAS" in current releases; older ones omit it.
+std::string openblas_name(const std::string& config) {
+  return config.rfind("OpenBLAS", 0) == 0 ? config : "OpenBLAS " + config;
+}
+
 // The value of "BLAS_INFO=<name>" in LibTorch's build settings, "" when absent.
 std::string torch_blas_name(const std::string& config) {
   const std::string key = "BLAS_INFO=";
@@ -64,7 +69,7 @@ BlasInfo decide_blas(const std::string& torch_config, const BlasProbe& probe) {
   }
   if (name == "open" || name == "openblas") {
     info.config = probe.openblas_config.empty() ? "OpenBLAS, built into LibTorch"
-                                                : "OpenBLAS " + probe.openblas_config;
+                                                : openblas_name(probe.openblas_config);
     info.optimized = true;
     return info;
   }
@@ -75,7 +80,7 @@ BlasInfo decide_blas(const std::string& torch_config, const BlasProbe& probe) {
   }
   // 2. A generic build calls the loaded libblas.so.3: ask it.
   if (!probe.openblas_config.empty()) {
-    info.config = "OpenBLAS " + probe.openblas_config;
+    info.config = openblas_name(probe.openblas_config);
     info.optimized = true;
   } else if (probe.mkl) {
     info.config = "Intel MKL";

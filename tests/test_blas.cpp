@@ -29,7 +29,7 @@ const char* kWheelConfig =
 BlasProbe openblas_probe() {
   BlasProbe p;
   p.sgemm_library = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3";
-  p.openblas_config = "0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64";
+  p.openblas_config = "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64";
   return p;
 }
 
@@ -51,7 +51,10 @@ TEST(Blas, WheelWithMklInsideLibTorchIsOptimisedWhateverItExports) {
 TEST(Blas, GenericBuildAsksTheLoadedLibrary) {
   const auto open = decide_blas(kDebianConfig, openblas_probe());
   EXPECT_TRUE(open.optimized);
-  EXPECT_EQ(open.config, "OpenBLAS " + openblas_probe().openblas_config);
+  EXPECT_EQ(open.config, openblas_probe().openblas_config);  // it names itself: no doubling
+  BlasProbe old_openblas = openblas_probe();
+  old_openblas.openblas_config = "0.2.20 DYNAMIC_ARCH";  // releases before 0.3 did not
+  EXPECT_EQ(decide_blas(kDebianConfig, old_openblas).config, "OpenBLAS 0.2.20 DYNAMIC_ARCH");
   EXPECT_EQ(open.library, openblas_probe().sgemm_library);
   BlasProbe netlib;
   netlib.sgemm_library = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
