@@ -114,7 +114,7 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
     set.attributes.arch = o.model.arch;
     set.attributes.checkpoint = o.model.pretrained_weights;
     set.attributes.checkpoint_key = o.model.checkpoint_key;
-    set.attributes.patch_size = o.model.patch_size;
+    set.attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
     set.attributes.split = o.split;
     const std::filesystem::path out(o.output);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());

@@ -14,7 +14,7 @@
 //    every process of a run and in every run. The pixels baseline has no weights to load.
 //    A missing weights file is a UsageError.
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
-//    arch, patch_size, image_size, pretrained_weights, checkpoint_key, weights
+//    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size, pretrained_weights, checkpoint_key, weights
 //    ("pretrained" | "random" | "none").
 #pragma once
 

@@ -73,7 +73,7 @@ FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o,
   f.attributes.arch = o.model.arch;
   f.attributes.checkpoint = o.model.pretrained_weights;
   f.attributes.checkpoint_key = o.model.checkpoint_key;
-  f.attributes.patch_size = o.model.patch_size;
+  f.attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
   f.attributes.split = split;
   return f;
 }

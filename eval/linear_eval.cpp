@@ -166,7 +166,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
           s->attributes.arch = o.model.arch;
           s->attributes.checkpoint = o.model.pretrained_weights;
           s->attributes.checkpoint_key = o.model.checkpoint_key;
-          s->attributes.patch_size = o.model.patch_size;
+          s->attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
         }
         train_set.attributes.split = "train";
         val_set.attributes.split = "val";

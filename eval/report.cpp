@@ -244,6 +244,10 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   if (!key.image_size) key.image_size = int_of("image_size");
   if (!key.pretrained && kv.count("pretrained_weights"))
     key.pretrained = !kv.at("pretrained_weights").empty();
+  if (kv.count("pretrained_weights") && !kv.at("pretrained_weights").empty()) {
+    const fs::path curves = fs::path(kv.at("pretrained_weights")).parent_path() / "curves.png";
+    if (fs::exists(curves)) row.curves = curves.string();
+  }
   XDINO_CHECK_ARG(!key.arch.empty(), "run folder '", dir_text,
                   "': no architecture in its results or config.ini");
   const int64_t patch = key.patch_size.value_or(16), size = key.image_size.value_or(224);
@@ -319,6 +323,10 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     out += "|---|---|--:|--:|--:|--:|" + std::string(with_source ? "---|" : "") + "\n";
     for (const ReportRow& r : rows) line(row_cells(r));
     if (any_cached) out += std::string("\n") + kCachedNote + "\n";
+    for (const ReportRow& r : rows)
+      if (!r.curves.empty())
+        out += "\nTraining curves of " + r.method + " " + r.model + ":\n\n![training curves](" +
+               r.curves + ")\n";
   } else if (format == ReportFormat::kLatex) {
     out += "% XCiT paper Table 3 layout; needs \\usepackage{booktabs}\n";
     out += std::string("\\begin{tabular}{ll") + "rrrr" + (with_source ? "l" : "") + "}\n\\toprule\n";
@@ -359,6 +367,7 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
       o["knn_k"] = r.knn_k ? Json(r.knn_k) : Json();
       o["source"] = r.source;
       o["run"] = r.run;
+      if (!r.curves.empty()) o["curves"] = r.curves;
       o["cells"] = [&] {
         Json c = Json::array();
         for (const auto& s : cells(r)) c.push_back(s);
@@ -378,6 +387,11 @@ std::string write_report(const ReportOptions& options, const ModelFactsFn& facts
   const ReportFormat format = format_for(options.output);
   std::vector<ReportRow> rows;
   for (const std::string& run : options.runs) rows.push_back(read_run(run, facts));
+  // Links relative to the report, so the folder can move as a whole.
+  const fs::path report_dir = options.output == "-" ? fs::path(".") : fs::path(options.output).parent_path();
+  for (ReportRow& r : rows)
+    if (!r.curves.empty())
+      r.curves = fs::relative(r.curves, report_dir.empty() ? fs::path(".") : report_dir).string();
   if (options.with_published)
     for (ReportRow& r : published_rows()) rows.push_back(std::move(r));
   const std::string text = render_report(rows, format);

@@ -21,6 +21,9 @@
 //    .md/.markdown, .tex, .csv, .json; anything else throws xdino::UsageError.
 //    `output` "-" prints Markdown to stdout.
 //  - with_published appends the paper's rows (eval.md section 4), Source "published".
+//  - A row whose weights file has a curves.png beside it (`dino train` writes one) gets it
+//    linked: Markdown embeds it below the table (path relative to the report), JSON has
+//    "curves"; the other formats leave it out.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +61,7 @@ struct ReportRow {
   std::string arch;
   int64_t image_size = 224;
   int64_t knn_k = 0;  // k of the k-NN column (0: none)
+  std::string curves;  // the training run's curves.png next to the evaluated weights, if any
 };
 
 enum class ReportFormat { kMarkdown, kLatex, kCsv, kJson };

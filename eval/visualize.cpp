@@ -197,7 +197,8 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
     qk_rows(m.q_hat, m.k_hat, "", unit_queries ? " normalised (=1 by design)" : " normalised");
   if (m.q_raw.defined() && wants(o, "raw")) qk_rows(m.q_raw, m.k_raw, "-raw", " raw");
 
-  const int tile = static_cast<int>(std::clamp<int64_t>(m.image.rows, 96, 192));
+  // Small images (28-32 px) drawn at least 4x, so a 7x7 token grid reads as cells.
+  const int tile = static_cast<int>(std::clamp<int64_t>(4 * m.image.rows, 128, 192));
   const std::string title =
       o.arch + (o.pretrained_weights.empty() ? " (random weights)" : " <- " + o.pretrained_weights) +
       "   colours: each map from its minimum (dark blue) to its maximum (yellow)";

@@ -1,6 +1,7 @@
 // `dino train`: DINO pretraining. Flags keep main_dino.py's names, meanings and defaults.
 #include <ATen/Parallel.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -8,7 +9,11 @@
 #include "augment/loader.h"
 #include "augment/pipelines.h"
 #include "core/check.h"
+#include "core/atomic_file.h"
+#include "core/json.h"
 #include "core/log.h"
+#include "eval/curves.h"
+#include "eval/online_knn.h"
 #include "launch/command.h"
 #include "launch/session.h"
 #include "models/registry.h"
@@ -49,6 +54,89 @@ augment::MultiCropOptions multi_crop_options(const ssl::TrainOptions& o) {
   mo.blur_sigma_max = o.blur_sigma[1];
   return mo;
 }
+
+// The online k-NN monitor's flags (ours; docs/dino.md, "Watching it learn").
+struct MonitorFlags {
+  int64_t knn_every = 0;
+  int64_t knn_train_samples = 5000;
+  int64_t knn_val_samples = 1000;
+  std::string knn_data_path;  // "": --data_path
+};
+
+// Wires eval::OnlineKnn and curves.png into the trainer's epoch callbacks.
+class LearningMonitor {
+ public:
+  LearningMonitor(const ssl::TrainOptions& o, const MonitorFlags& m, Communicator& comm,
+                  torch::Device device)
+      : o_(o), m_(m), comm_(comm), device_(device), dir_(o.output_dir) {
+    XDINO_CHECK_ARG(m.knn_every >= 0, "--knn_every must be >= 0 (0 disables), got ", m.knn_every);
+    if (m.knn_every == 0) return;
+    eval::OnlineKnnOptions ko;
+    ko.data_path = m.knn_data_path.empty() ? o.data_path : m.knn_data_path;
+    ko.train_samples = m.knn_train_samples;
+    ko.val_samples = m.knn_val_samples;
+    ko.image_size = o.global_crops_size;
+    ko.num_workers = o.num_workers;
+    knn_ = eval::OnlineKnn::open(ko);
+  }
+
+  // Before a run that starts from scratch: the initial teacher and raw pixels on the same
+  // subsets, the reference lines of curves.png.
+  void measure_reference(models::Backbone& teacher) {
+    if (!knn_ || std::filesystem::exists(dir_ / "checkpoint.pth")) return;
+    const auto random = knn_->measure(teacher, comm_, device_);
+    const auto pixels = knn_->pixels(comm_);
+    if (comm_.is_main()) {
+      Json j = Json::object();
+      j["knn_top1_random"] = random.top1;
+      j["knn_top1_pixels"] = pixels.top1;
+      j["k"] = knn_->options().k;
+      j["knn_train"] = random.num_train;
+      j["knn_val"] = random.num_val;
+      write_file_atomically(dir_ / "knn_reference.json", python_dumps(j, 2) + "\n");
+      log::info("online k-NN before training (", random.num_train, " train / ", random.num_val,
+                " val images, ", knn_->options().k, "-NN): initial teacher ", random.top1,
+                "%, raw pixels ", pixels.top1, "% (", random.seconds + pixels.seconds, " s)");
+    }
+    last_ = Clock::now();
+  }
+
+  ssl::EpochCallbacks callbacks() {
+    ssl::EpochCallbacks c;
+    c.measure = [this](models::Backbone& teacher, int64_t epoch) {
+      Json j = Json::object();
+      if (!knn_ || ((epoch + 1) % m_.knn_every != 0 && epoch + 1 != o_.epochs)) return j;
+      const double epoch_seconds = std::chrono::duration<double>(Clock::now() - last_).count();
+      const auto r = knn_->measure(teacher, comm_, device_);
+      j["knn_top1"] = r.top1;
+      j["knn_top5"] = r.top5;
+      j["knn_train"] = r.num_train;
+      j["knn_val"] = r.num_val;
+      j["knn_seconds"] = r.seconds;
+      if (comm_.is_main())
+        log::info("online k-NN after epoch ", epoch, " (teacher, ", knn_->options().k, "-NN, ",
+                  r.num_train, "/", r.num_val, " images): top-1 ", r.top1, "% in ", r.seconds,
+                  " s, ", 100.0 * r.seconds / std::max(epoch_seconds, 1e-9),
+                  "% of the training time since the last measurement");
+      last_ = Clock::now();
+      return j;
+    };
+    c.logged = [this](int64_t) {
+      if (comm_.is_main()) eval::write_training_curves(dir_);
+    };
+    return c;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const ssl::TrainOptions& o_;
+  const MonitorFlags& m_;
+  Communicator& comm_;
+  torch::Device device_;
+  std::filesystem::path dir_;
+  std::unique_ptr<eval::OnlineKnn> knn_;
+  Clock::time_point last_ = Clock::now();
+};
 
 class TrainCommand : public Command {
  public:
@@ -106,7 +194,16 @@ class TrainCommand : public Command {
         .add("seed", &o.seed, "random seed")
         .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
-        .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment");
+        .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
+        .add("knn_every", &monitor_.knn_every,
+             "online k-NN of the teacher every this many epochs and after the last (0: off); "
+             "log.txt gets knn_top1, curves.png the curve")
+        .add("knn_train_samples", &monitor_.knn_train_samples,
+             "online k-NN: class-balanced training images in its bank")
+        .add("knn_val_samples", &monitor_.knn_val_samples,
+             "online k-NN: class-balanced val images it classifies")
+        .add("knn_data_path", &monitor_.knn_data_path,
+             "online k-NN: labelled data with train and val splits (default: --data_path)");
     declare_dist_flags(f, dist_);
   }
 
@@ -137,6 +234,9 @@ class TrainCommand : public Command {
     ssl::Trainer trainer(
         o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
         data, comm);
+    LearningMonitor monitor(o, monitor_, *comm, trainer.precision().device);
+    monitor.measure_reference(*trainer.teacher()->backbone);
+    trainer.set_epoch_callbacks(monitor.callbacks());
     trainer.train();
     comm->finalize();
     return 0;
@@ -144,6 +244,7 @@ class TrainCommand : public Command {
 
  private:
   ssl::TrainOptions opt_;
+  MonitorFlags monitor_;
   dist::DistOptions dist_;
 };
 

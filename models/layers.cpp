@@ -43,8 +43,8 @@ Tensor MlpImpl::forward(const Tensor& x) { return fc2(torch::gelu(fc1(x))); }
 // ------------------------------------------------------------------------------------------
 
 ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch_size(patch) {
-  XDINO_CHECK_ARG(patch == 16 || patch == 8, "XCiT's convolutional patch embedding supports ",
-                  "patch size 16 or 8, not ", patch);
+  XDINO_CHECK_ARG(patch == 16 || patch == 8 || patch == 4,
+                  "XCiT's convolutional patch embedding supports patch size 16, 8 or 4, not ", patch);
   XDINO_CHECK_ARG(embed_dim % 8 == 0, "XCiT embed_dim must be a multiple of 8, got ", embed_dim);
   proj = nn::ModuleList();
   // One "conv3x3" unit: Sequential [Conv2d(k3, s2, p1, no bias), BatchNorm2d].
@@ -53,7 +53,9 @@ ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch
     norms.push_back(BatchNorm(out));
     proj->push_back(nn::Sequential(convs.back(), norms.back()));
   };
-  const int64_t first = patch == 16 ? embed_dim / 8 : embed_dim / 4;
+  // log2(patch) units, widths doubling up to embed_dim: p16 starts at C/8, p8 at C/4 (the
+  // official pair); p4 (ours, for 28-32 px images) continues the pattern at C/2.
+  const int64_t first = embed_dim / (patch / 2);
   add_unit(3, first);
   for (int64_t c = first; c < embed_dim; c *= 2) {
     proj->push_back(nn::GELU());  // parameterless, but it takes an index as in the official

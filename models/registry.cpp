@@ -40,8 +40,9 @@ std::shared_ptr<Backbone> make_xvit(XViTConfig config, const BackboneOptions& op
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> table = [] {
     std::map<std::string, Factory> t;
-    for (const XCiTConfig& c : xcit_variants())
-      t[c.name] = [c](const BackboneOptions& o) { return make_xcit(c, o); };
+    for (const auto* table : {&xcit_variants(), &xcit_small_image_variants()})
+      for (const XCiTConfig& c : *table)
+        t[c.name] = [c](const BackboneOptions& o) { return make_xcit(c, o); };
     for (const XViTConfig& c : xvit_variants())
       t[c.name] = [c](const BackboneOptions& o) { return make_xvit(c, o); };
     for (const char* name : {"vit_tiny", "vit_small", "vit_base"})
@@ -55,6 +56,13 @@ const std::map<std::string, Factory>& factories() {
 }
 
 }  // namespace
+
+int64_t patch_size_of(const std::string& arch, int64_t flag) {
+  if (const auto c = find_xcit_variant(arch)) return c->patch_size;
+  if (const auto c = find_xvit_variant(arch)) return c->patch_size;
+  if (arch == "pixels") return 1;
+  return flag;
+}
 
 std::vector<std::string> backbone_names() {
   std::vector<std::string> names;

@@ -3,6 +3,7 @@
 // Contract: create_backbone(arch, options) returns a freshly initialised model (official init,
 // docs/architecture.md) or throws xdino::UsageError naming the unknown arch and listing the
 // known ones. Names: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8},
+// xcit_{nano_12,tiny_12,nano_6,nano_4}_p4 (ours, small images),
 // vit_{tiny,small,base} (patch from options.patch_size, as in DINO),
 // xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), pixels.
 #pragma once
@@ -26,6 +27,9 @@ std::shared_ptr<Backbone> create_backbone(const std::string& arch,
                                           const BackboneOptions& options = {});
 
 std::vector<std::string> backbone_names();
+// The patch size a model of this name has: from the name for XCiT and X-ViT, `flag` for ViT
+// (DINO's --patch_size), 1 for pixels. Unknown names return `flag`.
+int64_t patch_size_of(const std::string& arch, int64_t flag);
 // The names, comma-separated, for help texts and error messages; `pixels` (no parameters,
 // nothing to train) left out unless asked for.
 std::string backbone_list(bool with_pixels = true);

@@ -45,9 +45,38 @@ const std::vector<XCiTConfig>& xcit_variants() {
   return table;
 }
 
+const std::vector<XCiTConfig>& xcit_small_image_variants() {
+  static const std::vector<XCiTConfig> table = [] {
+    // Patch 4 turns a 28-32 px image into a 7x7-8x8 token grid (docs/architecture.md,
+    // "Small-image XCiT"). nano_12/tiny_12 are the official widths and depths; the shallower
+    // rows trade depth for images per second in CPU-budget runs.
+    struct Row {
+      const char* size;
+      int64_t dim, depth, heads;
+    };
+    const Row rows[] = {{"nano_12", 128, 12, 4}, {"tiny_12", 192, 12, 4}, {"nano_6", 128, 6, 4},
+                        {"nano_4", 128, 4, 4}};
+    std::vector<XCiTConfig> out;
+    for (const Row& r : rows) {
+      XCiTConfig c;
+      c.name = std::string("xcit_") + r.size + "_p4";
+      c.patch_size = 4;
+      c.embed_dim = r.dim;
+      c.depth = r.depth;
+      c.num_heads = r.heads;
+      c.eta = 1.0;
+      c.tokens_norm = r.dim != 128;  // as the official nano (CLS-only norm2) and tiny
+      out.push_back(c);
+    }
+    return out;
+  }();
+  return table;
+}
+
 std::optional<XCiTConfig> find_xcit_variant(const std::string& name) {
-  for (const XCiTConfig& c : xcit_variants())
-    if (c.name == name) return c;
+  for (const auto* table : {&xcit_variants(), &xcit_small_image_variants()})
+    for (const XCiTConfig& c : *table)
+      if (c.name == name) return c;
   return std::nullopt;
 }
 
@@ -57,7 +86,7 @@ double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
   double flops = 0;
   // Patch embedding: conv (weight numel x output pixels) + eval BN (2 per element).
   int64_t h = height, w = width;
-  double in = 3, out = c.patch_size == 16 ? C / 8 : C / 4;
+  double in = 3, out = C / static_cast<double>(c.patch_size / 2);
   for (int64_t p = c.patch_size; p > 1; p /= 2) {
     h = (h + 1) / 2;
     w = (w + 1) / 2;

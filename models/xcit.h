@@ -1,5 +1,6 @@
 // XCiT (Cross-Covariance Image Transformer), checkpoint-compatible with facebookresearch/xcit
-// (docs/architecture.md, "XCiT"). The 14 named variants come from xcit_variants(); any other
+// (docs/architecture.md, "XCiT"). The 14 official variants come from xcit_variants(), our patch-4 ones from
+// xcit_small_image_variants(); any other
 // XCiTConfig works too (tests build tiny ones).
 //
 // Contract:
@@ -11,7 +12,7 @@
 //    given a position encoding; forward returns norm(CLS) after the class-attention blocks
 //    (then head when num_classes > 0).
 //  - xcit_flops(config, H, W): fvcore-convention FLOPs of one eval-mode forward (eval.md 6).
-//  - Bad configurations (patch not 8/16, C not divisible by heads or 8) throw UsageError.
+//  - Bad configurations (patch not 4/8/16, C not divisible by heads or 8) throw UsageError.
 #pragma once
 
 #include <optional>
@@ -38,6 +39,9 @@ struct XCiTConfig {
 
 // xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8}.
 const std::vector<XCiTConfig>& xcit_variants();
+// Ours, not in the official family: xcit_{nano_12,tiny_12,nano_6,nano_4}_p4 for 28-32 px
+// images (Fashion-MNIST, CIFAR): 2 stem units, so a 28 px image is a 7x7 token grid.
+const std::vector<XCiTConfig>& xcit_small_image_variants();
 std::optional<XCiTConfig> find_xcit_variant(const std::string& name);
 
 double xcit_flops(const XCiTConfig& config, int64_t height, int64_t width);

@@ -216,7 +216,7 @@ double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
   double total = 0;
   // Stem: stride-2 conv3x3 units, widths doubling up to C (ConvPatchEmbed), each + eval BN.
   const auto [rows, cols] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
-  const int64_t units = c.patch_size == 16 ? 4 : 3;
+  const int64_t units = c.patch_size == 16 ? 4 : c.patch_size == 8 ? 3 : 2;
   double in = 3;
   for (int64_t u = 0; u < units; ++u) {
     const double out = C / static_cast<double>(int64_t{1} << (units - 1 - u));

@@ -64,7 +64,8 @@ void EpochMeters::from_ivalue(const c10::IValue& v) {
   }
 }
 
-std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a) {
+std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a,
+                     const Json& extra) {
   // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform. The first four keys
   // are main_dino.py's, in its order.
   Json j = Json::object();
@@ -77,6 +78,7 @@ std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount
   j["train_teacher_entropy"] = a[5];
   j["train_kl_teacher_student"] = a[0] - a[5];
   j["train_kl_uniform"] = a[6];
+  for (const auto& [key, value] : extra.items()) j[key] = value;
   return python_dumps(j);
 }
 

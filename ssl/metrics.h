@@ -9,7 +9,8 @@
 //    interrupted and resumed averages exactly the same iterations.
 //  - log_line(epoch, averages) is one JSON object: train_loss, train_lr, train_wd, epoch (the
 //    official keys in the official order), then our extras (train_momentum,
-//    train_teacher_temp, train_teacher_entropy, train_kl_teacher_student, train_kl_uniform);
+//    train_teacher_temp, train_teacher_entropy, train_kl_teacher_student, train_kl_uniform),
+//    then `extra`'s fields (the trainer's images_seen, the online k-NN's knn_*);
 //    numbers in the shortest form that reads back to the same double, like Python's json.
 #pragma once
 
@@ -19,6 +20,7 @@
 
 #include "dist/communicator.h"
 #include "core/ivalue.h"
+#include "core/json.h"
 
 namespace xdino::ssl {
 
@@ -48,6 +50,8 @@ class EpochMeters {
   int64_t count_ = 0;
 };
 
-std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& averages);
+// `extra` (an object) is appended after our extras, in its own order.
+std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& averages,
+                     const Json& extra = Json::object());
 
 }  // namespace xdino::ssl

@@ -8,7 +8,8 @@
 //  - train() resumes from <output_dir>/checkpoint.pth when it exists (our own checkpoints
 //    exactly, official ones at the start of their epoch), runs the remaining epochs and
 //    returns kCompleted. Per epoch it writes checkpoint.pth (and checkpointNNNN.pth every
-//    saveckp_freq epochs) and appends one JSON line to log.txt (ssl/metrics.h), on rank 0.
+//    saveckp_freq epochs) and appends one JSON line to log.txt (ssl/metrics.h), on rank 0,
+//    with the fields EpochCallbacks::measure adds.
 //  - SIGTERM / SIGUSR1 during train(): the iteration in progress completes (its optimiser and
 //    EMA steps included), checkpoint.pth is written with the index of the next iteration, and
 //    train() returns kStopped. Rerunning the same command continues from that iteration with
@@ -24,6 +25,7 @@
 #include <memory>
 
 #include "dist/communicator.h"
+#include "core/json.h"
 #include "models/registry.h"
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
@@ -57,6 +59,15 @@ struct StepTimes {
   int64_t steps = 0;
 };
 
+// What launch/ adds at the end of an epoch (the online k-NN monitor and curves.png).
+struct EpochCallbacks {
+  // After the epoch's checkpoint is saved, before its log.txt line: extra fields for that line,
+  // measured on the teacher's backbone (every process calls it; rank 0's fields are written).
+  std::function<Json(models::Backbone& teacher_backbone, int64_t epoch)> measure;
+  // After rank 0 has written the line (every process calls it).
+  std::function<void(int64_t epoch)> logged;
+};
+
 enum class TrainOutcome { kCompleted, kStopped };
 
 class Trainer {
@@ -68,6 +79,7 @@ class Trainer {
   TrainOutcome train();
 
   void set_hooks(TrainerHooks hooks) { hooks_ = std::move(hooks); }
+  void set_epoch_callbacks(EpochCallbacks callbacks) { epoch_callbacks_ = std::move(callbacks); }
   const StepTimes& times() const { return times_; }
   const PrecisionPlan& precision() const { return plan_; }
   int64_t iterations_per_epoch() const { return niter_; }
@@ -105,6 +117,7 @@ class Trainer {
   EpochMeters meters_;
   IterationStats last_;
   TrainerHooks hooks_;
+  EpochCallbacks epoch_callbacks_;
   StepTimes times_;
 };
 

@@ -69,6 +69,12 @@ void Trainer::finish_epoch(int64_t epoch) {
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
   save(epoch + 1, (epoch + 1) * niter_);
+  Json extra = Json::object();
+  extra["images_seen"] = (epoch + 1) * niter_ * o_.batch_size_per_gpu * comm_->world_size();
+  if (epoch_callbacks_.measure) {
+    const Json fields = epoch_callbacks_.measure(*teacher_->backbone, epoch);
+    for (const auto& [key, value] : fields.items()) extra[key] = value;
+  }
   const fs::path dir(o_.output_dir);
   if (comm_->is_main()) {
     if (o_.saveckp_freq > 0 && epoch % o_.saveckp_freq == 0) {
@@ -81,8 +87,10 @@ void Trainer::finish_epoch(int64_t epoch) {
     const fs::path log_path = dir / "log.txt";
     std::string text = fs::exists(log_path) ? read_file(log_path) : std::string();
     if (!text.empty() && text.back() != '\n') text += '\n';
-    write_file_atomically(log_path, text + log_line(epoch, avg) + "\n");
+    write_file_atomically(log_path, text + log_line(epoch, avg, extra) + "\n");
   }
+  comm_->barrier();
+  if (epoch_callbacks_.logged) epoch_callbacks_.logged(epoch);
   const double ln_k = std::log(static_cast<double>(o_.out_dim));
   log::info("Averaged stats: loss ", avg[0], " lr ", avg[1], " wd ", avg[2], " teacher entropy ",
             avg[5], " KL(teacher||student) ", avg[0] - avg[5], " KL(mean teacher||uniform) ",

@@ -59,7 +59,12 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
 
   for (const char* f : {"train/checkpoint.pth", "train/config.ini", "train/log.txt"})
     EXPECT_TRUE(fs::is_regular_file(runs / f)) << f;
-  EXPECT_EQ(count(xdino::read_file(runs / "train" / "log.txt"), "\"train_loss\""), 2u);
+  const std::string log = xdino::read_file(runs / "train" / "log.txt");
+  EXPECT_EQ(count(log, "\"train_loss\""), 2u);
+  // The online k-NN monitor ran after each epoch and drew the curves the report shows.
+  EXPECT_EQ(count(log, "\"knn_top1\""), 2u) << log;
+  EXPECT_TRUE(fs::is_regular_file(runs / "train" / "knn_reference.json"));
+  EXPECT_FALSE(cv::imread((runs / "train" / "curves.png").string()).empty());
 
   // 10 classes: pixels on 1000 training images are far above chance (10%).
   EXPECT_GT(reported_top1(runs / "pixels" / "knn.json"), 50.0);
@@ -70,7 +75,7 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   EXPECT_NE(linear.at("protocol").get<std::string>().find("cached"), std::string::npos);
 
   const std::string report = xdino::read_file(runs / "report.md");
-  for (const char* row : {"Pixels", "Random init", "DINO", "XCiT-N12/8"})
+  for (const char* row : {"Pixels", "Random init", "DINO", "XCiT-N4/4", "(train/curves.png)"})
     EXPECT_NE(report.find(row), std::string::npos) << row << " missing from\n" << report;
 
   int pictures = 0;

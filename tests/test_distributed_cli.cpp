@@ -167,7 +167,7 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
   // Exactly what one process writes: no second log line, no stray temporary files.
   std::set<std::string> files;
   for (const auto& e : fs::directory_iterator(out_)) files.insert(e.path().filename());
-  EXPECT_EQ(files, (std::set<std::string>{"config.ini", "log.txt", "checkpoint.pth",
+  EXPECT_EQ(files, (std::set<std::string>{"config.ini", "log.txt", "curves.png", "checkpoint.pth",
                                           "checkpoint0000.pth"}));
   EXPECT_EQ(count(read_file(out_ / "log.txt"), "\n"), 1u);
   EXPECT_EQ(count(r.out, "Averaged stats"), 1u) << r.out;

@@ -76,6 +76,21 @@ TEST(EvalCli, FeaturesWritesTheSplit) {
   fs::remove_all(root);
 }
 
+TEST(EvalCli, ResultFilesRecordTheModelsPatchSizeNotTheFlagsDefault) {
+  // --patch_size is a ViT flag (default 16); XCiT names carry their own.
+  const fs::path root = make_ppm_folder("knn_patch", 3, 2);
+  const auto r = run_process({dino_binary(), "knn", "--arch", "xcit_nano_4_p4", "--image_size",
+                              "32", "--data_path", root.string(), "--nb_knn", "1",
+                              "--num_workers", "1", "--output_dir", (root / "out").string(),
+                              "--dump_features", (root / "dump").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(root / "out/knn.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(xdino::parse_json(text, "knn.json").at("patch_size").get<int64_t>(), 4);
+  EXPECT_EQ(xdino::eval::read_features(root / "dump/trainfeat.h5").attributes.patch_size, 4);
+  fs::remove_all(root);
+}
+
 TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
   // 9 train images on 2 processes: the DistributedSampler pads one duplicate.
   const fs::path root = make_ppm_folder("knn_dist", 5, 3);

@@ -178,7 +178,11 @@ TEST(ConvPatchEmbed, MatchesNaiveAndRoundsUpPerStage) {
 }
 
 TEST(ConvPatchEmbed, RejectsOtherPatchSizes) {
-  EXPECT_THROW(ConvPatchEmbed(4, 32), xdino::UsageError);
+  // 16 and 8 are the official stems, 4 ours (docs/architecture.md, "Small-image XCiT").
+  EXPECT_THROW(ConvPatchEmbed(2, 32), xdino::UsageError);
+  EXPECT_THROW(ConvPatchEmbed(32, 32), xdino::UsageError);
+  EXPECT_THROW(ConvPatchEmbed(12, 32), xdino::UsageError);
+  EXPECT_EQ(ConvPatchEmbed(4, 32)->convs.size(), 2u);
 }
 
 TEST(XCABlock, GradientsMatchFiniteDifferences) {

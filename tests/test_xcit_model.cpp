@@ -75,7 +75,7 @@ std::vector<KeyShape> model_keys(const torch::nn::Module& m) {
 // Parameter count from the layer definitions of the XCiT family (closed form, num_classes 0).
 int64_t closed_form_params(int64_t C, int64_t depth, int64_t heads, int64_t patch) {
   int64_t n = C;  // cls_token
-  int64_t in = 3, out = patch == 16 ? C / 8 : C / 4;
+  int64_t in = 3, out = C / (patch / 2);
   for (; out <= C; in = out, out *= 2) n += out * in * 9 + 2 * out;  // conv + BN affine
   n += 64 * C + C;                                                   // pos_embeder
   const int64_t xca_block = 3 * C + 3 * 2 * C + heads + (3 * C * C + 3 * C) + (C * C + C) +
@@ -88,11 +88,11 @@ int64_t closed_form_params(int64_t C, int64_t depth, int64_t heads, int64_t patc
 }  // namespace
 
 TEST(XCiTModel, TinyForwardMatchesNaiveComposition) {
-  for (int64_t patch : {16, 8}) {
+  for (int64_t patch : {16, 8, 4}) {
     for (bool tokens_norm : {true, false}) {
       for (const auto& [dtype, tol] : {std::pair{torch::kDouble, 1e-6}, {torch::kFloat, 1e-4}}) {
         auto m = tiny_model(patch, tokens_norm, dtype, 20);
-        const Tensor img = torch::randn({2, 3, 45, 30}, dtype);  // 3x2 (p16) / 6x4 (p8) tokens
+        const Tensor img = torch::randn({2, 3, 45, 30}, dtype);  // 3x2 (p16) / 6x4 (p8) / 12x8 (p4)
         const Tensor want = naive::xcit(img, naive::params_of(*m), patch, 2, 4, tokens_norm);
         torch::NoGradGuard no_grad;
         const Tensor got = m->forward(img);
@@ -263,6 +263,30 @@ TEST(XCiTModel, ParameterCountsOfAllVariantsMatchTheSpec) {
     EXPECT_NEAR(exact / 1e6, want_m, 0.0005 + 1e-9) << c.name;
     EXPECT_EQ(create_backbone(c.name)->num_parameters(), exact) << c.name;
   }
+}
+
+TEST(XCiTModel, SmallImageVariantsHavePatch4AndTheirNamedShape) {
+  // Ours: 2 stem units (3 -> C/2 -> C); a 28 px image is a 7x7 grid.
+  ASSERT_EQ(xcit_small_image_variants().size(), 4u);
+  for (const XCiTConfig& c : xcit_small_image_variants()) {
+    ASSERT_EQ(c.patch_size, 4) << c.name;
+    const std::string size = c.name.substr(5, c.name.rfind("_p") - 5);
+    const int64_t depth = std::stoll(size.substr(size.find('_') + 1));
+    EXPECT_EQ(c.depth, depth) << c.name;
+    EXPECT_EQ(c.embed_dim, size.rfind("nano", 0) == 0 ? 128 : 192) << c.name;
+    const auto m = create_backbone(c.name);
+    EXPECT_EQ(m->num_parameters(), closed_form_params(c.embed_dim, c.depth, c.num_heads, 4))
+        << c.name;
+    EXPECT_EQ(m->token_grid(28, 28), std::make_pair(int64_t{7}, int64_t{7})) << c.name;
+    EXPECT_EQ(m->patch_size(), 4);
+    EXPECT_EQ(patch_size_of(c.name, 16), 4);
+  }
+  auto m = create_backbone("xcit_nano_4_p4");
+  torch::NoGradGuard no_grad;
+  m->eval();
+  EXPECT_EQ(m->forward(torch::randn({2, 3, 28, 28})).sizes(), (std::vector<int64_t>{2, 128}));
+  EXPECT_EQ(patch_size_of("xcit_nano_12_p8", 16), 8);
+  EXPECT_EQ(patch_size_of("vit_small", 8), 8);
 }
 
 TEST(XCiTModel, FlopsMatchTheSpecTable) {

@@ -249,7 +249,7 @@ TEST(XViT, ShapesAtP16AndP8AndNonSquareSizes) {
 
 TEST(XViT, BadConfigurationsThrow) {
   XViTConfig c = tiny_config(16);
-  c.patch_size = 4;
+  c.patch_size = 2;
   EXPECT_THROW(XViT{c}, xdino::UsageError);
   c = tiny_config(16);
   c.num_heads = 5;

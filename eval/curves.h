@@ -1,0 +1,36 @@
+// curves.png of a `dino train` run: whether it is learning, at a glance (docs/dino.md,
+// "Watching it learn").
+//
+// Contract:
+//  - read_training_curves(dir) parses <dir>/log.txt (one JSON object per epoch, ssl/metrics.h)
+//    and, when present, <dir>/knn_reference.json (the online k-NN of the initial teacher and of
+//    raw pixels on the same subsets). Points are placed at `images_seen` (older logs without
+//    it: at epoch + 1). A malformed line throws xdino::Error naming the file and line.
+//  - write_training_curves(dir) draws three panels, each against images seen: DINO loss,
+//    teacher entropy (nats), online k-NN top-1 (%) starting at the initial teacher's value
+//    with the random-init and raw-pixel values as horizontal reference lines, and writes
+//    <dir>/curves.png atomically. Panels without data say so. Rank 0's job.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+namespace xdino::eval {
+
+struct CurvePoint {
+  double images_seen = 0;
+  double value = 0;
+};
+
+struct TrainingCurves {
+  std::vector<CurvePoint> loss, teacher_entropy, knn_top1;  // knn_top1 starts at the initial teacher
+  std::optional<double> knn_random, knn_pixels;             // reference lines
+  int64_t knn_train = 0, knn_val = 0;                       // subset sizes (0: no k-NN)
+};
+
+TrainingCurves read_training_curves(const std::filesystem::path& dir);
+
+void write_training_curves(const std::filesystem::path& dir);
+
+}  // namespace xdino::eval

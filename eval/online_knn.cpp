@@ -1,0 +1,80 @@
+#include "eval/online_knn.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "eval/extract.h"
+#include "eval/knn.h"
+#include "models/pixels.h"
+
+namespace xdino::eval {
+
+std::unique_ptr<OnlineKnn> OnlineKnn::open(const OnlineKnnOptions& o) {
+  XDINO_CHECK_ARG(o.train_samples >= o.k, "--knn_train_samples must be at least k = ", o.k,
+                  ", got ", o.train_samples);
+  XDINO_CHECK_ARG(o.val_samples >= 1, "--knn_val_samples must be positive, got ", o.val_samples);
+  augment::DatasetOptions train_options;
+  train_options.max_samples = o.train_samples;
+  auto train = augment::open_dataset(o.data_path, "train", train_options);
+  if (train->num_classes() == 0) {
+    log::info("online k-NN skipped: ", train->describe(),
+              " has no labels (it needs a labelled train and val split)");
+    return nullptr;
+  }
+  augment::DatasetOptions val_options;
+  val_options.max_samples = o.val_samples;
+  auto val = augment::open_dataset(o.data_path, "val", val_options);
+  XDINO_CHECK_ARG(val->num_classes() == train->num_classes(), "online k-NN: the val split of ",
+                  o.data_path, " has ", val->num_classes(), " classes and its train split ",
+                  train->num_classes());
+  return std::unique_ptr<OnlineKnn>(new OnlineKnn(o, std::move(train), std::move(val)));
+}
+
+OnlineKnn::OnlineKnn(OnlineKnnOptions options, augment::DatasetPtr train, augment::DatasetPtr val)
+    : options_(std::move(options)), train_(std::move(train)), val_(std::move(val)) {}
+
+OnlineKnnResult OnlineKnn::measure(models::Backbone& backbone, Communicator& comm,
+                                   torch::Device device) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool was_training = backbone.is_training();
+  backbone.eval();
+  ExtractOptions e;
+  e.batch_size = options_.batch_size;
+  e.num_workers = options_.num_workers;
+  e.image_size = options_.image_size;
+  FeatureSet train, val;
+  try {
+    train = extract_features(backbone, train_, e, comm, device);
+    val = extract_features(backbone, val_, e, comm, device);
+  } catch (...) {
+    backbone.train(was_training);
+    throw;
+  }
+  backbone.train(was_training);
+
+  OnlineKnnResult r;
+  r.num_train = train_->size();
+  r.num_val = val_->size();
+  r.top1 = r.top5 = std::numeric_limits<double>::quiet_NaN();
+  if (comm.is_main()) {
+    KnnParams p;
+    p.ks = {std::min(options_.k, train.features.size(0))};
+    p.temperature = options_.temperature;
+    const KnnResult knn =
+        knn_classify(train.features, train.labels, val.features, val.labels, p);
+    r.top1 = knn.per_k[0].top1;
+    r.top5 = knn.per_k[0].top5;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+OnlineKnnResult OnlineKnn::pixels(Communicator& comm) {
+  models::Pixels pixels(options_.image_size);
+  return measure(pixels, comm, torch::kCPU);
+}
+
+}  // namespace xdino::eval

@@ -1,0 +1,67 @@
+// The online k-NN monitor of `dino train --knn_every N` (docs/dino.md, "Watching it learn"):
+// the DINO teacher's backbone measured during training with the evaluation protocol of
+// `dino knn` (weighted vote, T = 0.07, k = 20) on fixed class-balanced labelled subsets, so a
+// run shows whether it learns while it trains.
+//
+// Contract:
+//  - OnlineKnn::open(options) opens the train and val splits of options.data_path
+//    (augment::open_dataset) limited to deterministic class-balanced subsets of
+//    train_samples / val_samples images (augment::DatasetOptions::max_samples). It returns
+//    nullptr, after one log line naming the reason, for unlabelled data (no k-NN without
+//    labels). A missing val split throws xdino::UsageError naming what was looked for.
+//  - measure(backbone, comm, device): every process calls it (features are extracted in
+//    shards and gathered, eval/extract.h). The backbone runs in eval mode under no-grad, fp32,
+//    on augment::EvalTransform(image_size) views; its train/eval mode is restored afterwards,
+//    its weights and buffers are not touched. Rank 0 gets the accuracies (percent), the other
+//    ranks NaN. The global torch RNG is not consumed (no dropout or drop path in eval mode),
+//    so training with and without the monitor follows the same trajectory.
+//  - pixels(comm): the same protocol on the raw pixels (models::Pixels at image_size), the
+//    reference line of curves.png.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "augment/dataset.h"
+#include "dist/communicator.h"
+#include "models/backbone.h"
+
+namespace xdino::eval {
+
+struct OnlineKnnOptions {
+  std::string data_path;
+  int64_t train_samples = 5000;
+  int64_t val_samples = 1000;
+  int64_t image_size = 224;
+  int64_t k = 20;
+  double temperature = 0.07;
+  int64_t batch_size = 256;
+  int64_t num_workers = 2;
+};
+
+struct OnlineKnnResult {
+  double top1 = 0, top5 = 0;  // percent (rank 0; NaN elsewhere)
+  int64_t num_train = 0, num_val = 0;
+  double seconds = 0;  // extraction + search
+};
+
+class OnlineKnn {
+ public:
+  static std::unique_ptr<OnlineKnn> open(const OnlineKnnOptions& options);
+
+  OnlineKnnResult measure(models::Backbone& backbone, Communicator& comm, torch::Device device);
+  OnlineKnnResult pixels(Communicator& comm);
+
+  const OnlineKnnOptions& options() const { return options_; }
+
+ private:
+  OnlineKnn(OnlineKnnOptions options, augment::DatasetPtr train, augment::DatasetPtr val);
+
+  OnlineKnnOptions options_;
+  augment::DatasetPtr train_, val_;
+};
+
+}  // namespace xdino::eval
