@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "launch/command.h"
+#include "train/stop_signal.h"
 
 namespace fs = std::filesystem;
 
@@ -113,6 +114,13 @@ class PipelineCommand : public Command {
           log::error("stage ", stage.name, " failed (exit code ", rc, "); rerun the same "
                      "command to continue from here");
           return rc;
+        }
+        // SIGTERM/SIGUSR1 during training: the stage saved its checkpoint and returned early.
+        // It is not done (no marker), and later stages must not evaluate a partial run.
+        if (ssl::stop_requested()) {
+          log::info("stopped by signal ", ssl::stop_signal(), " during stage ", stage.name,
+                    "; rerun the same command to continue from here");
+          return 0;
         }
         const fs::path folder = out.marker.parent_path();
         if (!out.marker.empty() && (folder.empty() || fs::is_directory(folder)))

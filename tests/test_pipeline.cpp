@@ -1,6 +1,10 @@
 // `dino pipeline`: stages run in order with their [subcommand:variant] sections, finished
 // stages are reused on a rerun, and a changed stage reruns alone.
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
 
 #include <filesystem>
 #include <fstream>
@@ -96,5 +100,41 @@ TEST(Pipeline, AFailingStageStopsWithItsExitCode) {
   const auto none = run_process({dino_binary(), "pipeline"});
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("stages"), std::string::npos) << none.err;
+  fs::remove_all(dir);
+}
+
+TEST(Pipeline, ASignalDuringTrainingStopsThePipelineWithoutMarkingTheStageDone) {
+  // Before: the stopped train stage returned 0, the next stages evaluated the partial
+  // checkpoint and the train marker made a rerun skip the rest of the training.
+  const fs::path dir = xdino::testing::fresh_dir("pipeline_signal");
+  fs::create_directories(dir / "data");
+  xdino::testing::write_random_idx(dir / "data", 64);
+  const fs::path ini = dir / "p.ini";
+  std::ofstream(ini) << "arch = xcit_nano_12_p16\ndata_path = " << (dir / "data").string() << "\n"
+                     << "[pipeline]\nstages = train visualize\n"
+                     << "[train]\noutput_dir = " << (dir / "run").string() << "\n"
+                     << "out_dim = 64\nglobal_crops_size = 32\nlocal_crops_size = 16\n"
+                     << "local_crops_number = 2\nbatch_size_per_gpu = 8\nepochs = 200\n"
+                     << "warmup_epochs = 0\nnum_workers = 1\nsaveckp_freq = 1\ndevice = cpu\n"
+                     << "[visualize]\npretrained_weights = " << (dir / "run/checkpoint.pth").string()
+                     << "\nimage_path = " << fixture("augment/photo_a.png").string()
+                     << "\noutput_dir = " << (dir / "pictures").string() << "\n";
+  const int pid = xdino::testing::start_process(
+      {dino_binary(), "pipeline", "--config", ini.string()}, (dir / "out.txt").string(),
+      (dir / "err.txt").string());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (!fs::exists(dir / "run" / "checkpoint0000.pth") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(dir / "run" / "checkpoint0000.pth"));
+  kill(pid, SIGTERM);
+  const auto r = xdino::testing::wait_process(pid, 120);
+  EXPECT_EQ(r.exit_code, 0);
+  std::ifstream in(dir / "out.txt");
+  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(out.find("stopped by signal 15 during stage train"), std::string::npos) << out;
+  EXPECT_EQ(out.find("stage 2/2"), std::string::npos) << "visualize ran on a partial run\n" << out;
+  EXPECT_FALSE(fs::exists(dir / "pictures"));
+  EXPECT_FALSE(fs::exists(dir / "run" / ".pipeline-train.done")) << "train marked done";
   fs::remove_all(dir);
 }
