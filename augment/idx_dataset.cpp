@@ -84,16 +84,19 @@ std::vector<uint8_t> read_maybe_gzip(const fs::path& path) {
     const size_t old = out.size();
     out.resize(old + kChunk);
     const int n = gzread(f, out.data() + old, static_cast<unsigned>(kChunk));
-    if (n < 0) {
-      int code = 0;
-      const std::string message = gzerror(f, &code);
+    int code = Z_OK;
+    const std::string message = gzerror(f, &code);
+    // gzread reports a cut-off stream ("unexpected end of file", Z_BUF_ERROR) without
+    // failing: it returns what it could inflate. Treat it as the error it is.
+    if (n < 0 || code != Z_OK) {
       gzclose(f);
-      XDINO_FAIL("cannot read ", path, ": ", message, " (corrupt gzip?)");
+      XDINO_FAIL("cannot read ", path, ": ", message, " (truncated or corrupt gzip)");
     }
     out.resize(old + static_cast<size_t>(n));
     if (n == 0) break;
   }
-  gzclose(f);
+  XDINO_CHECK(gzclose(f) == Z_OK, "cannot read ", path, ": the gzip stream is cut off "
+              "(truncated file)");
   return out;
 }
 

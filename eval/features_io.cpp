@@ -6,6 +6,7 @@
 #include "augment/h5.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/paths.h"
 
 namespace xdino::eval {
 namespace fs = std::filesystem;
@@ -61,7 +62,8 @@ void write_features(const fs::path& path, const FeatureSet& set) {
 }
 
 FeatureSet read_features(const fs::path& path) {
-  XDINO_CHECK(fs::is_regular_file(path), "feature file ", path, " not found");
+  const std::string problem = file_problem(path);
+  XDINO_CHECK(problem.empty(), "feature file ", path, " ", problem);
   const std::string where = path.string();
   const h5::H5Object file = h5::open_file(where);
 

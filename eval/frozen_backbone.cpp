@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/paths.h"
 #include "models/weights.h"
 
 namespace xdino::eval {
@@ -33,8 +34,9 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
       spec.arch, eval_backbone_options(spec.arch, spec.patch_size, spec.image_size));
   const std::string kind = weights_kind(spec);
   if (kind == "pretrained") {
-    XDINO_CHECK_ARG(std::filesystem::is_regular_file(spec.pretrained_weights),
-                    "weights file '", spec.pretrained_weights, "' not found (--pretrained_weights)");
+    const std::string problem = file_problem(spec.pretrained_weights);
+    XDINO_CHECK_ARG(problem.empty(), "weights file '", spec.pretrained_weights, "' ", problem,
+                    " (--pretrained_weights)");
     // load_pretrained logs what it loaded, ignored and missed.
     const models::LoadReport report = models::load_pretrained(
         *model, spec.pretrained_weights, spec.checkpoint_key, /*strict=*/false);

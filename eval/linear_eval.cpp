@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/paths.h"
 #include "eval/extract.h"
 #include "eval/features_io.h"
 #include "eval/linear_checkpoint.h"
@@ -231,9 +232,10 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   if (o.evaluate) {
     const fs::path weights = o.linear_weights.empty() ? out_dir / "checkpoint.pth"
                                                       : fs::path(o.linear_weights);
-    XDINO_CHECK_ARG(fs::is_regular_file(weights), "--evaluate: linear weights '",
-                    weights.string(), "' not found (--linear_weights; eval_linear.py would "
-                    "download reference weights, this build never downloads)");
+    const std::string problem = file_problem(weights);
+    XDINO_CHECK_ARG(problem.empty(), "--evaluate: linear weights '", weights.string(), "' ",
+                    problem, " (--linear_weights; eval_linear.py would download reference "
+                    "weights, this build never downloads)");
     load_linear_weights(weights, classifier);
     const ValidationStats s = validate_linear(classifier, *val, comm);
     log::info("Accuracy of the network on the ", s.samples, " test images: ", s.acc1, "%");

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/paths.h"
 #include "core/python_format.h"
 
 namespace po = boost::program_options;
@@ -254,8 +255,8 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
 
   bool found_variant = false;
   for (const std::string& file : config_files_) {
-    XDINO_CHECK_ARG(std::filesystem::is_regular_file(file), "config file '", file,
-                    "' not found (--config)");
+    const std::string problem = file_problem(file);
+    XDINO_CHECK_ARG(problem.empty(), "config file '", file, "' ", problem, " (--config)");
     std::ifstream in(file);
     XDINO_CHECK_ARG(in.good(), "cannot read config file '", file, "'");
     po::parsed_options parsed(&desc);

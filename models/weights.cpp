@@ -141,6 +141,22 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
     taken = key;
     break;
   }
+  // eval_knn.py falls back to the whole file when --checkpoint_key is absent, which is right
+  // for a flat file of weights (the released DINO ones have no 'teacher' key). A file that
+  // holds anything but tensors cannot be that: name the keys it does hold.
+  if (taken.empty() && !checkpoint_key.empty()) {
+    std::string keys;
+    bool flat = true;
+    int64_t listed = 0;
+    for (const auto& item : top) {
+      flat = flat && item.value().isTensor();
+      if (!item.key().isString() || ++listed > 12) continue;
+      keys += (keys.empty() ? "'" : ", '") + item.key().toStringRef() + "'";
+    }
+    if (listed > 12) keys += ", ...";
+    XDINO_CHECK_ARG(flat, where, " has no key '", checkpoint_key, "' (--checkpoint_key); it holds ",
+                    keys);
+  }
   const c10::IValue weights = taken.empty() ? file : top.at(taken);
   const std::string source = taken.empty() ? where : where + " (key '" + taken + "')";
   XDINO_CHECK(weights.isGenericDict(), source, " is a ", weights.tagKind(),

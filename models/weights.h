@@ -24,7 +24,9 @@
 //    purpose (report.ignored): the DINO projection head (head.mlp.*, head.last_layer.*) and,
 //    when the model has no head.* keys, a classifier head (head.weight, head.bias); then
 //    load_state_dict. It logs one info line saying what it loaded and ignored. Errors name
-//    the file (and the sub-dict taken).
+//    the file (and the sub-dict taken). A non-empty `checkpoint_key` the file lacks falls back
+//    to the whole file, as the official loader does, only when the file is a flat dict of
+//    tensors; otherwise it throws UsageError naming the keys the file holds.
 #pragma once
 
 #include <torch/torch.h>

@@ -231,6 +231,15 @@ TEST(LoadPretrained, DinoTrainingCheckpointTeacherOrStudent) {
       error_of([&] { xdino::models::load_pretrained(*model, dir / "checkpoint.pth", ""); });
   EXPECT_NE(msg.find((dir / "checkpoint.pth").string()), std::string::npos) << msg;
   EXPECT_NE(msg.find("--checkpoint_key"), std::string::npos) << msg;
+
+  // A key the file lacks: the error names it and the keys the file holds (eval_knn.py would
+  // silently take the whole file and load nothing).
+  const std::string typo =
+      error_of([&] { xdino::models::load_pretrained(*model, dir / "checkpoint.pth", "studnt"); });
+  EXPECT_NE(typo.find("has no key 'studnt' (--checkpoint_key); it holds 'student', 'teacher', "
+                      "'epoch'"),
+            std::string::npos)
+      << typo;
   fs::remove_all(dir);
 }
 

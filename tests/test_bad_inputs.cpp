@@ -1,0 +1,276 @@
+// Every class of bad input, through the real binary: the exit code and the line the user sees.
+// The same rows make up README.md's bad-input table (between the `bad-inputs` markers); the
+// last test checks that each row there says what the binary says here, so the table cannot
+// drift from the code.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+
+namespace {
+
+// One row of the table. `line` is the part of the stderr line that does not depend on where
+// the test's files are; README's row shows it verbatim.
+struct BadInput {
+  std::string title;  // README's first cell
+  int exit_code;
+  std::string line;
+  std::function<std::vector<std::string>(const fs::path& root)> args;
+  std::map<std::string, std::string> env = {};
+};
+
+// A two-class ImageFolder of small binary PPM images (OpenCV reads them; no Python needed).
+void write_ppm_folder(const fs::path& root) {
+  uint32_t state = 7;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
+  for (const char* split : {"train", "val"})
+    for (const char* cls : {"a", "b"}) {
+      fs::create_directories(root / split / cls);
+      for (int i = 0; i < 3; ++i) {
+        std::ofstream f(root / split / cls / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
+        f << "P6\n36 30\n255\n";
+        for (int p = 0; p < 36 * 30 * 3; ++p) f.put(static_cast<char>(next()));
+      }
+    }
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+void gzip_file(const fs::path& from, const fs::path& to) {
+  const std::string bytes = read_file(from);
+  gzFile f = gzopen(to.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+// Files every row reads, made once: an image folder, a small DINO checkpoint of
+// xcit_nano_12_p16 trained on it, and IDX folders with one defect each.
+class BadInputs : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = xdino::testing::fresh_dir("bad_inputs");
+    write_ppm_folder(root_ / "img");
+    const auto r = run_process(
+        {dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
+         (root_ / "img" / "train").string(), "--epochs", "1", "--warmup_epochs", "0",
+         "--batch_size_per_gpu", "2", "--out_dim", "64", "--head_hidden_dim", "32",
+         "--head_bottleneck_dim", "16", "--global_crops_size", "32", "--local_crops_size", "16",
+         "--local_crops_number", "1", "--num_workers", "0", "--device", "cpu", "--use_fp16",
+         "false", "--output_dir", (root_ / "run").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+
+    fs::create_directories(root_ / "a_dir");
+    write_file(root_ / "empty.pth", "");
+    write_file(root_ / "text.pth", "hello, not a checkpoint\n");
+    std::string damaged = read_file(root_ / "run" / "checkpoint.pth");
+    damaged[damaged.size() / 2] ^= 0x40;  // inside a tensor record: only its CRC-32 can tell
+    write_file(root_ / "damaged.pth", damaged);
+    write_file(root_ / "a_file", "x");
+
+    // IDX: one with a wrong magic number, one whose gzipped images are cut in half.
+    for (const char* name : {"idx_magic", "idx_cut"}) {
+      fs::create_directories(root_ / name);
+      xdino::testing::write_random_idx(root_ / name, 64);
+    }
+    std::string images = read_file(root_ / "idx_magic" / "train-images-idx3-ubyte");
+    images[0] = 'P';
+    write_file(root_ / "idx_magic" / "train-images-idx3-ubyte", images);
+    const fs::path plain = root_ / "idx_cut" / "train-images-idx3-ubyte";
+    const fs::path gz = root_ / "idx_cut" / "train-images-idx3-ubyte.gz";
+    gzip_file(plain, gz);
+    fs::remove(plain);
+    fs::resize_file(gz, fs::file_size(gz) / 2);
+
+    // An HDF5 shard cut in half.
+    fs::create_directories(root_ / "shards");
+    const auto p = run_process({dino_binary(), "pack", "--data_path", (root_ / "img").string(),
+                                "--output_dir", (root_ / "shards").string()});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    fs::resize_file(root_ / "shards" / "train.h5", fs::file_size(root_ / "shards" / "train.h5") / 2);
+
+    // An image that is not one, among good ones (a copy of the folder).
+    fs::copy(root_ / "img", root_ / "img_bad", fs::copy_options::recursive);
+    write_file(root_ / "img_bad" / "train" / "a" / "broken.png", "not a png");
+
+    write_file(root_ / "unknown_key.ini", "[train]\nlearning_rate = 0.1\n");
+    write_file(root_ / "wrong_type.ini", "[train]\nepochs = ten\n");
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  static fs::path root_;
+};
+fs::path BadInputs::root_;
+
+// `dino knn` on the image folder with these weights.
+std::vector<std::string> knn_with(const fs::path& root, const std::string& weights,
+                                  const std::vector<std::string>& more = {}) {
+  std::vector<std::string> a{"knn",          "--arch",       "xcit_nano_12_p16",
+                             "--data_path",  (root / "img").string(),
+                             "--image_size", "32",
+                             "--nb_knn",     "2",
+                             "--output_dir", (root / "out").string(),
+                             "--pretrained_weights", weights};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+std::vector<std::string> features_of(const fs::path& data, const fs::path& out,
+                                     const std::string& arch = "xcit_nano_12_p16") {
+  return {"features", "--arch",  arch, "--data_path", data.string(), "--split", "train",
+          "--image_size", arch == "pixels" ? "28" : "32", "--output", out.string()};
+}
+
+const std::vector<BadInput>& table() {
+  static const std::vector<BadInput> rows = {
+      {"a missing file", 2, "weights file '/no/such/weights.pth' not found (--pretrained_weights)",
+       [](const fs::path& r) { return knn_with(r, "/no/such/weights.pth"); }},
+      {"a directory instead of a file", 2, "is a directory, not a file (--pretrained_weights)",
+       [](const fs::path& r) { return knn_with(r, (r / "a_dir").string()); }},
+      {"an empty file", 1, "empty.pth' is empty",
+       [](const fs::path& r) { return knn_with(r, (r / "empty.pth").string()); }},
+      {"a wrong magic (checkpoint)", 1,
+       "text.pth' is not a torch.save file (it does not start with a zip header)",
+       [](const fs::path& r) { return knn_with(r, (r / "text.pth").string()); }},
+      {"a wrong magic (IDX)", 1, "train-images-idx3-ubyte\" is not an IDX file (bad magic number)",
+       [](const fs::path& r) { return features_of(r / "idx_magic", r / "f.h5", "pixels"); }},
+      {"a damaged checkpoint (one byte flipped)", 1, "fails its CRC-32 check",
+       [](const fs::path& r) { return knn_with(r, (r / "damaged.pth").string()); }},
+      {"a truncated checkpoint", 1,
+       "has no zip directory at its end: the file is truncated or is not a torch.save file",
+       [](const fs::path& r) {
+         const fs::path cut = r / "cut.pth";
+         if (!fs::exists(cut)) {
+           fs::copy_file(r / "run" / "checkpoint.pth", cut);
+           fs::resize_file(cut, 5000);
+         }
+         return knn_with(r, cut.string());
+       }},
+      {"a truncated gzipped IDX", 1, "unexpected end of file (truncated or corrupt gzip)",
+       [](const fs::path& r) { return features_of(r / "idx_cut", r / "f.h5", "pixels"); }},
+      {"a truncated HDF5 shard", 1, "train.h5: truncated file",
+       [](const fs::path& r) { return features_of(r / "shards", r / "f.h5"); }},
+      {"a checkpoint of another architecture", 1,
+       "checkpoint key 'cls_token' has shape [1, 1, 128] but the model expects [1, 1, 192]",
+       [](const fs::path& r) {
+         auto a = knn_with(r, (r / "run" / "checkpoint.pth").string());
+         a[2] = "xcit_tiny_12_p16";
+         return a;
+       }},
+      {"a checkpoint key that does not exist", 2,
+       "has no key 'studnt' (--checkpoint_key); it holds 'student', 'teacher', 'optimizer', "
+       "'epoch', 'args', 'dino_loss', 'xdino_resume'",
+       [](const fs::path& r) {
+         return knn_with(r, (r / "run" / "checkpoint.pth").string(), {"--checkpoint_key", "studnt"});
+       }},
+      {"a non-image in an ImageFolder (skipped and counted; exit 0)", 0,
+       "warning: 1 of 7 images of ",
+       [](const fs::path& r) { return features_of(r / "img_bad", r / "f_ok.h5"); }},
+      {"a label out of range", 2, "the data has 2 classes but --num_labels is 1: raise --num_labels",
+       [](const fs::path& r) {
+         return std::vector<std::string>{"linear", "--arch", "xcit_nano_12_p16", "--data_path",
+                                         (r / "img").string(), "--image_size", "32",
+                                         "--num_labels", "1", "--epochs", "1", "--output_dir",
+                                         (r / "lin").string()};
+       }},
+      {"an unknown INI key", 2, "unknown key 'learning_rate' in config file",
+       [](const fs::path& r) {
+         return std::vector<std::string>{"train", "--config", (r / "unknown_key.ini").string()};
+       }},
+      {"a value of the wrong type", 2, "bad value 'ten' for --epochs: expected an integer (INT)",
+       [](const fs::path& r) {
+         return std::vector<std::string>{"train", "--config", (r / "wrong_type.ini").string()};
+       }},
+      {"conflicting flags", 2, "--precision fp16 needs a CUDA device (on CPU use bf16 or fp32)",
+       [](const fs::path& r) {
+         return std::vector<std::string>{"train", "--data_path", (r / "img").string(), "--device",
+                                         "cpu", "--precision", "fp16"};
+       }},
+      {"an output dir that cannot be created", 1, "cannot create directories: Not a directory",
+       [](const fs::path& r) { return knn_with(r, "", {"--output_dir", (r / "a_file" / "o").string()}); }},
+      {"the launcher's environment disagreeing with itself", 2,
+       "rank 2 is not below the world size 2 (torchrun environment)",
+       [](const fs::path& r) { return knn_with(r, ""); },
+       {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}}},
+  };
+  return rows;
+}
+
+size_t count_lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+TEST_F(BadInputs, EachGivesItsExitCodeAndOneLine) {
+  for (const BadInput& row : table()) {
+    SCOPED_TRACE(row.title);
+    std::vector<std::string> argv{dino_binary()};
+    for (const std::string& a : row.args(root_)) argv.push_back(a);
+    // An empty --pretrained_weights evaluates random weights: drop the pair.
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--pretrained_weights" && argv[i + 1].empty())
+        argv.erase(argv.begin() + i, argv.begin() + i + 2);
+    const auto r = run_process(argv, row.env, 120);
+    EXPECT_EQ(r.exit_code, row.exit_code) << r.err;
+    EXPECT_NE(r.err.find(row.line), std::string::npos) << r.err;
+    if (row.exit_code != 0) {
+      // The error is the last line; a warning (random weights) may come before it.
+      const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+      EXPECT_EQ(last.rfind("dino ", 0), 0u) << r.err;
+      EXPECT_NE(last.find(row.line), std::string::npos) << r.err;
+      EXPECT_EQ(count_lines(last), 1u) << r.err;
+      EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+    }
+  }
+  // The failed runs left no result file behind (the one that succeeded wrote f_ok.h5).
+  EXPECT_FALSE(fs::exists(root_ / "out" / "knn.json"));
+  EXPECT_FALSE(fs::exists(root_ / "lin" / "checkpoint.pth"));
+  EXPECT_FALSE(fs::exists(root_ / "f.h5"));
+  EXPECT_TRUE(fs::exists(root_ / "f_ok.h5"));
+}
+
+// README.md's table, between `<!-- bad-inputs:begin -->` and `<!-- bad-inputs:end -->`, has
+// one row per entry of table(), in the same order: `| title | command | exit | line |`.
+TEST(BadInputsReadme, TheTableMatchesTheTests) {
+  const std::string readme =
+      read_file(fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "README.md");
+  const size_t begin = readme.find("<!-- bad-inputs:begin -->");
+  const size_t end = readme.find("<!-- bad-inputs:end -->");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  std::vector<std::string> rows;
+  std::istringstream in(readme.substr(begin, end - begin));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("| ", 0) == 0 && line.find("---") == std::string::npos &&
+        line.rfind("| bad input |", 0) != 0)
+      rows.push_back(line);
+  ASSERT_EQ(rows.size(), table().size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const BadInput& t = table()[i];
+    SCOPED_TRACE(t.title);
+    EXPECT_EQ(rows[i].rfind("| " + t.title + " |", 0), 0u) << rows[i];
+    EXPECT_NE(rows[i].find("| " + std::to_string(t.exit_code) + " |"), std::string::npos) << rows[i];
+    EXPECT_NE(rows[i].find(t.line), std::string::npos) << rows[i];
+  }
+}
+
+}  // namespace
