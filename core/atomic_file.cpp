@@ -1,13 +1,17 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/check.h"
 
@@ -29,6 +33,16 @@ void sync_path(const fs::path& p, bool required) {
   XDINO_CHECK(rc == 0 || !required, "cannot flush ", p, " to disk: ", std::strerror(err));
 }
 
+// XDINO_TEST_WRITE_DELAY_MS: a pause between writing the temporary file and renaming it, so
+// that a test can kill a process inside that window (tests/test_crash_consistency.cpp).
+void test_write_delay() {
+  static const long ms = [] {
+    const char* v = std::getenv("XDINO_TEST_WRITE_DELAY_MS");
+    return v == nullptr ? 0L : std::strtol(v, nullptr, 10);
+  }();
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 fs::path temp_sibling(const fs::path& path) {
   static std::atomic<unsigned> counter{0};
   fs::path tmp = path;
@@ -47,6 +61,7 @@ void write_atomically(const fs::path& path, const std::function<void(const fs::p
     writer(tmp);
     XDINO_CHECK(fs::exists(tmp), "writer for ", path, " produced no file");
     sync_path(tmp, true);
+    test_write_delay();
     std::error_code ec;
     fs::rename(tmp, path, ec);
     XDINO_CHECK(!ec, "cannot move ", tmp, " over ", path, ": ", ec.message());
@@ -62,10 +77,33 @@ void write_file_atomically(const fs::path& path, std::string_view bytes) {
   write_atomically(path, [&](const fs::path& tmp) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     XDINO_CHECK(out.good(), "cannot create ", tmp, ": ", std::strerror(errno));
+    errno = 0;
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
-    XDINO_CHECK(out.good(), "cannot write ", tmp, " (disk full?)");
+    const int err = errno;
+    XDINO_CHECK(out.good(), "cannot write ", path, ": ",
+                err != 0 ? std::strerror(err) : "write failed", " (", bytes.size(),
+                " bytes; the previous file is left as it was)");
   });
+}
+
+void remove_stale_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    // <name>.tmp-<pid>-<n>, as temp_sibling makes them.
+    const std::string name = it->path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos) continue;
+    const std::string rest = name.substr(at + 5);
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0) continue;
+    char* end_ptr = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end_ptr, 10);
+    if (end_ptr != rest.c_str() + dash || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
 }
 
 std::string read_file(const fs::path& path) {

@@ -20,6 +20,10 @@ void write_atomically(const std::filesystem::path& path,
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 
+// Removes the temporary files that writers killed mid-write left in `dir` (those of processes
+// that no longer exist; a live writer's are kept). Never throws.
+void remove_stale_temporaries(const std::filesystem::path& dir);
+
 // Reads a whole file; throws xdino::Error naming the path if it cannot be read.
 std::string read_file(const std::filesystem::path& path);
 

@@ -1,5 +1,6 @@
 // `dino`: parses the subcommand, runs it, and turns every failure into one line + exit code
 // (2: usage or configuration, 1: runtime).
+#include <signal.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
@@ -32,6 +33,10 @@ std::string first_line(const char* what) {
 
 int main(int argc, char** argv) {
   ensure_passive_openmp(argv);
+  // Past a file-size limit (ulimit -f) the kernel's default is to kill us with SIGXFSZ and no
+  // word. Ignored, the write fails with EFBIG instead, and the writer reports it in one line
+  // with the previous file intact, as for a full disk (ENOSPC).
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     xdino::launch::print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;

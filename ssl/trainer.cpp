@@ -122,6 +122,9 @@ Trainer::~Trainer() = default;
 TrainOutcome Trainer::train() {
   StopSignalGuard signals;
   Position pos = resume();
+  // Redraw what the last epoch's log line feeds (curves.png): a kill may have come first.
+  if (pos.batch == 0 && pos.epoch > 0 && epoch_callbacks_.logged)
+    epoch_callbacks_.logged(pos.epoch - 1);
   if (pos.epoch >= o_.epochs) {
     log::info("Training already complete (", o_.epochs, " epochs)");
     return TrainOutcome::kCompleted;

@@ -97,6 +97,7 @@ class Trainer {
   bool train_step(int64_t epoch, int64_t batch);
   void save(int64_t next_epoch, int64_t next_iteration);
   void finish_epoch(int64_t epoch);
+  void complete_epoch_files(int64_t epoch, bool resuming);
   [[noreturn]] void fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
                                    const torch::Tensor& teacher_out);
   CheckpointParts parts();
@@ -116,6 +117,7 @@ class Trainer {
   bool teacher_ddp_prefix_ = true;
   EpochMeters meters_;
   IterationStats last_;
+  std::string last_log_line_;  // log.txt's line of the last completed epoch (TrainingState)
   TrainerHooks hooks_;
   EpochCallbacks epoch_callbacks_;
   StepTimes times_;

@@ -14,6 +14,12 @@ namespace xdino::ssl {
 namespace fs = std::filesystem;
 namespace {
 
+std::string numbered_checkpoint_name(int64_t epoch) {
+  char name[32];
+  std::snprintf(name, sizeof name, "checkpoint%04ld.pth", static_cast<long>(epoch));
+  return name;
+}
+
 std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
   torch::NoGradGuard no_grad;
   const bool student_bad = !student_out.isfinite().all().item<bool>();
@@ -51,44 +57,68 @@ void Trainer::fail_nonfinite(int64_t iteration, double loss, const torch::Tensor
 }
 
 Trainer::Position Trainer::resume() {
-  const fs::path path = fs::path(o_.output_dir) / "checkpoint.pth";
+  const fs::path dir(o_.output_dir);
+  const fs::path path = dir / "checkpoint.pth";
+  if (comm_->is_main()) remove_stale_temporaries(dir);
   if (!fs::exists(path)) return {};
   log::info("Found checkpoint at ", path.string());
   const TrainingState state = restore_checkpoint(load_pth(path), parts(), path.string());
-  return state.resume_position(niter_, *comm_, plan_.device, meters_);
+  last_log_line_ = state.log_line;
+  const Position pos = state.resume_position(niter_, *comm_, plan_.device, meters_);
+  if (comm_->is_main() && pos.batch == 0 && pos.epoch > 0)
+    complete_epoch_files(pos.epoch - 1, /*resuming=*/true);
+  comm_->barrier();
+  return pos;
+}
+
+// The files that follow from checkpoint.pth at the end of `epoch`: its numbered copy and the
+// epoch's log line (in its TrainingState). A run killed between replacing checkpoint.pth and
+// writing these left them out; on resume they are written only where missing.
+void Trainer::complete_epoch_files(int64_t epoch, bool resuming) {
+  const fs::path dir(o_.output_dir);
+  const fs::path numbered = dir / numbered_checkpoint_name(epoch);
+  if (o_.saveckp_freq > 0 && epoch % o_.saveckp_freq == 0 &&
+      !(resuming && fs::exists(numbered))) {
+    if (resuming) log::info("Writing ", numbered.string(), ", which the interrupted run did not");
+    write_atomically(numbered, [&](const fs::path& tmp) {
+      fs::copy_file(dir / "checkpoint.pth", tmp, fs::copy_options::overwrite_existing);
+    });
+  }
+  if (last_log_line_.empty()) return;
+  const fs::path log_path = dir / "log.txt";
+  std::string text = fs::exists(log_path) ? read_file(log_path) : std::string();
+  if (resuming) {
+    if (text.find(last_log_line_ + "\n") != std::string::npos) return;
+    log::info("Adding epoch ", epoch, "'s line to ", log_path.string(),
+              ", which the interrupted run did not write");
+  }
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  write_file_atomically(log_path, text + last_log_line_ + "\n");
 }
 
 void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
-  const TrainingState state = TrainingState::capture(next_epoch, next_iteration, niter_, meters_,
-                                                     *comm_, plan_.device);
+  TrainingState state = TrainingState::capture(next_epoch, next_iteration, niter_, meters_,
+                                               *comm_, plan_.device);
+  state.log_line = last_log_line_;
   if (!comm_->is_main()) return;
   save_pth(fs::path(o_.output_dir) / "checkpoint.pth", make_checkpoint(parts(), o_, state));
 }
 
+// The order makes a kill at any point recoverable: everything the epoch's files say is
+// computed first, then checkpoint.pth is replaced (it carries the log line), then the numbered
+// copy and log.txt follow from it (complete_epoch_files redoes them on resume).
 void Trainer::finish_epoch(int64_t epoch) {
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
-  save(epoch + 1, (epoch + 1) * niter_);
   Json extra = Json::object();
   extra["images_seen"] = (epoch + 1) * niter_ * o_.batch_size_per_gpu * comm_->world_size();
   if (epoch_callbacks_.measure) {
     const Json fields = epoch_callbacks_.measure(*teacher_->backbone, epoch);
     for (const auto& [key, value] : fields.items()) extra[key] = value;
   }
-  const fs::path dir(o_.output_dir);
-  if (comm_->is_main()) {
-    if (o_.saveckp_freq > 0 && epoch % o_.saveckp_freq == 0) {
-      char name[32];
-      std::snprintf(name, sizeof name, "checkpoint%04ld.pth", static_cast<long>(epoch));
-      write_atomically(dir / name, [&](const fs::path& tmp) {
-        fs::copy_file(dir / "checkpoint.pth", tmp, fs::copy_options::overwrite_existing);
-      });
-    }
-    const fs::path log_path = dir / "log.txt";
-    std::string text = fs::exists(log_path) ? read_file(log_path) : std::string();
-    if (!text.empty() && text.back() != '\n') text += '\n';
-    write_file_atomically(log_path, text + log_line(epoch, avg, extra) + "\n");
-  }
+  last_log_line_ = log_line(epoch, avg, extra);
+  save(epoch + 1, (epoch + 1) * niter_);
+  if (comm_->is_main()) complete_epoch_files(epoch, /*resuming=*/false);
   comm_->barrier();
   if (epoch_callbacks_.logged) epoch_callbacks_.logged(epoch);
   const double ln_k = std::log(static_cast<double>(o_.out_dim));

@@ -103,6 +103,7 @@ IDict TrainingState::to_dict() const {
   resume.insert("rng_cpu", tensor_list(rng_cpu));
   if (!rng_cuda.empty()) resume.insert("rng_cuda", tensor_list(rng_cuda));
   resume.insert("epoch_stats", epoch_stats.to_ivalue());
+  resume.insert("log_line", log_line);
   return resume;
 }
 
@@ -113,6 +114,9 @@ void TrainingState::from_dict(const IDict& resume, const std::string& what) {
   rng_cpu = tensors_of(get(resume, "rng_cpu", what), "rng_cpu");
   if (const c10::IValue* c = find(resume, "rng_cuda")) rng_cuda = tensors_of(*c, "rng_cuda");
   epoch_stats.from_ivalue(get(resume, "epoch_stats", what));
+  // Absent from checkpoints written before it existed: nothing to repair then.
+  if (const c10::IValue* l = find(resume, "log_line"); l != nullptr && l->isString())
+    log_line = l->toStringRef();
   exact = true;
 }
 

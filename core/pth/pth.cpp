@@ -145,12 +145,20 @@ void save_pth(const std::filesystem::path& path, const c10::IValue& value) {
   write_atomically(path, [&](const std::filesystem::path& tmp) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     XDINO_CHECK(out.is_open(), "cannot create ", tmp, ": ", std::strerror(errno));
+    // The first failed write's errno (ENOSPC, EFBIG, EIO...); 0 while all is well.
+    int write_error = 0;
     try {
       // LibTorch's own zip writer (64-byte aligned records, as torch.save writes them), fed
-      // through a function so that the bytes go to our temporary file.
+      // through a function so that the bytes go to our temporary file. The function never
+      // reports a short write: the writer would throw, and throw again from its destructor
+      // (which finishes the archive), and that second throw terminates the process. A
+      // failure is remembered instead, later bytes are dropped, and it is reported below.
       caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, size_t size) -> size_t {
+        if (write_error != 0) return size;
+        errno = 0;
         out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-        return out ? size : 0;
+        if (!out) write_error = errno != 0 ? errno : EIO;
+        return size;
       });
       zip.writeRecord("data.pkl", pickled.bytes.data(), pickled.bytes.size());
       const std::string order = little_endian_host() ? "little" : "big";
@@ -164,6 +172,8 @@ void save_pth(const std::filesystem::path& path, const c10::IValue& value) {
     } catch (const c10::Error& e) {
       XDINO_FAIL("cannot write ", where, ": ", e.what_without_backtrace());
     }
+    XDINO_CHECK(write_error == 0, "cannot write ", where, ": ", std::strerror(write_error),
+                " (the previous file is left as it was)");
     out.close();
     XDINO_CHECK(!out.fail(), "cannot write ", where, ": ", std::strerror(errno));
   });

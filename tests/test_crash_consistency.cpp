@@ -1,0 +1,148 @@
+// Crash consistency of `dino train`, through the real binary.
+//  - SIGKILL at random moments, at least 20 times, the same command rerun after each: the
+//    files of the finished run equal those of an uninterrupted run byte for byte, log.txt
+//    and checkpoints included, and once checkpoint.pth exists it is never missing or partial.
+//    XDINO_TEST_WRITE_DELAY_MS widens the window between writing a file and renaming it into
+//    place (core/atomic_file.cpp), so that many kills land inside checkpoint writes.
+//  - A write that fails (a file-size limit gives EFBIG, as a full disk gives ENOSPC): one line
+//    naming the file and the error, exit 1, the previous checkpoint untouched.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/pth.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+
+namespace {
+
+void write_ppm_folder(const fs::path& root, int per_class) {
+  uint32_t state = 11;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
+  for (const char* split : {"train", "val"})
+    for (int c = 0; c < 2; ++c) {
+      const fs::path dir = root / split / (c ? "b" : "a");
+      fs::create_directories(dir);
+      for (int i = 0; i < per_class; ++i) {
+        std::ofstream f(dir / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
+        f << "P6\n32 32\n255\n";
+        for (int p = 0; p < 32 * 32 * 3; ++p)
+          f.put(static_cast<char>(next() / 2 + (p % 3 == 2 * c ? 100 : 0)));
+      }
+    }
+}
+
+std::vector<std::string> train_argv(const fs::path& data, const fs::path& out, int epochs) {
+  return {dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
+          (data / "train").string(), "--epochs", std::to_string(epochs), "--warmup_epochs", "1",
+          "--batch_size_per_gpu", "4", "--out_dim", "64", "--head_hidden_dim", "32",
+          "--head_bottleneck_dim", "16", "--global_crops_size", "32", "--local_crops_size", "16",
+          "--local_crops_number", "1", "--num_workers", "1", "--device", "cpu", "--use_fp16",
+          "false", "--saveckp_freq", "2", "--knn_every", "1", "--knn_data_path", data.string(),
+          "--output_dir", out.string()};
+}
+
+std::vector<std::string> temporaries(const fs::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos)
+      found.push_back(e.path().filename().string());
+  return found;
+}
+
+TEST(CrashConsistency, KilledAtRandomAndRerunEqualsAnUninterruptedRun) {
+  const fs::path root = xdino::testing::fresh_dir("crash_kill");
+  write_ppm_folder(root / "img", 6);
+  constexpr int kEpochs = 6;
+
+  // The uninterrupted run, made in the same folder (its path is in the checkpoint's args).
+  const auto ref = run_process(train_argv(root / "img", root / "run", kEpochs), {}, 600);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  fs::rename(root / "run", root / "ref");
+
+  std::mt19937 rng(2026);
+  // Kills spread over the run's length (startup included), some early, some late.
+  std::uniform_real_distribution<double> delay(0.05, std::max(1.0, 0.5 * ref.seconds));
+  const std::map<std::string, std::string> env{{"XDINO_TEST_WRITE_DELAY_MS", "200"}};
+  const fs::path ckpt = root / "run" / "checkpoint.pth";
+  int kills = 0, attempts = 0;
+  bool seen_checkpoint = false;
+  for (; attempts < 100; ++attempts) {
+    const int pid = xdino::testing::start_process(train_argv(root / "img", root / "run", kEpochs),
+                                                  (root / "out.txt").string(),
+                                                  (root / "err.txt").string(), env);
+    if (kills < 20) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
+      ::kill(pid, SIGKILL);
+    }
+    const auto r = xdino::testing::wait_process(pid, 600);
+    ASSERT_FALSE(r.timed_out);
+    if (r.exit_code == 128 + SIGKILL) {
+      ++kills;
+    } else {
+      ASSERT_EQ(r.exit_code, 0) << xdino::read_file(root / "err.txt");
+      if (kills >= 20) break;
+    }
+    // Once written, checkpoint.pth is always there and whole (every record's CRC checked).
+    if (seen_checkpoint) ASSERT_TRUE(fs::exists(ckpt)) << "after kill " << kills;
+    if (fs::exists(ckpt)) {
+      seen_checkpoint = true;
+      ASSERT_NO_THROW(xdino::load_pth(ckpt)) << "after kill " << kills;
+    }
+  }
+  EXPECT_GE(kills, 20);
+  EXPECT_TRUE(seen_checkpoint);
+  std::cout << kills << " kills in " << attempts + 1 << " starts; uninterrupted run "
+            << ref.seconds << " s\n";
+
+  // Every file of the uninterrupted run, equal.
+  for (const auto& e : fs::directory_iterator(root / "ref")) {
+    const std::string name = e.path().filename().string();
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(fs::exists(root / "run" / name));
+    if (name == "log.txt")
+      EXPECT_EQ(xdino::read_file(root / "run" / name), xdino::read_file(e.path()));
+    else
+      EXPECT_TRUE(xdino::read_file(root / "run" / name) == xdino::read_file(e.path()))
+          << "differs from the uninterrupted run's";
+  }
+  EXPECT_TRUE(temporaries(root / "run").empty()) << temporaries(root / "run").front();
+  fs::remove_all(root);
+}
+
+TEST(CrashConsistency, AFailedCheckpointWriteLeavesThePreviousOne) {
+  const fs::path root = xdino::testing::fresh_dir("crash_efbig");
+  write_ppm_folder(root / "img", 2);
+  auto argv = train_argv(root / "img", root / "run", 1);
+  const auto first = run_process(argv, {}, 600);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string before = xdino::read_file(root / "run" / "checkpoint.pth");
+
+  // The second epoch's checkpoint meets a 200 KiB file-size limit (checkpoints are ~45 MB).
+  argv = train_argv(root / "img", root / "run", 2);
+  std::string command = "ulimit -f 200 && exec";
+  for (const std::string& a : argv) command += " '" + a + "'";
+  const auto r = run_process({"/bin/sh", "-c", command}, {}, 600);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
+  EXPECT_NE(last.find("dino train: error: cannot write '" + (root / "run" / "checkpoint.pth").string() +
+                      "': File too large"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  EXPECT_TRUE(xdino::read_file(root / "run" / "checkpoint.pth") == before);
+  EXPECT_TRUE(temporaries(root / "run").empty()) << temporaries(root / "run").front();
+  fs::remove_all(root);
+}
+
+}  // namespace
