@@ -83,7 +83,7 @@ int64_t heap_in_use() {
   return static_cast<int64_t>(m.uordblks + m.hblkhd);
 }
 
-std::string precision_name(const xdino::ssl::PrecisionPlan& plan) {
+std::string precision_name(const xdino::train::PrecisionPlan& plan) {
   if (!plan.autocast) return "fp32";
   return plan.autocast_dtype == torch::kHalf ? "fp16" : "bf16";
 }
@@ -134,7 +134,7 @@ int run(int argc, char** argv) {
     else XDINO_FAIL_ARG("unknown option ", k, " (see the comment at the top of bench/bench_train.cpp)");
   }
   // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
-  const xdino::ssl::PrecisionPlan plan = xdino::ssl::resolve_precision(device, precision, true);
+  const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
   xdino::log::set_level(xdino::log::Level::kWarn);
   std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
               at::get_num_threads(), plan.describe().c_str());

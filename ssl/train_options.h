@@ -48,7 +48,7 @@ struct TrainOptions : CropSizes {
   double drop_path_rate = 0.1;
   // ours, no flag: how optimiser, clipping, unscale and EMA walk the parameters (tests run the
   // reference kPerTensor beside the default).
-  UpdatePath update_path = UpdatePath::kAuto;
+  train::UpdatePath update_path = train::UpdatePath::kAuto;
 
   // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
   // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their defaults.

@@ -15,6 +15,20 @@
 #include "ssl/teacher.h"
 
 namespace xdino::ssl {
+
+using dist::broadcast_module;
+using dist::GradientSynchronizer;
+using train::cancel_gradients_last_layer;
+using train::clip_gradients;
+using train::cosine_schedule;
+using train::dino_param_groups;
+using train::GradScaler;
+using train::make_optimizer;
+using train::resolve_precision;
+using train::stop_requested;
+using train::stop_signal;
+using train::StopSignalGuard;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
