@@ -146,9 +146,9 @@ int run(int argc, char** argv) {
       std::filesystem::create_directories(out);
       xdino::ssl::TrainOptions o;
       o.arch = arch;
-      o.out_dim = whole_number("--out_dim", dim);
+      o.head.out_dim = whole_number("--out_dim", dim);
       o.batch_size_per_gpu = batch;
-      o.head_hidden_dim = head_hidden;
+      o.head.hidden_dim = head_hidden;
       o.global_crops_size = global;
       o.local_crops_size = local;
       o.local_crops_number = locals;

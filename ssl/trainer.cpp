@@ -76,13 +76,8 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   auto student_backbone = make_backbone(bo);
   bo.drop_path_rate = 0.0;
   auto teacher_backbone = make_backbone(bo);
-  DINOHeadOptions ho;
+  DINOHeadOptions ho = o_.head;
   ho.in_dim = student_backbone->embed_dim();
-  ho.out_dim = o_.out_dim;
-  ho.use_bn = o_.use_bn_in_head;
-  ho.hidden_dim = o_.head_hidden_dim;
-  ho.bottleneck_dim = o_.head_bottleneck_dim;
-  ho.norm_last_layer = o_.norm_last_layer;
   DINOHead student_head(ho);
   ho.norm_last_layer = true;
   DINOHead teacher_head(ho);
@@ -99,12 +94,9 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   teacher_->train();  // never eval: batch statistics, own running stats (docs/dino.md, "Networks")
   teacher_ddp_prefix_ = has_batchnorms(*student_);
 
-  DINOLossOptions lo;
-  lo.out_dim = o_.out_dim;
+  DINOLossOptions lo = o_.loss;
+  lo.out_dim = o_.head.out_dim;
   lo.ncrops = o_.local_crops_number + 2;
-  lo.warmup_teacher_temp = o_.warmup_teacher_temp;
-  lo.teacher_temp = o_.teacher_temp;
-  lo.warmup_teacher_temp_epochs = o_.warmup_teacher_temp_epochs;
   lo.epochs = o_.epochs;
   loss_ = DINOLoss(lo, comm_);
   loss_->to(plan_.device);
@@ -126,7 +118,7 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
 
   int64_t n_params = 0;
   for (const auto& p : student_->parameters()) n_params += p.numel();
-  log::info("Student and teacher are built: ", o_.arch, " + DINO head (out_dim ", o_.out_dim,
+  log::info("Student and teacher are built: ", o_.arch, " + DINO head (out_dim ", o_.head.out_dim,
             "), ", n_params, " parameters each; ", plan_.describe(), "; ", niter_,
             " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
 }

@@ -91,7 +91,7 @@ void Trainer::finish_epoch(int64_t epoch) {
   }
   comm_->barrier();
   if (epoch_callbacks_.logged) epoch_callbacks_.logged(epoch);
-  const double ln_k = std::log(static_cast<double>(o_.out_dim));
+  const double ln_k = std::log(static_cast<double>(o_.head.out_dim));
   log::info("Averaged stats: loss ", avg[0], " lr ", avg[1], " wd ", avg[2], " teacher entropy ",
             avg[5], " KL(teacher||student) ", avg[0] - avg[5], " KL(mean teacher||uniform) ",
             avg[6], " (ln K = ", ln_k, ")");

@@ -173,7 +173,7 @@ void dino_train(std::shared_ptr<Communicator> c, const std::string& out_dir, int
   XDINO_CHECK(total_batch % c->world_size() == 0, "total batch must split evenly");
   ssl::TrainOptions o;
   o.arch = "xcit_nano_12_p16";
-  o.out_dim = 64;
+  o.head.out_dim = 64;
   o.epochs = 1;
   o.batch_size_per_gpu = total_batch / c->world_size();
   o.local_crops_number = 2;
