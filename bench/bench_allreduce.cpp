@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
     // launch_local re-executes /proc/self/exe with "dino" as argv[0]; pass our arguments on.
     return launch::launch_local(o, {std::to_string(nproc), std::to_string(max_mb)});
   }
-  ssl::DistConfig config = dist::dist_config_from_env();
-  auto comm = ssl::connect(config);
+  dist::DistConfig config = dist::dist_config_from_env();
+  auto comm = dist::connect(config);
   const int world = comm->world_size();
   if (comm->rank() == 0)
     std::printf("# %d processes, device %s\n%12s %12s %12s\n", world,

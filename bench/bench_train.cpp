@@ -83,7 +83,7 @@ int64_t heap_in_use() {
   return static_cast<int64_t>(m.uordblks + m.hblkhd);
 }
 
-std::string precision_name(const xdino::ssl::PrecisionPlan& plan) {
+std::string precision_name(const xdino::train::PrecisionPlan& plan) {
   if (!plan.autocast) return "fp32";
   return plan.autocast_dtype == torch::kHalf ? "fp16" : "bf16";
 }
@@ -134,7 +134,7 @@ int run(int argc, char** argv) {
     else XDINO_FAIL_ARG("unknown option ", k, " (see the comment at the top of bench/bench_train.cpp)");
   }
   // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
-  const xdino::ssl::PrecisionPlan plan = xdino::ssl::resolve_precision(device, precision, true);
+  const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
   xdino::log::set_level(xdino::log::Level::kWarn);
   std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
               at::get_num_threads(), plan.describe().c_str());
@@ -146,9 +146,9 @@ int run(int argc, char** argv) {
       std::filesystem::create_directories(out);
       xdino::ssl::TrainOptions o;
       o.arch = arch;
-      o.out_dim = whole_number("--out_dim", dim);
+      o.head.out_dim = whole_number("--out_dim", dim);
       o.batch_size_per_gpu = batch;
-      o.head_hidden_dim = head_hidden;
+      o.head.hidden_dim = head_hidden;
       o.global_crops_size = global;
       o.local_crops_size = local;
       o.local_crops_number = locals;

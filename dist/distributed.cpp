@@ -22,7 +22,7 @@
 #define XDINO_HAVE_NCCL 1
 #endif
 
-namespace xdino::ssl {
+namespace xdino::dist {
 
 bool gloo_available() {
 #ifdef XDINO_HAVE_GLOO
@@ -355,4 +355,4 @@ std::shared_ptr<Communicator> connect(const DistConfig& config) {
   return std::make_shared<C10dCommunicator>(config);
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::dist

@@ -22,7 +22,7 @@
 
 #include "dist/communicator.h"
 
-namespace xdino::ssl {
+namespace xdino::dist {
 
 struct DistConfig {
   int rank = 0;
@@ -43,4 +43,4 @@ std::shared_ptr<Communicator> connect(const DistConfig& config);
 bool gloo_available();
 bool nccl_available();
 
-}  // namespace xdino::ssl
+}  // namespace xdino::dist

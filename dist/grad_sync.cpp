@@ -2,7 +2,7 @@
 
 #include "core/check.h"
 
-namespace xdino::ssl {
+namespace xdino::dist {
 
 void broadcast_module(torch::nn::Module& module, Communicator& communicator) {
   if (communicator.world_size() == 1) return;
@@ -109,4 +109,4 @@ void GradientSynchronizer::finish() {
   }
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::dist

@@ -22,7 +22,7 @@
 
 #include "dist/communicator.h"
 
-namespace xdino::ssl {
+namespace xdino::dist {
 
 void broadcast_module(torch::nn::Module& module, Communicator& communicator);
 
@@ -63,4 +63,4 @@ class GradientSynchronizer {
   size_t next_launch_ = 0;
 };
 
-}  // namespace xdino::ssl
+}  // namespace xdino::dist

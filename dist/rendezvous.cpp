@@ -52,8 +52,8 @@ std::string first_slurm_host(const std::string& nodelist) {
   return host;
 }
 
-ssl::DistConfig dist_config_from_env(const EnvLookup& env) {
-  ssl::DistConfig c;
+DistConfig dist_config_from_env(const EnvLookup& env) {
+  DistConfig c;
   if (env("RANK") != nullptr && env("WORLD_SIZE") != nullptr) {
     c.launcher = "torchrun";
     c.rank = int_var(env, "RANK", 0);
@@ -95,14 +95,14 @@ ssl::DistConfig dist_config_from_env(const EnvLookup& env) {
   return c;
 }
 
-ssl::DistConfig dist_config_from_env() {
+DistConfig dist_config_from_env() {
   return dist_config_from_env([](const char* name) { return std::getenv(name); });
 }
 
-ssl::DistConfig dist_config_from_env(const DistOptions& o) {
+DistConfig dist_config_from_env(const DistOptions& o) {
   XDINO_CHECK_ARG(o.dist_timeout > 0, "--dist_timeout must be positive (seconds), got ",
                   o.dist_timeout);
-  ssl::DistConfig c = dist_config_from_env();
+  DistConfig c = dist_config_from_env();
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(o.dist_timeout * 1000)));
   return c;
 }

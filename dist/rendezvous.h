@@ -27,15 +27,15 @@ namespace xdino::dist {
 
 using EnvLookup = std::function<const char*(const char*)>;
 
-ssl::DistConfig dist_config_from_env(const EnvLookup& env);
-ssl::DistConfig dist_config_from_env();
+DistConfig dist_config_from_env(const EnvLookup& env);
+DistConfig dist_config_from_env();
 
 struct DistOptions {
   double dist_timeout = 1800;  // torch.distributed's default process-group timeout
 };
 
 // dist_config_from_env() with the options applied.
-ssl::DistConfig dist_config_from_env(const DistOptions& options);
+DistConfig dist_config_from_env(const DistOptions& options);
 
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);

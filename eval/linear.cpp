@@ -32,21 +32,21 @@ double scaled_lr(const LinearSchedule& schedule, int world_size) {
   return schedule.lr * static_cast<double>(schedule.batch_size_per_gpu * world_size) / 256.0;
 }
 
-std::unique_ptr<ssl::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
+std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
                                                       double lr) {
-  ssl::ParamGroup group;
+  train::ParamGroup group;
   for (const auto& p : classifier->named_parameters()) {
     group.names.push_back(p.key());
     group.params.push_back(p.value());
   }
   group.lr = lr;
   group.weight_decay = 0.0;
-  return ssl::make_sgd({std::move(group)});
+  return train::make_sgd({std::move(group)});
 }
 
 namespace {
 
-void set_lr(ssl::Optimizer& optimizer, double lr) {
+void set_lr(train::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.lr = lr;
 }
 
@@ -89,7 +89,7 @@ ValidationStats validate_linear(LinearClassifier& classifier, FeatureBatches& va
   return s;
 }
 
-LinearOutcome train_linear(LinearClassifier& classifier, ssl::Optimizer& optimizer,
+LinearOutcome train_linear(LinearClassifier& classifier, train::Optimizer& optimizer,
                            FeatureBatches& train, FeatureBatches& val,
                            const LinearSchedule& schedule, Communicator& comm,
                            int64_t start_epoch, LinearOutcome resumed,

@@ -84,7 +84,7 @@ struct LinearOutcome {
 
 // The optimiser train_linear() builds, for checkpoints: SGD over {linear.weight, linear.bias}.
 // SGD, momentum 0.9, no weight decay, one parameter group (weight, bias) as eval_linear.py.
-std::unique_ptr<ssl::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
+std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
                                                       double scaled_lr);
 
 double scaled_lr(const LinearSchedule& schedule, int world_size);
@@ -96,7 +96,7 @@ ValidationStats validate_linear(LinearClassifier& classifier, FeatureBatches& va
 // make_linear_optimizer, possibly restored); `resumed` carries a resumed run's best (default:
 // none). on_epoch(stats, outcome so far) runs after every epoch on every process.
 LinearOutcome train_linear(
-    LinearClassifier& classifier, ssl::Optimizer& optimizer, FeatureBatches& train,
+    LinearClassifier& classifier, train::Optimizer& optimizer, FeatureBatches& train,
     FeatureBatches& val, const LinearSchedule& schedule, Communicator& comm, int64_t start_epoch,
     LinearOutcome resumed,
     const std::function<void(const EpochStats&, const LinearOutcome&)>& on_epoch);

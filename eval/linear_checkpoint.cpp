@@ -35,7 +35,7 @@ torch::Tensor linear_tensor(const xdino::IDict& state, const std::string& name,
 }  // namespace
 
 void save_linear_checkpoint(const std::filesystem::path& path, LinearClassifier& classifier,
-                            const ssl::Optimizer& optimizer, int64_t next_epoch,
+                            const train::Optimizer& optimizer, int64_t next_epoch,
                             const LinearOutcome& best, const LinearCheckpointInfo& info) {
   xdino::IDict weights = xdino::make_dict();
   weights.insert("module.linear.weight", classifier->linear->weight.detach().to(torch::kCPU));
@@ -88,7 +88,7 @@ void load_linear_weights(const std::filesystem::path& path, LinearClassifier& cl
 }
 
 int64_t restore_linear_checkpoint(const std::filesystem::path& path,
-                                  LinearClassifier& classifier, ssl::Optimizer& optimizer,
+                                  LinearClassifier& classifier, train::Optimizer& optimizer,
                                   LinearOutcome& best) {
   const std::string what = path.string();
   load_linear_weights(path, classifier);

@@ -30,7 +30,7 @@ struct LinearCheckpointInfo {
 };
 
 void save_linear_checkpoint(const std::filesystem::path& path, LinearClassifier& classifier,
-                            const ssl::Optimizer& optimizer, int64_t next_epoch,
+                            const train::Optimizer& optimizer, int64_t next_epoch,
                             const LinearOutcome& best, const LinearCheckpointInfo& info);
 
 void load_linear_weights(const std::filesystem::path& path, LinearClassifier& classifier);
@@ -38,7 +38,7 @@ void load_linear_weights(const std::filesystem::path& path, LinearClassifier& cl
 // Returns the epoch to resume from; `best` receives best_acc (and best_epoch/best_acc5 when
 // the file has them).
 int64_t restore_linear_checkpoint(const std::filesystem::path& path,
-                                  LinearClassifier& classifier, ssl::Optimizer& optimizer,
+                                  LinearClassifier& classifier, train::Optimizer& optimizer,
                                   LinearOutcome& best);
 
 }  // namespace xdino::eval

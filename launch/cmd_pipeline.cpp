@@ -117,8 +117,8 @@ class PipelineCommand : public Command {
         }
         // SIGTERM/SIGUSR1 during training: the stage saved its checkpoint and returned early.
         // It is not done (no marker), and later stages must not evaluate a partial run.
-        if (ssl::stop_requested()) {
-          log::info("stopped by signal ", ssl::stop_signal(), " during stage ", stage.name,
+        if (train::stop_requested()) {
+          log::info("stopped by signal ", train::stop_signal(), " during stage ", stage.name,
                     "; rerun the same command to continue from here");
           return 0;
         }

@@ -145,19 +145,19 @@ class TrainCommand : public Command {
     ssl::TrainOptions& o = opt_;
     f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
         .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
-        .add("out_dim", &o.out_dim, "dimensionality of the DINO head output")
-        .add("norm_last_layer", &o.norm_last_layer,
+        .add("out_dim", &o.head.out_dim, "dimensionality of the DINO head output")
+        .add("norm_last_layer", &o.head.norm_last_layer,
              "weight-normalise the head's last layer with a fixed unit norm")
         .add("momentum_teacher", &o.momentum_teacher,
              "base EMA momentum of the teacher, raised to 1 by a cosine schedule")
-        .add("use_bn_in_head", &o.use_bn_in_head, "BatchNorm in the projection head")
-        .add("head_hidden_dim", &o.head_hidden_dim,
+        .add("use_bn_in_head", &o.head.use_bn, "BatchNorm in the projection head")
+        .add("head_hidden_dim", &o.head.hidden_dim,
              "width of the head's hidden layers (main_dino.py: 2048; smaller for CPU runs)")
-        .add("head_bottleneck_dim", &o.head_bottleneck_dim,
+        .add("head_bottleneck_dim", &o.head.bottleneck_dim,
              "width of the head's L2-normalised bottleneck (main_dino.py: 256)")
-        .add("warmup_teacher_temp", &o.warmup_teacher_temp, "initial teacher temperature")
-        .add("teacher_temp", &o.teacher_temp, "teacher temperature after the warmup")
-        .add("warmup_teacher_temp_epochs", &o.warmup_teacher_temp_epochs,
+        .add("warmup_teacher_temp", &o.loss.warmup_teacher_temp, "initial teacher temperature")
+        .add("teacher_temp", &o.loss.teacher_temp, "teacher temperature after the warmup")
+        .add("warmup_teacher_temp_epochs", &o.loss.warmup_teacher_temp_epochs,
              "epochs of linear teacher-temperature warmup")
         .add("use_fp16", &o.use_fp16,
              "mixed precision on CUDA: fp16 autocast + dynamic loss scaling (ignored on CPU)")

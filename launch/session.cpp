@@ -17,13 +17,13 @@ namespace xdino::launch {
 Session start_session(const dist::DistOptions& options) {
   Session s;
   s.config = dist::dist_config_from_env(options);
-  const ssl::DistConfig& c = s.config;
+  const dist::DistConfig& c = s.config;
   // Processes sharing a node would otherwise each start one thread per core.
   if (c.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
     at::set_num_threads(std::max<int>(
         1, static_cast<int>(std::thread::hardware_concurrency()) / c.local_world_size));
   log::set_rank(c.rank, c.world_size);
-  s.comm = ssl::connect(c);
+  s.comm = dist::connect(c);
   s.device = c.device;
   log::info(blas_summary(), "; ", at::get_num_threads(), " intra-op threads");
   if (c.world_size > 1)

@@ -24,7 +24,7 @@
 namespace xdino::launch {
 
 struct Session {
-  ssl::DistConfig config;
+  dist::DistConfig config;
   std::shared_ptr<Communicator> comm;
   torch::Device device = torch::kCPU;
 };

@@ -48,9 +48,9 @@ struct CheckpointParts {
   torch::nn::Module* student = nullptr;
   torch::nn::Module* teacher = nullptr;
   bool teacher_ddp_prefix = true;
-  Optimizer* optimizer = nullptr;
+  train::Optimizer* optimizer = nullptr;
   DINOLossImpl* loss = nullptr;
-  GradScaler* scaler = nullptr;  // null when loss scaling is off
+  train::GradScaler* scaler = nullptr;  // null when loss scaling is off
 };
 
 c10::IValue make_checkpoint(const CheckpointParts& parts, const TrainOptions& options,

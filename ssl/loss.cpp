@@ -7,6 +7,9 @@
 
 namespace xdino::ssl {
 
+using train::teacher_temp_schedule;
+
+
 DINOLossImpl::DINOLossImpl(const DINOLossOptions& o, std::shared_ptr<Communicator> comm)
     : options_(o),
       comm_(comm ? std::move(comm) : local_communicator()),

@@ -34,7 +34,7 @@ struct DINOLossOptions {
   double warmup_teacher_temp = 0.04;
   double teacher_temp = 0.04;
   int64_t warmup_teacher_temp_epochs = 0;
-  int64_t epochs = 100;
+  int64_t epochs = 100;  // the run's length, which the temperature schedule covers
   double student_temp = 0.1;
   double center_momentum = 0.9;
 };

@@ -4,6 +4,11 @@
 #include "kernels/cpu/fused_cpu.h"
 
 namespace xdino::ssl {
+
+using kernels::fused_cpu_applies;
+using kernels::fused_ema;
+using train::UpdatePath;
+
 namespace {
 
 void copy_named(const torch::OrderedDict<std::string, torch::Tensor>& from,

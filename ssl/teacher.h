@@ -25,6 +25,6 @@ namespace xdino::ssl {
 void init_teacher(const torch::nn::Module& student, torch::nn::Module& teacher);
 
 void ema_update(const torch::nn::Module& student, torch::nn::Module& teacher, double momentum,
-                UpdatePath path = UpdatePath::kAuto);
+                train::UpdatePath path = train::UpdatePath::kAuto);
 
 }  // namespace xdino::ssl

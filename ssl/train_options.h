@@ -1,9 +1,12 @@
 // Options of DINO pretraining (`dino train`), with the defaults of the official main_dino.py.
 //
 // Contract: a plain value type; the library reads it, launch/ binds command-line flags to its
-// fields (the member initialisers below and CropSizes' are the defaults users see in
-// `dino train --help`; each is written once).
-// Names follow main_dino.py exactly; fields marked "ours" have no official counterpart.
+// fields (the member initialisers below, CropSizes', DINOHeadOptions' and DINOLossOptions' are
+// the defaults users see in `dino train --help`; each is written once).
+// Flag names follow main_dino.py exactly, and so do the fields here; the head's and the loss's
+// fields keep their own names (head.use_bn is --use_bn_in_head, head.hidden_dim
+// --head_hidden_dim, head.bottleneck_dim --head_bottleneck_dim). Fields marked "ours" have no
+// official counterpart.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,8 @@
 #include <vector>
 
 #include "core/crop_sizes.h"
+#include "ssl/head.h"
+#include "ssl/loss.h"
 #include "train/update_path.h"
 
 namespace xdino::ssl {
@@ -19,17 +24,17 @@ struct TrainOptions : CropSizes {
   // Model.
   std::string arch = "vit_small";
   int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name
-  int64_t out_dim = 65536;
-  bool norm_last_layer = true;
+  // The DINO head: out_dim, norm_last_layer, use_bn and (ours: main_dino.py fixes them)
+  // hidden_dim, bottleneck_dim. in_dim and nlayers are not options: the trainer sets in_dim to
+  // the backbone's width, nlayers keeps main_dino.py's 3.
+  DINOHeadOptions head;
   double momentum_teacher = 0.996;
-  bool use_bn_in_head = false;
-  int64_t head_hidden_dim = 2048;     // ours: main_dino.py fixes DINOHead's hidden width
-  int64_t head_bottleneck_dim = 256;  // ours: ... and its bottleneck width
 
-  // Temperatures.
-  double warmup_teacher_temp = 0.04;
-  double teacher_temp = 0.04;
-  int64_t warmup_teacher_temp_epochs = 0;
+  // The loss: warmup_teacher_temp, teacher_temp, warmup_teacher_temp_epochs; student_temp and
+  // center_momentum keep main_dino.py's constants (no flag). Its out_dim, ncrops and epochs are
+  // ignored here: the run chooses them once (head.out_dim, local_crops_number + 2 and `epochs`
+  // below, which the lr and weight-decay schedules read too) and the trainer copies them in.
+  DINOLossOptions loss;
 
   // Optimisation.
   bool use_fp16 = true;             // official: fp16 autocast + loss scaling (CUDA only here)
@@ -48,7 +53,7 @@ struct TrainOptions : CropSizes {
   double drop_path_rate = 0.1;
   // ours, no flag: how optimiser, clipping, unscale and EMA walk the parameters (tests run the
   // reference kPerTensor beside the default).
-  UpdatePath update_path = UpdatePath::kAuto;
+  train::UpdatePath update_path = train::UpdatePath::kAuto;
 
   // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
   // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their defaults.

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/log.h"
@@ -12,9 +14,25 @@
 #include "train/gradients.h"
 #include "train/schedules.h"
 #include "train/stop_signal.h"
+#include "ssl/checkpoint_files.h"
 #include "ssl/teacher.h"
 
 namespace xdino::ssl {
+namespace fs = std::filesystem;
+
+using dist::broadcast_module;
+using dist::GradientSynchronizer;
+using train::cancel_gradients_last_layer;
+using train::clip_gradients;
+using train::cosine_schedule;
+using train::dino_param_groups;
+using train::GradScaler;
+using train::make_optimizer;
+using train::resolve_precision;
+using train::stop_requested;
+using train::stop_signal;
+using train::StopSignalGuard;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -37,6 +55,16 @@ void check_options(const TrainOptions& o) {
   XDINO_CHECK_ARG(o.freeze_last_layer >= 0, "--freeze_last_layer must be >= 0, got ",
                   o.freeze_last_layer);
   XDINO_CHECK_ARG(o.lr >= 0 && o.min_lr >= 0, "--lr and --min_lr must be >= 0");
+}
+
+std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
+  torch::NoGradGuard no_grad;
+  const bool student_bad = !student_out.isfinite().all().item<bool>();
+  const bool teacher_bad = !teacher_out.isfinite().all().item<bool>();
+  if (student_bad && teacher_bad) return "student output and teacher output";
+  if (student_bad) return "student output";
+  if (teacher_bad) return "teacher output";
+  return "loss (student and teacher outputs are finite)";
 }
 
 }  // namespace
@@ -62,13 +90,8 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   auto student_backbone = make_backbone(bo);
   bo.drop_path_rate = 0.0;
   auto teacher_backbone = make_backbone(bo);
-  DINOHeadOptions ho;
+  DINOHeadOptions ho = o_.head;
   ho.in_dim = student_backbone->embed_dim();
-  ho.out_dim = o_.out_dim;
-  ho.use_bn = o_.use_bn_in_head;
-  ho.hidden_dim = o_.head_hidden_dim;
-  ho.bottleneck_dim = o_.head_bottleneck_dim;
-  ho.norm_last_layer = o_.norm_last_layer;
   DINOHead student_head(ho);
   ho.norm_last_layer = true;
   DINOHead teacher_head(ho);
@@ -85,12 +108,9 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
   teacher_->train();  // never eval: batch statistics, own running stats (docs/dino.md, "Networks")
   teacher_ddp_prefix_ = has_batchnorms(*student_);
 
-  DINOLossOptions lo;
-  lo.out_dim = o_.out_dim;
+  DINOLossOptions lo = o_.loss;
+  lo.out_dim = o_.head.out_dim;
   lo.ncrops = o_.local_crops_number + 2;
-  lo.warmup_teacher_temp = o_.warmup_teacher_temp;
-  lo.teacher_temp = o_.teacher_temp;
-  lo.warmup_teacher_temp_epochs = o_.warmup_teacher_temp_epochs;
   lo.epochs = o_.epochs;
   loss_ = DINOLoss(lo, comm_);
   loss_->to(plan_.device);
@@ -112,7 +132,7 @@ Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
 
   int64_t n_params = 0;
   for (const auto& p : student_->parameters()) n_params += p.numel();
-  log::info("Student and teacher are built: ", o_.arch, " + DINO head (out_dim ", o_.out_dim,
+  log::info("Student and teacher are built: ", o_.arch, " + DINO head (out_dim ", o_.head.out_dim,
             "), ", n_params, " parameters each; ", plan_.describe(), "; ", niter_,
             " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
 }
@@ -241,6 +261,82 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   meters_.add(last_);
   if (hooks_.after_step) hooks_.after_step(it);
   return flags[1].item<float>() > 0;
+}
+
+CheckpointParts Trainer::parts() {
+  CheckpointParts p;
+  p.student = student_.ptr().get();
+  p.teacher = teacher_.ptr().get();
+  p.teacher_ddp_prefix = teacher_ddp_prefix_;
+  p.optimizer = optimizer_.get();
+  p.loss = loss_.ptr().get();
+  p.scaler = scaler_.get();
+  return p;
+}
+
+void Trainer::fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
+                             const torch::Tensor& teacher_out) {
+  const int64_t epoch = iteration / niter_;
+  if (std::isfinite(loss))
+    XDINO_FAIL("non-finite loss on another process at iteration ", iteration, " (epoch ", epoch,
+               "); stopping, checkpoint.pth is left as it was");
+  XDINO_FAIL("loss is ", loss, " at iteration ", iteration, " (epoch ", epoch, ", batch ",
+             iteration % niter_, "): non-finite values first appear in the ",
+             nonfinite_parts(student_out, teacher_out),
+             "; stopping, checkpoint.pth is left as it was (lower --lr, keep --clip_grad, or "
+             "use --precision fp32)");
+}
+
+Trainer::Position Trainer::resume() {
+  const Position pos = resume_checkpoint(o_.output_dir, parts(), niter_, *comm_, plan_.device,
+                                         meters_, last_log_line_);
+  if (comm_->is_main() && pos.batch == 0 && pos.epoch > 0)
+    write_epoch_files(o_.output_dir, pos.epoch - 1, o_.saveckp_freq, last_log_line_,
+                      /*resuming=*/true);
+  comm_->barrier();
+  return pos;
+}
+
+void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
+  save_checkpoint(o_.output_dir, parts(), o_, next_epoch, next_iteration, niter_, meters_, *comm_,
+                  plan_.device, last_log_line_);
+}
+
+// The order makes a kill at any point recoverable: everything the epoch's files say is
+// computed first, then checkpoint.pth is replaced (it carries the log line), then the numbered
+// copy and log.txt follow from it (a resume writes them if they are missing).
+void Trainer::finish_epoch(int64_t epoch) {
+  const auto avg = meters_.averages(*comm_);
+  meters_.reset();
+  Json extra = Json::object();
+  extra["images_seen"] = (epoch + 1) * niter_ * o_.batch_size_per_gpu * comm_->world_size();
+  if (epoch_callbacks_.measure) {
+    const Json fields = epoch_callbacks_.measure(*teacher_->backbone, epoch);
+    for (const auto& [key, value] : fields.items()) extra[key] = value;
+  }
+  last_log_line_ = log_line(epoch, avg, extra);
+  save(epoch + 1, (epoch + 1) * niter_);
+  if (comm_->is_main())
+    write_epoch_files(o_.output_dir, epoch, o_.saveckp_freq, last_log_line_, /*resuming=*/false);
+  comm_->barrier();
+  if (epoch_callbacks_.logged) epoch_callbacks_.logged(epoch);
+  const double ln_k = std::log(static_cast<double>(o_.head.out_dim));
+  log::info("Averaged stats: loss ", avg[0], " lr ", avg[1], " wd ", avg[2], " teacher entropy ",
+            avg[5], " KL(teacher||student) ", avg[0] - avg[5], " KL(mean teacher||uniform) ",
+            avg[6], " (ln K = ", ln_k, ")");
+  // Collapse heuristics (DINO paper section 5.3): one dimension dominating every teacher
+  // output drives KL(mean p_t || uniform) to ln K; uniform outputs drive H(p_t) to ln K.
+  // High entropy is normal in the first epochs; it is a collapse when it stays.
+  // The averages are the same on every rank: warn once.
+  if (avg[6] > 0.8 * ln_k && comm_->is_main())
+    log::warn("epoch ", epoch, ": the teacher maps nearly every image to the same few output ",
+              "dimensions (KL(mean teacher||uniform) ", avg[6], " of at most ln K = ", ln_k,
+              "); if this persists the training has collapsed (centering too weak: check "
+              "momentum_teacher and the batch size)");
+  if (avg[5] > 0.9 * ln_k && comm_->is_main())
+    log::warn("epoch ", epoch, ": the teacher outputs are nearly uniform (entropy ", avg[5],
+              " of at most ln K = ", ln_k, "); if this persists the training has collapsed ",
+              "(sharpening too weak: lower teacher_temp)");
 }
 
 }  // namespace xdino::ssl

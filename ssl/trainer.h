@@ -81,14 +81,14 @@ class Trainer {
   void set_hooks(TrainerHooks hooks) { hooks_ = std::move(hooks); }
   void set_epoch_callbacks(EpochCallbacks callbacks) { epoch_callbacks_ = std::move(callbacks); }
   const StepTimes& times() const { return times_; }
-  const PrecisionPlan& precision() const { return plan_; }
+  const train::PrecisionPlan& precision() const { return plan_; }
   int64_t iterations_per_epoch() const { return niter_; }
 
   MultiCropWrapper& student() { return student_; }
   MultiCropWrapper& teacher() { return teacher_; }
   DINOLoss& loss() { return loss_; }
-  Optimizer& optimizer() { return *optimizer_; }
-  GradScaler* scaler() { return scaler_.get(); }
+  train::Optimizer& optimizer() { return *optimizer_; }
+  train::GradScaler* scaler() { return scaler_.get(); }
 
  private:
   using Position = TrainingState::Position;
@@ -97,7 +97,6 @@ class Trainer {
   bool train_step(int64_t epoch, int64_t batch);
   void save(int64_t next_epoch, int64_t next_iteration);
   void finish_epoch(int64_t epoch);
-  void complete_epoch_files(int64_t epoch, bool resuming);
   [[noreturn]] void fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
                                    const torch::Tensor& teacher_out);
   CheckpointParts parts();
@@ -105,13 +104,13 @@ class Trainer {
   TrainOptions o_;
   std::shared_ptr<DataSource> data_;
   std::shared_ptr<Communicator> comm_;
-  PrecisionPlan plan_;
+  train::PrecisionPlan plan_;
   int64_t niter_ = 0;
   MultiCropWrapper student_{nullptr}, teacher_{nullptr};
   DINOLoss loss_{nullptr};
-  std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<GradScaler> scaler_;
-  std::unique_ptr<GradientSynchronizer> grad_sync_;
+  std::unique_ptr<train::Optimizer> optimizer_;
+  std::unique_ptr<train::GradScaler> scaler_;
+  std::unique_ptr<dist::GradientSynchronizer> grad_sync_;
   std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
   torch::OrderedDict<std::string, torch::Tensor> student_params_;
   bool teacher_ddp_prefix_ = true;

@@ -112,7 +112,7 @@ void gradient_sync(std::shared_ptr<Communicator> c, bool overlap) {
   torch::manual_seed(7 + r);  // different init per rank: the broadcast must fix it
   auto net = std::make_shared<Net>();
   net->to(torch::kDouble);
-  ssl::broadcast_module(*net, *c);
+  dist::broadcast_module(*net, *c);
   auto ref = std::make_shared<Net>();
   ref->to(torch::kDouble);
   {
@@ -125,7 +125,7 @@ void gradient_sync(std::shared_ptr<Communicator> c, bool overlap) {
 
   models::set_batch_norm_communicator(*net, c);
   // Tiny buckets, so several all-reduces overlap with backward.
-  ssl::GradientSynchronizer sync(net->parameters(), c, /*bucket_bytes=*/256, overlap);
+  dist::GradientSynchronizer sync(net->parameters(), c, /*bucket_bytes=*/256, overlap);
   XDINO_CHECK(sync.num_buckets() > 2, "expected several buckets");
   for (int step = 0; step < 2; ++step) {
     for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
@@ -168,12 +168,12 @@ class ShardedCrops : public ssl::DataSource {
 // embedding and LPI) through the real Trainer, the total batch split across the processes.
 // Rank 0 writes OUT_DIR/initial.pth (the student after the broadcast) and the trainer's
 // checkpoint.pth; the test compares the checkpoints of different world sizes.
-void train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t total_batch,
-           const std::string& optimizer, int64_t steps) {
+void dino_train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t total_batch,
+                const std::string& optimizer, int64_t steps) {
   XDINO_CHECK(total_batch % c->world_size() == 0, "total batch must split evenly");
   ssl::TrainOptions o;
   o.arch = "xcit_nano_12_p16";
-  o.out_dim = 64;
+  o.head.out_dim = 64;
   o.epochs = 1;
   o.batch_size_per_gpu = total_batch / c->world_size();
   o.local_crops_number = 2;
@@ -209,10 +209,10 @@ void train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   try {
-    ssl::DistConfig config = dist::dist_config_from_env();
+    dist::DistConfig config = dist::dist_config_from_env();
     if (const char* t = std::getenv("XDINO_TEST_DIST_TIMEOUT_MS"))
       config.timeout = std::chrono::milliseconds(std::atol(t));
-    auto comm = ssl::connect(config);
+    auto comm = dist::connect(config);
     if (scenario == "collectives") {
       collectives(*comm);
     } else if (scenario == "syncbn") {
@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       gradient_sync(comm, true);
       gradient_sync(comm, false);
     } else if (scenario == "train" && argc == 6) {
-      train(comm, argv[2], std::atol(argv[3]), argv[4], std::atol(argv[5]));
+      dino_train(comm, argv[2], std::atol(argv[3]), argv[4], std::atol(argv[5]));
     } else if (scenario == "die") {
       if (comm->rank() == 1) std::_Exit(3);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));

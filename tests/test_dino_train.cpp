@@ -77,12 +77,12 @@ TEST(DinoTrain, WritesOfficialCheckpointLayoutAndLog) {
   EXPECT_TRUE(student.contains("module.backbone.patch_embed.1.num_batches_tracked"));
   EXPECT_TRUE(student.contains("module.head.mlp.0.weight"));
   EXPECT_EQ(student.at("module.head.last_layer.weight_g").toTensor().sizes(),
-            torch::IntArrayRef({opt.out_dim, 1}));
+            torch::IntArrayRef({opt.head.out_dim, 1}));
   EXPECT_TRUE(ckpt.at("teacher").toGenericDict().contains("module.head.last_layer.weight_v"))
       << "the teacher is DDP-wrapped in the official code when the model has BatchNorm";
   EXPECT_EQ(ckpt.at("dino_loss").toGenericDict().at("center").toTensor().sizes(),
-            torch::IntArrayRef({1, opt.out_dim}));
-  EXPECT_EQ(ckpt.at("args").toGenericDict().at("out_dim").toInt(), opt.out_dim);
+            torch::IntArrayRef({1, opt.head.out_dim}));
+  EXPECT_EQ(ckpt.at("args").toGenericDict().at("out_dim").toInt(), opt.head.out_dim);
   const auto groups = ckpt.at("optimizer").toGenericDict().at("param_groups").toListRef();
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[1].toGenericDict().at("weight_decay").toDouble(), 0.0);
@@ -155,7 +155,7 @@ TEST(DinoTrain, XCiTNanoResumesExactlyMidEpoch) {
   TempDir unused;
   auto opt = tiny_options(unused.path());
   opt.arch = "xcit_nano_12_p16";
-  opt.out_dim = 64;
+  opt.head.out_dim = 64;
   opt.global_crops_size = 32;
   opt.local_crops_size = 16;
   expect_sigterm_resume_is_exact(opt);

@@ -83,7 +83,7 @@ Difference difference(const Dict& a, const Dict& b, const std::string& prefix = 
 class Distributed : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!xdino::ssl::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
+    if (!xdino::dist::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
   }
 };
 

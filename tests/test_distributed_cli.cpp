@@ -80,7 +80,7 @@ std::map<int, int> ranks_of_children(int parent) {
 class DistributedCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!xdino::ssl::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
+    if (!xdino::dist::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
     xdino::testing::write_random_idx(data_, 64);
   }
   // Starts a 2-process run (8 iterations per epoch, 50 epochs: far from over when a rank is

@@ -10,7 +10,13 @@
 #include "train/grad_scaler.h"
 #include "train/precision.h"
 
-using namespace xdino::ssl;
+using xdino::train::GradScaler;
+using xdino::train::GradScalerOptions;
+using xdino::train::make_sgd;
+using xdino::train::Optimizer;
+using xdino::train::ParamGroup;
+using xdino::train::resolve_precision;
+using xdino::train::SGDOptions;
 
 namespace {
 

@@ -12,6 +12,14 @@
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;
+using xdino::train::cancel_gradients_last_layer;
+using xdino::train::clip_gradients;
+using xdino::train::dino_param_groups;
+using xdino::train::make_adamw;
+using xdino::train::make_lars;
+using xdino::train::make_sgd;
+using xdino::train::NamedTensors;
+using xdino::train::ParamGroup;
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include "core/check.h"
 #include "train/schedules.h"
 
-using xdino::ssl::cosine_schedule;
+using xdino::train::cosine_schedule;
 
 TEST(Schedules, WarmupIsInclusiveLinspace) {
   // 2 warmup epochs x 5 iterations: linspace(0, base, 10); the 10th value is exactly base.
@@ -39,17 +39,17 @@ TEST(Schedules, WeightDecayAndMomentumHaveNoWarmup) {
 }
 
 TEST(Schedules, TeacherTemperature) {
-  const auto t = xdino::ssl::teacher_temp_schedule(0.04, 0.07, 30, 100);
+  const auto t = xdino::train::teacher_temp_schedule(0.04, 0.07, 30, 100);
   ASSERT_EQ(t.size(), 100u);
   EXPECT_DOUBLE_EQ(t[0], 0.04);
   EXPECT_DOUBLE_EQ(t[29], 0.07);
   EXPECT_NEAR(t[1], 0.04 + 0.03 / 29, 1e-15);
   EXPECT_DOUBLE_EQ(t[99], 0.07);
-  const auto flat = xdino::ssl::teacher_temp_schedule(0.04, 0.04, 0, 5);
+  const auto flat = xdino::train::teacher_temp_schedule(0.04, 0.04, 0, 5);
   for (double v : flat) EXPECT_DOUBLE_EQ(v, 0.04);
 }
 
 TEST(Schedules, BadArgumentsAreUsageErrors) {
   EXPECT_THROW(cosine_schedule(1, 0, 5, 10, 6), xdino::UsageError);
-  EXPECT_THROW(xdino::ssl::teacher_temp_schedule(0.04, 0.07, 30, 10), xdino::UsageError);
+  EXPECT_THROW(xdino::train::teacher_temp_schedule(0.04, 0.07, 30, 10), xdino::UsageError);
 }

@@ -21,6 +21,14 @@
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;
+using xdino::train::cancel_gradients_last_layer;
+using xdino::train::clip_gradients;
+using xdino::train::dino_param_groups;
+using xdino::train::GradScaler;
+using xdino::train::make_adamw;
+using xdino::train::Optimizer;
+using xdino::train::ParamGroup;
+using xdino::train::UpdatePath;
 
 namespace {
 

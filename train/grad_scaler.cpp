@@ -5,7 +5,7 @@
 #include "core/check.h"
 #include "core/ivalue.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 GradScaler::GradScaler(GradScalerOptions o) : o_(o), scale_(static_cast<float>(o.init_scale)) {
   XDINO_CHECK_ARG(o.growth_factor > 1.0 && o.backoff_factor < 1.0 && o.growth_interval > 0,
@@ -84,4 +84,4 @@ void GradScaler::load_state_dict(const c10::IValue& state) {
   growth_tracker_ = as_int(get(d, "_growth_tracker", what), "_growth_tracker");
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

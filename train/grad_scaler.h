@@ -24,7 +24,7 @@
 
 #include "train/optim.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 struct GradScalerOptions {
   double init_scale = 65536.0;
@@ -57,4 +57,4 @@ class GradScaler {
   bool found_inf_ = false;
 };
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -1,6 +1,6 @@
 #include "train/gradients.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 namespace {
 
@@ -49,4 +49,4 @@ void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
     }
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -20,7 +20,7 @@
 
 #include "train/update_path.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
 
@@ -30,4 +30,4 @@ torch::Tensor clip_gradients(const NamedTensors& named, double clip,
 void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
                                  int64_t freeze_last_layer);
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

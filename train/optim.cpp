@@ -7,7 +7,10 @@
 #include "kernels/cpu/fused_cpu.h"
 #include "core/ivalue.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
+
+using kernels::fused_adamw;
+using kernels::fused_cpu_applies;
 
 std::vector<ParamGroup> dino_param_groups(
     const torch::OrderedDict<std::string, torch::Tensor>& named_parameters) {
@@ -363,4 +366,4 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
   XDINO_FAIL_ARG("unknown optimizer '", name, "' (expected adamw, sgd or lars)");
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -33,7 +33,7 @@
 
 #include "train/update_path.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 struct ParamGroup {
   std::vector<torch::Tensor> params;
@@ -114,4 +114,4 @@ std::unique_ptr<Optimizer> make_sgd(std::vector<ParamGroup> groups, SGDOptions o
 std::unique_ptr<Optimizer> make_lars(std::vector<ParamGroup> groups, LARSOptions o = {});
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamGroup> groups);
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -3,7 +3,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 std::string PrecisionPlan::describe() const {
   std::string s = device.str() + ", ";
@@ -47,4 +47,4 @@ PrecisionPlan resolve_precision(const std::string& device, const std::string& pr
   return plan;
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

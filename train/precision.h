@@ -19,7 +19,7 @@
 
 #include <string>
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 struct PrecisionPlan {
   torch::Device device = torch::kCPU;
@@ -32,4 +32,4 @@ struct PrecisionPlan {
 PrecisionPlan resolve_precision(const std::string& device, const std::string& precision,
                                 bool use_fp16);
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

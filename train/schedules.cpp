@@ -4,7 +4,7 @@
 
 #include "core/check.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 std::vector<double> linspace(double start, double stop, int64_t num) {
   XDINO_CHECK_ARG(num >= 0, "linspace needs a non-negative count, got ", num);
@@ -50,4 +50,4 @@ std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,
   return out;
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

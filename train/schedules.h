@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 std::vector<double> linspace(double start, double stop, int64_t num);
 
@@ -25,4 +25,4 @@ std::vector<double> cosine_schedule(double base, double final, int64_t epochs, i
 std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,
                                           int64_t warmup_epochs, int64_t epochs);
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -1,6 +1,6 @@
 #include "train/stop_signal.h"
 
-namespace xdino::ssl {
+namespace xdino::train {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
@@ -28,4 +28,4 @@ bool stop_requested() { return g_signal != 0; }
 int stop_signal() { return static_cast<int>(g_signal); }
 void clear_stop_request() { g_signal = 0; }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -8,7 +8,7 @@
 
 #include <csignal>
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 class StopSignalGuard {
  public:
@@ -26,4 +26,4 @@ bool stop_requested();
 int stop_signal();  // the signal that asked to stop, 0 if none
 void clear_stop_request();
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

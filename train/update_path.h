@@ -14,8 +14,8 @@
 //  - kAuto: kFusedCpu where every tensor qualifies, else kMultiTensor. The default.
 #pragma once
 
-namespace xdino::ssl {
+namespace xdino::train {
 
 enum class UpdatePath { kAuto, kPerTensor, kMultiTensor, kFusedCpu };
 
-}  // namespace xdino::ssl
+}  // namespace xdino::train

@@ -1,4 +1,4 @@
-// Built without the shared precompiled header and with -fno-math-errno (ssl/CMakeLists.txt)
+// Built without the shared precompiled header and with -fno-math-errno (kernels/CMakeLists.txt)
 // so that GCC vectorises the loops, including sqrt; target_clones adds an AVX2 version picked
 // at load time. No FMA is enabled, so every operation rounds exactly as the scalar code says.
 #include "kernels/cpu/fused_cpu.h"
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <initializer_list>
 
-namespace xdino::ssl {
+namespace xdino::kernels {
 namespace {
 
 constexpr int64_t kGrain = 1 << 15;
@@ -86,4 +86,4 @@ bool fused_ema(at::Tensor& t, const at::Tensor& s, double momentum) {
   return true;
 }
 
-}  // namespace xdino::ssl
+}  // namespace xdino::kernels

@@ -15,7 +15,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
 
-namespace xdino::ssl {
+namespace xdino::kernels {
 
 // True when every tensor is defined, contiguous, float32 and on the CPU: what the kernels
 // below take (they also need equal sizes within one call).
@@ -34,4 +34,4 @@ bool fused_adamw(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& 
 // t = t*momentum + ((1-momentum)*s).
 bool fused_ema(at::Tensor& t, const at::Tensor& s, double momentum);
 
-}  // namespace xdino::ssl
+}  // namespace xdino::kernels

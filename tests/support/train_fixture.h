@@ -35,7 +35,7 @@ class TempDir {
 inline ssl::TrainOptions tiny_options(const std::filesystem::path& output_dir) {
   ssl::TrainOptions o;
   o.arch = "tiny_test";
-  o.out_dim = 32;
+  o.head.out_dim = 32;
   o.epochs = 2;
   o.batch_size_per_gpu = 2;
   o.local_crops_number = 2;
