@@ -12,10 +12,12 @@
 #include <map>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::read_file;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 
@@ -30,26 +32,6 @@ struct BadInput {
   std::function<std::vector<std::string>(const fs::path& root)> args;
   std::map<std::string, std::string> env = {};
 };
-
-// A two-class ImageFolder of small binary PPM images (OpenCV reads them; no Python needed).
-void write_ppm_folder(const fs::path& root) {
-  uint32_t state = 7;
-  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
-  for (const char* split : {"train", "val"})
-    for (const char* cls : {"a", "b"}) {
-      fs::create_directories(root / split / cls);
-      for (int i = 0; i < 3; ++i) {
-        std::ofstream f(root / split / cls / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
-        f << "P6\n36 30\n255\n";
-        for (int p = 0; p < 36 * 30 * 3; ++p) f.put(static_cast<char>(next()));
-      }
-    }
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
@@ -70,7 +52,7 @@ class BadInputs : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = xdino::testing::fresh_dir("bad_inputs");
-    write_ppm_folder(root_ / "img");
+    xdino::testing::write_ppm_folder(root_ / "img", 3, 36, 30);
     const auto r = run_process(
         {dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
          (root_ / "img" / "train").string(), "--epochs", "1", "--warmup_epochs", "0",

@@ -26,22 +26,6 @@ using xdino::testing::run_process;
 
 namespace {
 
-void write_ppm_folder(const fs::path& root, int per_class) {
-  uint32_t state = 11;
-  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
-  for (const char* split : {"train", "val"})
-    for (int c = 0; c < 2; ++c) {
-      const fs::path dir = root / split / (c ? "b" : "a");
-      fs::create_directories(dir);
-      for (int i = 0; i < per_class; ++i) {
-        std::ofstream f(dir / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
-        f << "P6\n32 32\n255\n";
-        for (int p = 0; p < 32 * 32 * 3; ++p)
-          f.put(static_cast<char>(next() / 2 + (p % 3 == 2 * c ? 100 : 0)));
-      }
-    }
-}
-
 std::vector<std::string> train_argv(const fs::path& data, const fs::path& out, int epochs) {
   return {dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
           (data / "train").string(), "--epochs", std::to_string(epochs), "--warmup_epochs", "1",
@@ -62,7 +46,7 @@ std::vector<std::string> temporaries(const fs::path& dir) {
 
 TEST(CrashConsistency, KilledAtRandomAndRerunEqualsAnUninterruptedRun) {
   const fs::path root = xdino::testing::fresh_dir("crash_kill");
-  write_ppm_folder(root / "img", 6);
+  xdino::testing::write_ppm_folder(root / "img", 6, 32, 32);
   constexpr int kEpochs = 6;
 
   // The uninterrupted run, made in the same folder (its path is in the checkpoint's args).
@@ -122,7 +106,7 @@ TEST(CrashConsistency, KilledAtRandomAndRerunEqualsAnUninterruptedRun) {
 
 TEST(CrashConsistency, AFailedCheckpointWriteLeavesThePreviousOne) {
   const fs::path root = xdino::testing::fresh_dir("crash_efbig");
-  write_ppm_folder(root / "img", 2);
+  xdino::testing::write_ppm_folder(root / "img", 2, 32, 32);
   auto argv = train_argv(root / "img", root / "run", 1);
   const auto first = run_process(argv, {}, 600);
   ASSERT_EQ(first.exit_code, 0) << first.err;

@@ -50,4 +50,20 @@ void write_random_idx(const fs::path& dir, int n) {
   for (int i = 0; i < n; ++i) labels.put(static_cast<char>(i % 10));
 }
 
+void write_ppm_folder(const fs::path& root, int per_class, int width, int height) {
+  uint32_t state = 11;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
+  for (const char* split : {"train", "val"})
+    for (int c = 0; c < 2; ++c) {
+      const fs::path dir = root / split / (c ? "b" : "a");
+      fs::create_directories(dir);
+      for (int i = 0; i < per_class; ++i) {
+        std::ofstream f(dir / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
+        f << "P6\n" << width << " " << height << "\n255\n";
+        for (int p = 0; p < width * height * 3; ++p)
+          f.put(static_cast<char>(next() / 2 + (p % 3 == 2 * c ? 100 : 0)));
+      }
+    }
+}
+
 }  // namespace xdino::testing

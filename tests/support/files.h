@@ -6,6 +6,9 @@
 // (tests that cross-check with Python skip themselves when it cannot). write_random_idx(dir, n)
 // writes an IDX training set of n random 28x28 images with labels i % 10, in Fashion-MNIST's
 // layout (train-images-idx3-ubyte, train-labels-idx1-ubyte), the same bytes on every call.
+// write_ppm_folder(root, per_class, width, height) writes an ImageFolder root/{train,val}/{a,b}/
+// of per_class binary PPM images each (OpenCV reads them; no Python needed): random noise,
+// class b bluer than class a, the same bytes on every call.
 #pragma once
 
 #include <filesystem>
@@ -17,5 +20,6 @@ std::filesystem::path fresh_dir(const std::string& name);
 std::filesystem::path fixture(const std::string& rel);
 bool python_has(const std::string& module);
 void write_random_idx(const std::filesystem::path& dir, int n);
+void write_ppm_folder(const std::filesystem::path& root, int per_class, int width, int height);
 
 }  // namespace xdino::testing
