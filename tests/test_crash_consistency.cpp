@@ -78,7 +78,9 @@ TEST(CrashConsistency, KilledAtRandomAndRerunEqualsAnUninterruptedRun) {
       if (kills >= 20) break;
     }
     // Once written, checkpoint.pth is always there and whole (every record's CRC checked).
-    if (seen_checkpoint) ASSERT_TRUE(fs::exists(ckpt)) << "after kill " << kills;
+    if (seen_checkpoint) {
+      ASSERT_TRUE(fs::exists(ckpt)) << "after kill " << kills;
+    }
     if (fs::exists(ckpt)) {
       seen_checkpoint = true;
       ASSERT_NO_THROW(xdino::load_pth(ckpt)) << "after kill " << kills;
