@@ -44,65 +44,77 @@ std::vector<std::string> temporaries(const fs::path& dir) {
   return found;
 }
 
+// Every file of the uninterrupted run `ref`, equal in `run`; no temporary left.
+void expect_same_files(const fs::path& ref, const fs::path& run) {
+  for (const auto& e : fs::directory_iterator(ref)) {
+    const std::string name = e.path().filename().string();
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(fs::exists(run / name));
+    if (name == "log.txt")
+      EXPECT_EQ(xdino::read_file(run / name), xdino::read_file(e.path()));
+    else
+      EXPECT_TRUE(xdino::read_file(run / name) == xdino::read_file(e.path()))
+          << "differs from the uninterrupted run's";
+  }
+  EXPECT_TRUE(temporaries(run).empty()) << temporaries(run).front();
+}
+
 TEST(CrashConsistency, KilledAtRandomAndRerunEqualsAnUninterruptedRun) {
   const fs::path root = xdino::testing::fresh_dir("crash_kill");
   xdino::testing::write_ppm_folder(root / "img", 6, 32, 32);
-  constexpr int kEpochs = 6;
+  constexpr int kEpochs = 8;
 
   // The uninterrupted run, made in the same folder (its path is in the checkpoint's args).
   const auto ref = run_process(train_argv(root / "img", root / "run", kEpochs), {}, 600);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   fs::rename(root / "run", root / "ref");
 
+  // Kills spread over the whole killed run (slower than `ref` by the write delays): startup,
+  // resume, training steps, the online k-NN and checkpoint writes. A run that finishes is
+  // compared with `ref`, then started again from nothing, until 20 kills have landed.
   std::mt19937 rng(2026);
-  // Kills spread over the run's length (startup included), some early, some late.
-  std::uniform_real_distribution<double> delay(0.05, std::max(1.0, 0.5 * ref.seconds));
+  std::uniform_real_distribution<double> delay(0.05, std::max(2.0, 1.5 * ref.seconds));
   const std::map<std::string, std::string> env{{"XDINO_TEST_WRITE_DELAY_MS", "200"}};
   const fs::path ckpt = root / "run" / "checkpoint.pth";
-  int kills = 0, attempts = 0;
-  bool seen_checkpoint = false;
-  for (; attempts < 100; ++attempts) {
-    const int pid = xdino::testing::start_process(train_argv(root / "img", root / "run", kEpochs),
-                                                  (root / "out.txt").string(),
-                                                  (root / "err.txt").string(), env);
-    if (kills < 20) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
-      ::kill(pid, SIGKILL);
-    }
-    const auto r = xdino::testing::wait_process(pid, 600);
-    ASSERT_FALSE(r.timed_out);
-    if (r.exit_code == 128 + SIGKILL) {
+  int kills = 0, kills_with_checkpoint = 0, starts = 0, completed = 0;
+  while (kills < 20 && starts < 200) {
+    bool seen_checkpoint = false;
+    for (;;) {
+      ++starts;
+      const int pid = xdino::testing::start_process(
+          train_argv(root / "img", root / "run", kEpochs), (root / "out.txt").string(),
+          (root / "err.txt").string(), env);
+      if (kills < 20) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(delay(rng)));
+        ::kill(pid, SIGKILL);
+      }
+      const auto r = xdino::testing::wait_process(pid, 600);
+      ASSERT_FALSE(r.timed_out);
+      if (r.exit_code != 128 + SIGKILL) {
+        ASSERT_EQ(r.exit_code, 0) << xdino::read_file(root / "err.txt");
+        break;
+      }
       ++kills;
-    } else {
-      ASSERT_EQ(r.exit_code, 0) << xdino::read_file(root / "err.txt");
-      if (kills >= 20) break;
+      if (seen_checkpoint) ++kills_with_checkpoint;
+      // Once written, checkpoint.pth is always there and whole (every record's CRC checked).
+      if (seen_checkpoint) {
+        ASSERT_TRUE(fs::exists(ckpt)) << "after kill " << kills;
+      }
+      if (fs::exists(ckpt)) {
+        seen_checkpoint = true;
+        ASSERT_NO_THROW(xdino::load_pth(ckpt)) << "after kill " << kills;
+      }
     }
-    // Once written, checkpoint.pth is always there and whole (every record's CRC checked).
-    if (seen_checkpoint) {
-      ASSERT_TRUE(fs::exists(ckpt)) << "after kill " << kills;
-    }
-    if (fs::exists(ckpt)) {
-      seen_checkpoint = true;
-      ASSERT_NO_THROW(xdino::load_pth(ckpt)) << "after kill " << kills;
-    }
+    ++completed;
+    expect_same_files(root / "ref", root / "run");
+    if (HasFailure()) break;
+    fs::remove_all(root / "run");
   }
-  EXPECT_GE(kills, 20);
-  EXPECT_TRUE(seen_checkpoint);
-  std::cout << kills << " kills in " << attempts + 1 << " starts; uninterrupted run "
+  std::cout << kills << " kills (" << kills_with_checkpoint << " with a checkpoint to resume) in "
+            << starts << " starts, " << completed << " completed runs compared; uninterrupted run "
             << ref.seconds << " s\n";
-
-  // Every file of the uninterrupted run, equal.
-  for (const auto& e : fs::directory_iterator(root / "ref")) {
-    const std::string name = e.path().filename().string();
-    SCOPED_TRACE(name);
-    ASSERT_TRUE(fs::exists(root / "run" / name));
-    if (name == "log.txt")
-      EXPECT_EQ(xdino::read_file(root / "run" / name), xdino::read_file(e.path()));
-    else
-      EXPECT_TRUE(xdino::read_file(root / "run" / name) == xdino::read_file(e.path()))
-          << "differs from the uninterrupted run's";
-  }
-  EXPECT_TRUE(temporaries(root / "run").empty()) << temporaries(root / "run").front();
+  EXPECT_GE(kills, 20);
+  EXPECT_GE(kills_with_checkpoint, 5);
   fs::remove_all(root);
 }
 
