@@ -1,7 +1,7 @@
 #include "augment/eval_transforms.h"
 
-#include "augment/crop.h"
-#include "augment/resize.h"
+#include "augment/ops/crop.h"
+#include "augment/ops/resize.h"
 #include "core/check.h"
 
 namespace xdino::augment {

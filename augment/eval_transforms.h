@@ -19,9 +19,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "augment/image.h"
-#include "augment/random.h"
-#include "augment/tensor.h"
+#include "augment/ops/image.h"
+#include "augment/ops/random.h"
+#include "augment/ops/tensor.h"
 
 namespace xdino::augment {
 

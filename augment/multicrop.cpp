@@ -1,8 +1,8 @@
 #include "augment/multicrop.h"
 
-#include "augment/blur.h"
-#include "augment/crop.h"
-#include "augment/resize.h"
+#include "augment/ops/blur.h"
+#include "augment/ops/crop.h"
+#include "augment/ops/resize.h"
 #include "core/check.h"
 
 namespace xdino::augment {

@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "augment/color.h"
+#include "augment/ops/color.h"
 #include "core/crop_sizes.h"
-#include "augment/image.h"
-#include "augment/random.h"
-#include "augment/tensor.h"
+#include "augment/ops/image.h"
+#include "augment/ops/random.h"
+#include "augment/ops/tensor.h"
 
 namespace xdino::augment {
 

@@ -12,7 +12,7 @@
 
 #include "augment/eval_transforms.h"
 #include "augment/multicrop.h"
-#include "augment/sample_transform.h"
+#include "augment/data/sample_transform.h"
 
 namespace xdino::augment {
 

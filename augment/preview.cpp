@@ -6,7 +6,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "augment/encode.h"
+#include "augment/data/encode.h"
 #include "augment/pipelines.h"
 #include "core/atomic_file.h"
 #include "core/check.h"

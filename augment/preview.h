@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "augment/dataset.h"
-#include "augment/loader.h"
+#include "augment/data/dataset.h"
+#include "augment/data/loader.h"
 #include "augment/multicrop.h"
 
 namespace xdino::augment {

@@ -27,12 +27,12 @@
 #include <thread>
 #include <vector>
 
-#include "augment/blur.h"
-#include "augment/color.h"
-#include "augment/crop.h"
+#include "augment/ops/blur.h"
+#include "augment/ops/color.h"
+#include "augment/ops/crop.h"
 #include "augment/multicrop.h"
-#include "augment/resize.h"
-#include "augment/random.h"
+#include "augment/ops/resize.h"
+#include "augment/ops/random.h"
 
 namespace fs = std::filesystem;
 namespace xa = xdino::augment;

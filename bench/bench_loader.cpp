@@ -24,8 +24,8 @@
 #include <thread>
 #include <tuple>
 
-#include "augment/image_folder.h"
-#include "augment/loader.h"
+#include "augment/data/image_folder.h"
+#include "augment/data/loader.h"
 #include "augment/pipelines.h"
 #include "core/atomic_file.h"
 

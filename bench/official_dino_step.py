@@ -1,22 +1,31 @@
 #!/usr/bin/python3
-"""The official DINO training step in PyTorch, timed the way bench_train times ours.
+"""The official DINO training step in PyTorch: the timing reference for bench_train, and the
+independent side of tests/test_dino_step_python.cpp.
 
-Reference for bench/bench_train.cpp: builds XCiT (written here from docs/architecture.md,
-with the same tensor operations as facebookresearch/xcit's xcit.py), the DINO
-head, multi-crop wrapper, loss, AdamW parameter groups, per-parameter clipping, last-layer
-cancelling and the teacher EMA of main_dino.py, and times fp32 CPU steps on synthetic crops (after the last-layer freeze, i.e.
---freeze_last_layer 0: every parameter is updated).
+Builds XCiT (written here from docs/architecture.md, with the same tensor operations as
+facebookresearch/xcit's xcit.py), the DINO head, multi-crop wrapper, loss, AdamW parameter
+groups, per-parameter clipping, last-layer cancelling, the schedules and the teacher EMA of
+main_dino.py (docs/dino.md).
 
-usage: /usr/bin/python3 bench/official_dino_step.py --arch xcit_nano_12_p16 --out_dim 65536 \
-           --batch 8 --steps 5 --warmup 2 [--threads N]
-Prints one JSON object: seconds per step overall and per phase (data, forward, backward,
+Timing: fp32 CPU steps on synthetic crops, after the last-layer freeze (every parameter is
+updated), timed the way bench_train times ours.
+  /usr/bin/python3 bench/official_dino_step.py --arch xcit_nano_12_p16 --out_dim 65536 \
+      --batch 8 --steps 5 --warmup 2 [--threads N]
+prints one JSON object: seconds per step overall and per phase (data, forward, backward,
 optimizer, ema), images per second.
+
+Parity: --parity INIT OUT trains from the state in INIT (a .pth written by the C++ test:
+"args", the student's initial state_dict "student", and "batches", the crops of every
+iteration in order) with main_dino.py's recipe and saves to OUT the final "student" and
+"teacher" state_dicts, the loss "center", and per iteration "loss", "lr", "wd", "momentum".
 """
 import argparse
 import copy
 import json
 import math
 import time
+
+import numpy as np
 
 import torch
 import torch.nn as nn
@@ -249,9 +258,10 @@ class DINOLoss(nn.Module):
         self.ncrops, self.temp = ncrops, temp
         self.register_buffer("center", torch.zeros(1, out_dim))
 
-    def forward(self, s, t):
+    def forward(self, s, t, temp=None):
         s = (s / 0.1).chunk(self.ncrops)
-        p = F.softmax((t - self.center) / self.temp, dim=-1).detach().chunk(2)
+        temp = self.temp if temp is None else temp
+        p = F.softmax((t - self.center) / temp, dim=-1).detach().chunk(2)
         total, n = 0, 0
         for iq, q in enumerate(p):
             for v in range(len(s)):
@@ -272,6 +282,99 @@ def param_groups(model):
     return [{"params": reg}, {"params": noreg, "weight_decay": 0.0}]
 
 
+def cosine_scheduler(base, final, epochs, niter, warmup_epochs=0, start_warmup_value=0.0):
+    """main_dino.py's schedule: a linear warm-up over warmup_epochs, then a half cosine from
+    base to final, one value per iteration."""
+    warmup = np.linspace(start_warmup_value, base, warmup_epochs * niter) if warmup_epochs else []
+    iters = np.arange(epochs * niter - warmup_epochs * niter)
+    cosine = final + 0.5 * (base - final) * (1 + np.cos(np.pi * iters / len(iters)))
+    return np.concatenate((warmup, cosine))
+
+
+def dino_iteration(student, teacher, loss_fn, opt, crops, lr, wd, momentum, teacher_temp,
+                   epoch, clip_grad=3.0, freeze_last_layer=1, clock=None):
+    """One iteration of train_one_epoch; returns the loss. `clock` (a list) receives the times
+    after the schedules, the forwards + loss, backward, optimizer and EMA."""
+    tick = (lambda: clock.append(time.perf_counter())) if clock is not None else (lambda: None)
+    for g_i, g in enumerate(opt.param_groups):
+        g["lr"] = lr
+        if g_i == 0:
+            g["weight_decay"] = wd
+    tick()
+    t_out = teacher(crops[:2])
+    s_out = student(crops)
+    loss = loss_fn(s_out, t_out, teacher_temp)
+    if not math.isfinite(loss.item()):
+        raise SystemExit("non-finite loss")
+    tick()
+    opt.zero_grad()
+    loss.backward()
+    tick()
+    for p in student.parameters():  # utils.clip_gradients
+        if p.grad is not None:
+            norm = p.grad.data.norm(2)
+            coef = clip_grad / (norm + 1e-6)
+            if coef < 1:
+                p.grad.data.mul_(coef)
+    if epoch < freeze_last_layer:  # utils.cancel_gradients_last_layer
+        for name, p in student.named_parameters():
+            if "last_layer" in name:
+                p.grad = None
+    opt.step()
+    tick()
+    with torch.no_grad():
+        for ps, pt in zip(student.parameters(), teacher.parameters()):
+            pt.data.mul_(momentum).add_((1 - momentum) * ps.detach().data)
+    tick()
+    return loss.item()
+
+
+def build(arch, out_dim, drop_path_rate=0.0, norm_last_layer=True, hidden=2048, bottleneck=256):
+    student_backbone = XCiT(arch, drop_path_rate)
+    head = lambda: DINOHead(student_backbone.embed_dim, out_dim, norm_last_layer, hidden,  # noqa: E731
+                            bottleneck)
+    student = MultiCrop(student_backbone, head())
+    teacher = MultiCrop(XCiT(arch), head())
+    teacher.load_state_dict(student.state_dict())
+    for p in teacher.parameters():
+        p.requires_grad = False
+    student.train()
+    teacher.train()
+    return student, teacher
+
+
+def parity(init_path, out_path):
+    init = torch.load(init_path)
+    a = init["args"]
+    batches = init["batches"]
+    epochs = a["epochs"]
+    niter = len(batches) // epochs
+    student, teacher = build(a["arch"], a["out_dim"], 0.0, a["norm_last_layer"], a["hidden_dim"],
+                             a["bottleneck_dim"])
+    student.load_state_dict(init["student"])
+    teacher.load_state_dict(init["student"])
+    loss_fn = DINOLoss(a["out_dim"], 2 + a["local_crops_number"])
+    opt = torch.optim.AdamW(param_groups(student))
+    world_batch = a["batch_size_per_gpu"]  # one process
+    lr = cosine_scheduler(a["lr"] * world_batch / 256.0, a["min_lr"], epochs, niter,
+                          a["warmup_epochs"])
+    wd = cosine_scheduler(a["weight_decay"], a["weight_decay_end"], epochs, niter)
+    momentum = cosine_scheduler(a["momentum_teacher"], 1.0, epochs, niter)
+    wte = a["warmup_teacher_temp_epochs"]
+    temps = np.concatenate((np.linspace(a["warmup_teacher_temp"], a["teacher_temp"], wte),
+                            np.ones(epochs - wte) * a["teacher_temp"]))
+    out = {"loss": [], "lr": [], "wd": [], "momentum": []}
+    for it, crops in enumerate(batches):
+        epoch = it // niter
+        out["loss"].append(dino_iteration(student, teacher, loss_fn, opt, list(crops), lr[it],
+                                          wd[it], momentum[it], temps[epoch], epoch,
+                                          a["clip_grad"], a["freeze_last_layer"]))
+        for k, v in (("lr", lr), ("wd", wd), ("momentum", momentum)):
+            out[k].append(float(v[it]))
+    out.update(student=student.state_dict(), teacher=teacher.state_dict(), center=loss_fn.center)
+    torch.save(out, out_path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="xcit_nano_12_p16")
@@ -281,59 +384,30 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--parity", nargs=2, metavar=("INIT", "OUT"))
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.parity:
+        parity(*args.parity)
+        return
     torch.manual_seed(0)
-    student = MultiCrop(XCiT(args.arch, 0.1), None)
-    teacher_backbone = XCiT(args.arch)
-    student.head = DINOHead(student.backbone.embed_dim, args.out_dim)
-    teacher = MultiCrop(teacher_backbone, DINOHead(student.backbone.embed_dim, args.out_dim))
-    teacher.load_state_dict(student.state_dict())
-    for p in teacher.parameters():
-        p.requires_grad = False
-    student.train()
-    teacher.train()
+    student, teacher = build(args.arch, args.out_dim, 0.1)
     loss_fn = DINOLoss(args.out_dim, 2 + args.local_crops)
     opt = torch.optim.AdamW(param_groups(student))
     B = args.batch
     phases = dict(data=0.0, forward=0.0, backward=0.0, optimizer=0.0, ema=0.0)
     total = 0.0
     for step in range(args.warmup + args.steps):
-        t0 = time.perf_counter()
+        clock = [time.perf_counter()]
         crops = [torch.randn(B, 3, 224, 224) for _ in range(2)]
         crops += [torch.randn(B, 3, 96, 96) for _ in range(args.local_crops)]
-        for g_i, g in enumerate(opt.param_groups):
-            g["lr"] = 5e-4 * B / 256
-            if g_i == 0:
-                g["weight_decay"] = 0.04
-        t1 = time.perf_counter()
-        t_out = teacher(crops[:2])
-        s_out = student(crops)
-        loss = loss_fn(s_out, t_out)
-        if not math.isfinite(loss.item()):
-            raise SystemExit("non-finite loss")
-        t2 = time.perf_counter()
-        opt.zero_grad()
-        loss.backward()
-        t3 = time.perf_counter()
-        for p in student.parameters():  # utils.clip_gradients
-            if p.grad is not None:
-                norm = p.grad.data.norm(2)
-                coef = 3.0 / (norm + 1e-6)
-                if coef < 1:
-                    p.grad.data.mul_(coef)
-        opt.step()
-        t4 = time.perf_counter()
-        with torch.no_grad():
-            m = 0.996
-            for ps, pt in zip(student.parameters(), teacher.parameters()):
-                pt.data.mul_(m).add_((1 - m) * ps.detach().data)
-        t5 = time.perf_counter()
+        dino_iteration(student, teacher, loss_fn, opt, crops, 5e-4 * B / 256, 0.04, 0.996, 0.04,
+                       epoch=1 << 30, clock=clock)
         if step >= args.warmup:
-            for k, dt in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
-                phases[k] += dt
-            total += t5 - t0
+            for k, t0, t1 in zip(phases, clock, clock[1:]):
+                phases[k] += t1 - t0
+            total += clock[-1] - clock[0]
     n = args.steps
     out = {"arch": args.arch, "out_dim": args.out_dim, "batch": B, "threads": torch.get_num_threads(),
            "sec_per_step": total / n, "images_per_sec": B * n / total,

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "augment/encode.h"
+#include "augment/data/encode.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/json.h"

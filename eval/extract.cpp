@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "augment/eval_transforms.h"
-#include "augment/loader.h"
+#include "augment/data/loader.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/progress.h"

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 #include "dist/communicator.h"
 #include "eval/features_io.h"
 #include "eval/frozen_backbone.h"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "augment/h5.h"
+#include "augment/data/h5.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/paths.h"

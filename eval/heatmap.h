@@ -13,7 +13,7 @@
 //  - make_grid: rows of equally tall tiles with a label column on the left, for overviews.
 //  - write_npy writes atomically (temp + rename) and stores tensors as .npy v1.0 (numpy.load
 //    and most plotting tools read it). Errors throw xdino::Error naming the path. Images are
-//    written with augment/encode.h.
+//    written with augment/data/encode.h.
 #pragma once
 
 #include <torch/torch.h>
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "augment/encode.h"
+#include "augment/data/encode.h"
 
 namespace xdino::eval {
 

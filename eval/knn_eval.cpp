@@ -4,7 +4,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/python_format.h"

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 #include "augment/eval_transforms.h"
-#include "augment/loader.h"
+#include "augment/data/loader.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"

@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 #include "dist/communicator.h"
 #include "models/backbone.h"
 

@@ -6,10 +6,10 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "augment/dataset.h"
-#include "augment/decode.h"
-#include "augment/resize.h"
-#include "augment/tensor.h"
+#include "augment/data/dataset.h"
+#include "augment/data/decode.h"
+#include "augment/ops/resize.h"
+#include "augment/ops/tensor.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"

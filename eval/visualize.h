@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "augment/image.h"
+#include "augment/ops/image.h"
 #include "models/backbone.h"
 
 namespace xdino::eval {

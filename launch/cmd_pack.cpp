@@ -1,5 +1,5 @@
-// `dino pack`: an image folder split → encoded-image HDF5 shards (layout in augment/h5_dataset.h).
-#include "augment/pack.h"
+// `dino pack`: an image folder split → encoded-image HDF5 shards (layout in augment/data/h5_dataset.h).
+#include "augment/data/pack.h"
 #include "core/log.h"
 #include "launch/command.h"
 

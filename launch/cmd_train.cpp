@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "augment/dataset.h"
-#include "augment/loader.h"
+#include "augment/data/dataset.h"
+#include "augment/data/loader.h"
 #include "augment/pipelines.h"
 #include "core/check.h"
 #include "core/atomic_file.h"

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "augment/blur.h"
-#include "augment/color.h"
-#include "augment/crop.h"
+#include "augment/ops/blur.h"
+#include "augment/ops/color.h"
+#include "augment/ops/crop.h"
 #include "augment/eval_transforms.h"
 #include "augment/multicrop.h"
-#include "augment/resize.h"
-#include "augment/tensor.h"
+#include "augment/ops/resize.h"
+#include "augment/ops/tensor.h"
 #include "support/process.h"
 
 namespace xa = xdino::augment;

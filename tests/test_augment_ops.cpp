@@ -5,13 +5,13 @@
 #include <cmath>
 #include <vector>
 
-#include "augment/blur.h"
-#include "augment/color.h"
-#include "augment/crop.h"
+#include "augment/ops/blur.h"
+#include "augment/ops/color.h"
+#include "augment/ops/crop.h"
 #include "augment/eval_transforms.h"
-#include "augment/hue.h"
-#include "augment/resize.h"
-#include "augment/tensor.h"
+#include "augment/ops/hue.h"
+#include "augment/ops/resize.h"
+#include "augment/ops/tensor.h"
 #include "core/check.h"
 
 namespace xa = xdino::augment;

@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "augment/crop.h"
+#include "augment/ops/crop.h"
 #include "augment/eval_transforms.h"
 #include "augment/multicrop.h"
-#include "augment/resize.h"
+#include "augment/ops/resize.h"
 #include "core/check.h"
 
 namespace xa = xdino::augment;

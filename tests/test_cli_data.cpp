@@ -1,8 +1,8 @@
 // The data subcommands of the dino binary: `dino pack` and `dino preview` (and their errors).
 #include <gtest/gtest.h>
 
-#include "augment/decode.h"
-#include "augment/h5_dataset.h"
+#include "augment/data/decode.h"
+#include "augment/data/h5_dataset.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 

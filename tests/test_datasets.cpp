@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "tests/support/require.h"
-#include "augment/dataset.h"
-#include "augment/idx_dataset.h"
-#include "augment/image_folder.h"
+#include "augment/data/dataset.h"
+#include "augment/data/idx_dataset.h"
+#include "augment/data/image_folder.h"
 #include "core/check.h"
 #include "tests/support/files.h"
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "augment/decode.h"
+#include "augment/data/decode.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "tests/support/files.h"

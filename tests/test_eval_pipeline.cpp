@@ -9,8 +9,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "augment/dataset.h"
-#include "augment/decode.h"
+#include "augment/data/dataset.h"
+#include "augment/data/decode.h"
 #include "augment/eval_transforms.h"
 #include "core/atomic_file.h"
 #include "core/check.h"

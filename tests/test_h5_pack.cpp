@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "tests/support/require.h"
-#include "augment/h5_dataset.h"
-#include "augment/image_folder.h"
-#include "augment/pack.h"
+#include "augment/data/h5_dataset.h"
+#include "augment/data/image_folder.h"
+#include "augment/data/pack.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "tests/support/files.h"

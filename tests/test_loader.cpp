@@ -7,8 +7,8 @@
 #include <chrono>
 #include <thread>
 
-#include "augment/image_folder.h"
-#include "augment/loader.h"
+#include "augment/data/image_folder.h"
+#include "augment/data/loader.h"
 #include "core/check.h"
 #include "tests/support/files.h"
 

@@ -2,8 +2,8 @@
 // MultiCropAugmentation / EvalTransform with the same Rng; `write_preview` draws them.
 #include <gtest/gtest.h>
 
-#include "augment/decode.h"
-#include "augment/loader.h"
+#include "augment/data/decode.h"
+#include "augment/data/loader.h"
 #include "augment/pipelines.h"
 #include "augment/preview.h"
 #include "core/check.h"

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "augment/decode.h"
-#include "augment/encode.h"
+#include "augment/data/decode.h"
+#include "augment/data/encode.h"
 #include "augment/preview.h"
 #include "core/atomic_file.h"
 #include "core/check.h"

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "augment/sampler.h"
+#include "augment/data/sampler.h"
 #include "core/check.h"
 #include "tests/support/files.h"
 

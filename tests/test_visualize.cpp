@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 
-#include "augment/decode.h"
+#include "augment/data/decode.h"
 #include "eval/visualize.h"
 #include "models/registry.h"
 #include "models/xcit.h"

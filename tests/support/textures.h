@@ -16,7 +16,7 @@
 #include <random>
 #include <string>
 
-#include "augment/encode.h"
+#include "augment/data/encode.h"
 
 namespace xdino::testing {
 

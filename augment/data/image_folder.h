@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 
 namespace xdino::augment {
 

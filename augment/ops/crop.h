@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <opencv2/core.hpp>
 
-#include "augment/image.h"
-#include "augment/random.h"
+#include "augment/ops/image.h"
+#include "augment/ops/random.h"
 
 namespace xdino::augment {
 

@@ -1,4 +1,4 @@
-#include "augment/pack.h"
+#include "augment/data/pack.h"
 
 #include <atomic>
 #include <cstdio>
@@ -6,11 +6,11 @@
 #include <regex>
 #include <thread>
 
-#include "augment/dataset.h"
-#include "augment/decode.h"
-#include "augment/h5.h"
-#include "augment/h5_dataset.h"
-#include "augment/image_folder.h"
+#include "augment/data/dataset.h"
+#include "augment/data/decode.h"
+#include "augment/data/h5.h"
+#include "augment/data/h5_dataset.h"
+#include "augment/data/image_folder.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"

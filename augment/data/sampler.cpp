@@ -1,4 +1,4 @@
-#include "augment/sampler.h"
+#include "augment/data/sampler.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-#include "augment/h5_dataset.h"
+#include "augment/data/h5_dataset.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "augment/decode.h"
-#include "augment/h5.h"
+#include "augment/data/decode.h"
+#include "augment/data/h5.h"
 #include "core/check.h"
 
 namespace xdino::augment {

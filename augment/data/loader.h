@@ -47,10 +47,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "augment/dataset.h"
-#include "augment/random.h"
-#include "augment/sample_transform.h"
-#include "augment/sampler.h"
+#include "augment/data/dataset.h"
+#include "augment/ops/random.h"
+#include "augment/data/sample_transform.h"
+#include "augment/data/sampler.h"
 
 namespace xdino::augment {
 

@@ -1,4 +1,4 @@
-#include "augment/idx_dataset.h"
+#include "augment/data/idx_dataset.h"
 
 #include <zlib.h>
 

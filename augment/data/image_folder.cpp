@@ -1,9 +1,9 @@
-#include "augment/image_folder.h"
+#include "augment/data/image_folder.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "augment/decode.h"
+#include "augment/data/decode.h"
 #include "core/check.h"
 
 namespace xdino::augment {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 
 namespace xdino::augment {
 

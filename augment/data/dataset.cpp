@@ -1,13 +1,13 @@
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <regex>
 
-#include "augment/h5_dataset.h"
-#include "augment/idx_dataset.h"
-#include "augment/image_folder.h"
+#include "augment/data/h5_dataset.h"
+#include "augment/data/idx_dataset.h"
+#include "augment/data/image_folder.h"
 #include "core/check.h"
 #include "core/log.h"
 

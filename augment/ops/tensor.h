@@ -14,7 +14,7 @@
 
 #include <array>
 
-#include "augment/image.h"
+#include "augment/ops/image.h"
 
 namespace xdino::augment {
 

@@ -11,7 +11,7 @@
 //  - The image (CV_8UC3) is blurred in place; thread-safe (per-thread scratch buffers).
 #pragma once
 
-#include "augment/image.h"
+#include "augment/ops/image.h"
 
 namespace xdino::augment {
 

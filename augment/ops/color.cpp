@@ -1,4 +1,4 @@
-#include "augment/color.h"
+#include "augment/ops/color.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "augment/hue.h"
-#include "augment/simd.h"
+#include "augment/ops/hue.h"
+#include "augment/ops/simd.h"
 #include "core/check.h"
 
 namespace xdino::augment {

@@ -1,4 +1,4 @@
-#include "augment/encode.h"
+#include "augment/data/encode.h"
 
 #include <algorithm>
 #include <cctype>

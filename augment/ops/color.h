@@ -19,8 +19,8 @@
 #include <array>
 #include <cstdint>
 
-#include "augment/image.h"
-#include "augment/random.h"
+#include "augment/ops/image.h"
+#include "augment/ops/random.h"
 
 namespace xdino::augment {
 

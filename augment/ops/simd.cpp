@@ -1,4 +1,4 @@
-#include "augment/simd.h"
+#include "augment/ops/simd.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "augment/resize.h"
+#include "augment/ops/resize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "augment/simd.h"
+#include "augment/ops/simd.h"
 #include "core/check.h"
 
 namespace xdino::augment {

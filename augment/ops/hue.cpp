@@ -1,4 +1,4 @@
-#include "augment/hue.h"
+#include "augment/ops/hue.h"
 
 #include <algorithm>
 #include <cstring>

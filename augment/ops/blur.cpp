@@ -1,11 +1,11 @@
-#include "augment/blur.h"
+#include "augment/ops/blur.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "augment/simd.h"
+#include "augment/ops/simd.h"
 #include "core/check.h"
 
 namespace xdino::augment {

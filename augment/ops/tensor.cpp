@@ -1,4 +1,4 @@
-#include "augment/tensor.h"
+#include "augment/ops/tensor.h"
 
 #include "core/check.h"
 

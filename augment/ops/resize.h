@@ -19,7 +19,7 @@
 
 #include <opencv2/core.hpp>
 
-#include "augment/image.h"
+#include "augment/ops/image.h"
 
 namespace xdino::augment {
 

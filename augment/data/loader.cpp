@@ -1,4 +1,4 @@
-#include "augment/loader.h"
+#include "augment/data/loader.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "augment/h5.h"
+#include "augment/data/h5.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-// Encoded image bytes or files → Image (CV_8UC3 RGB, see augment/image.h), through OpenCV.
+// Encoded image bytes or files → Image (CV_8UC3 RGB, see augment/ops/image.h), through OpenCV.
 //
 // Contract:
 //  - Formats: whatever the installed OpenCV decodes; Debian's reads every extension
@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "augment/image.h"
+#include "augment/ops/image.h"
 
 namespace xdino::augment {
 

@@ -1,4 +1,4 @@
-#include "augment/decode.h"
+#include "augment/data/decode.h"
 
 #include <climits>
 

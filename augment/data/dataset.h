@@ -12,7 +12,7 @@
 //    xdino::Error naming path(i); the loader turns that into "report once, skip" (loader.h).
 //    An index out of range throws xdino::Error too.
 //
-// open_dataset(root, split) detects the layout (interface.md, "Data"):
+// open_dataset(root, split) detects the layout (README.md, "Data"):
 //   train: ROOT.h5 file given directly; else ROOT/train/ (folder); ROOT/train.h5 (or shards
 //          ROOT/train-00000-of-00004.h5 ...); IDX train-images-idx3-ubyte[.gz]; else ROOT itself.
 //   val:   ROOT/val/; ROOT/val.h5 (or shards); IDX t10k-images-idx3-ubyte[.gz]; else an error.
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "augment/image.h"
+#include "augment/ops/image.h"
 
 namespace xdino::augment {
 

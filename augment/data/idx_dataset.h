@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "augment/dataset.h"
+#include "augment/data/dataset.h"
 
 namespace xdino::augment {
 

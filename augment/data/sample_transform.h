@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "augment/image.h"
-#include "augment/random.h"
+#include "augment/ops/image.h"
+#include "augment/ops/random.h"
 
 namespace xdino::augment {
 

@@ -1,4 +1,4 @@
-#include "augment/crop.h"
+#include "augment/ops/crop.h"
 
 #include <algorithm>
 #include <cmath>
