@@ -1,11 +1,18 @@
 #!/usr/bin/python3
-"""Side-by-side DINO training-step timings: build/bench/bench_train against
-bench/official_dino_step.py (the official PyTorch step), alternating runs so that both see the
-same machine load, and the median of each.
+"""Side-by-side DINO training-step timings, alternating runs so that all see the same machine
+load, with the median of each: build/bench/bench_train (ours), optionally a second bench_train
+built from an older commit (--baseline, "today's code" when measuring a speed-up), and the
+official step (bench/official_step.py: main_dino.py's train_one_epoch on the fetched official
+code, scripts/fetch_official.sh).
 
-usage: /usr/bin/python3 bench/compare_train.py [--rounds 3] [--steps 3] [--warmup 1]
-           [--archs xcit_nano_12_p16,xcit_tiny_12_p16] [--out_dims 65536,4096] [--threads N]
-Prints a Markdown table (seconds per step, images/s, phase breakdown, ratio Python/ours).
+usage: /usr/bin/python3 bench/compare_train.py [--rounds 3] [--steps 5] [--warmup 2]
+           [--archs xcit_nano_12_p16] [--out_dims 65536] [--batch 8] [--threads N]
+           [--global_size 224 --local_size 96 --locals 8 --head_hidden_dim 2048]
+           [--baseline /path/to/old/bench_train] [--no_official]
+The main job's shapes: --archs xcit_nano_4_p4 --out_dims 1024 --batch 32 --global_size 28
+--local_size 12 --locals 6 --head_hidden_dim 1024.
+Prints a Markdown table: seconds per step (median, min-max), images/s, and each row's step
+time as a multiple of ours (above 1: slower than ours).
 """
 import argparse
 import json
@@ -15,7 +22,6 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PHASES = ["data_sec", "forward_sec", "backward_sec", "optimizer_sec", "ema_sec"]
 
 
 def last_json(text):
@@ -26,46 +32,55 @@ def last_json(text):
 
 
 def run(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return last_json(out)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"compare_train.py: {' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
+    return last_json(p.stdout)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "bench", "bench_train"))
+    ap.add_argument("--baseline", help="another bench_train binary, timed beside ours")
+    ap.add_argument("--no_official", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--archs", default="xcit_nano_12_p16,xcit_tiny_12_p16")
-    ap.add_argument("--out_dims", default="65536,4096")
+    ap.add_argument("--archs", default="xcit_nano_12_p16")
+    ap.add_argument("--out_dims", default="65536")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--global_size", type=int, default=224)
+    ap.add_argument("--local_size", type=int, default=96)
+    ap.add_argument("--locals", type=int, default=8)
+    ap.add_argument("--head_hidden_dim", type=int, default=2048)
     a = ap.parse_args()
-    common = ["--steps", str(a.steps), "--warmup", str(a.warmup), "--batch", str(a.batch)]
+    common = ["--steps", str(a.steps), "--warmup", str(a.warmup), "--batch", str(a.batch),
+              "--global_size", str(a.global_size), "--local_size", str(a.local_size),
+              "--locals", str(a.locals), "--head_hidden_dim", str(a.head_hidden_dim)]
     if a.threads:
         common += ["--threads", str(a.threads)]
-    rows = []
+    impls = [("ours", [a.bench])]
+    if a.baseline:
+        impls.append(("baseline", [a.baseline]))
+    if not a.no_official:
+        impls.append(("official", [sys.executable, os.path.join(HERE, "official_step.py")]))
+    print("| arch | out_dim | impl | s/step median (min-max) | img/s | x ours |")
+    print("|---|---|---|---|---|---|")
     for arch in a.archs.split(","):
         for dim in a.out_dims.split(","):
-            ours, theirs = [], []
+            runs = {name: [] for name, _ in impls}
             for _ in range(a.rounds):
-                ours.append(run([a.bench, "--arch", arch, "--out_dim", dim] + common))
-                theirs.append(run([sys.executable, os.path.join(HERE, "official_dino_step.py"),
-                                   "--arch", arch, "--out_dim", dim] + common))
-                print(f"{arch} {dim}: ours {ours[-1]['sec_per_step']:.3f} s, "
-                      f"official {theirs[-1]['sec_per_step']:.3f} s", file=sys.stderr)
-            med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
-            rows.append((arch, dim, ours, theirs, med))
-    print("| arch | out_dim | impl | s/step | img/s | data | forward | backward | optimizer | EMA |"
-          " official/ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for arch, dim, ours, theirs, med in rows:
-        ratio = med(theirs, "sec_per_step") / med(ours, "sec_per_step")
-        for name, runs in (("ours", ours), ("official", theirs)):
-            cells = " | ".join(f"{med(runs, k):.3f}" for k in PHASES)
-            r = f"{ratio:.2f}x" if name == "ours" else ""
-            print(f"| {arch} | {dim} | {name} | {med(runs, 'sec_per_step'):.3f} | "
-                  f"{med(runs, 'images_per_sec'):.2f} | {cells} | {r} |")
+                for name, cmd in impls:
+                    r = run(cmd + ["--arch", arch, "--out_dim", dim] + common)
+                    runs[name].append(r)
+                    print(f"{arch} {dim} {name}: {r['sec_per_step']:.3f} s", file=sys.stderr)
+            med = {n: statistics.median(r["sec_per_step"] for r in rs) for n, rs in runs.items()}
+            for name, rs in runs.items():
+                secs = [r["sec_per_step"] for r in rs]
+                print(f"| {arch} | {dim} | {name} | {med[name]:.3f} ({min(secs):.3f}-"
+                      f"{max(secs):.3f}) | {a.batch / med[name]:.1f} | "
+                      f"{med[name] / med['ours']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Fetches the official DINO code that bench/official_step.py times (the reference of
+# bench/compare_train.py) into bench/official/, which git ignores: facebookresearch/dino,
+# facebookresearch/xcit, and timm 0.4.9 (the release xcit.py was written against). It is never
+# part of this project. Also installs python3-torchvision (main_dino.py imports it).
+#   scripts/fetch_official.sh            # needs network access to github.com
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=bench/official
+mkdir -p "$dest"
+fetch() {  # fetch <url> <folder> [<tag>]
+  if [ -d "$dest/$2/.git" ]; then echo "$dest/$2: present"; return; fi
+  rm -rf "$dest/$2"
+  git clone --quiet --depth 1 ${3:+--branch "$3"} "$1" "$dest/$2"
+  echo "$dest/$2: $(git -C "$dest/$2" log -1 --format='%h %cs')"
+}
+fetch https://github.com/facebookresearch/dino dino
+fetch https://github.com/facebookresearch/xcit xcit
+fetch https://github.com/huggingface/pytorch-image-models timm-0.4.9 v0.4.9
+if ! /usr/bin/python3 -c 'import torchvision' 2>/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get install -y --no-install-recommends python3-torchvision
+fi
