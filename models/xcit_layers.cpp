@@ -151,7 +151,11 @@ Tensor LPIImpl::forward(const Tensor& x, int64_t rows, int64_t cols) {
   Tensor img = x.reshape({B, rows, cols, C}).permute({0, 3, 1, 2});
   // Under autocast the BatchNorm takes the half-precision activation as torch's does (statistics
   // in float32 inside the kernel): a float32 copy would be kept for its backward.
-  img = conv2(bn(torch::gelu(conv1(img))));
+  // GELU runs on the (B, H, W, C) view of conv1's channels-last output: contiguous there, so
+  // LibTorch 1.13 takes its vectorised CPU path; on the NCHW view of the same memory GELU and
+  // its backward are ~6x slower (bench/RESULTS.md, "LPI"). Same values either way.
+  const Tensor hidden = torch::gelu(conv1(img).permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+  img = conv2(bn(hidden));
   return img.permute({0, 2, 3, 1}).reshape({B, N, C});
 }
 
