@@ -132,9 +132,13 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
     norms->q_hat = (q.to(acc) / nq).square().sum(2).sqrt();
     norms->k_hat = (k.to(acc) / nk).square().sum(2).sqrt();
   }
-  // (B, h, d, N) -> (B, N, h, d) -> (B, N, C): channel = head * d + i.
+  // (B, h, d, N) -> (B, N, h, d) -> (B, N, C): channel = head * d + i. The reshape alone is
+  // a view with strides (N*C, 1, N); LibTorch 1.13's linear does not fold such a "transposed"
+  // 3-d input into one matrix product but runs it as a batched product against the weight
+  // expanded B times, one small GEMM per image, with a batched weight gradient summed after.
+  // One copy (N*C floats per image) makes it a single GEMM (bench/RESULTS.md, "XCA").
   const Tensor out = torch::matmul(attn.to(v.scalar_type()), v);
-  return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}));
+  return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}).contiguous());
 }
 
 // ------------------------------------------------------------------------------------------
