@@ -136,7 +136,8 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   // a view with strides (N*C, 1, N); LibTorch 1.13's linear does not fold such a "transposed"
   // 3-d input into one matrix product but runs it as a batched product against the weight
   // expanded B times, one small GEMM per image, with a batched weight gradient summed after.
-  // One copy (N*C floats per image) makes it a single GEMM (bench/RESULTS.md, "XCA").
+  // One copy (N*C floats per image) makes it a single GEMM (bench/RESULTS.md, "The CPU step
+  // against main_dino.py itself").
   const Tensor out = torch::matmul(attn.to(v.scalar_type()), v);
   return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}).contiguous());
 }
@@ -157,7 +158,8 @@ Tensor LPIImpl::forward(const Tensor& x, int64_t rows, int64_t cols) {
   // in float32 inside the kernel): a float32 copy would be kept for its backward.
   // GELU runs on the (B, H, W, C) view of conv1's channels-last output: contiguous there, so
   // LibTorch 1.13 takes its vectorised CPU path; on the NCHW view of the same memory GELU and
-  // its backward are ~6x slower (bench/RESULTS.md, "LPI"). Same values either way.
+  // its backward are ~6x slower (bench/RESULTS.md, "The CPU step against main_dino.py
+  // itself"). The same function; the vectorised path may round differently in the last bit.
   const Tensor hidden = torch::gelu(conv1(img).permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
   img = conv2(bn(hidden));
   return img.permute({0, 2, 3, 1}).reshape({B, N, C});
