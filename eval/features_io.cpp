@@ -1,5 +1,7 @@
 #include "eval/features_io.h"
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -49,15 +51,27 @@ void write_features(const fs::path& path, const FeatureSet& set) {
       set.paths.empty() ? std::vector<std::string>(static_cast<size_t>(n)) : set.paths;
 
   write_atomically(path, [&](const fs::path& tmp) {
-    const h5::H5Object file = h5::create_file(tmp.string());
-    h5::write_float32(file, "features", {n, features.size(1)}, features.data_ptr<float>());
-    h5::write_int64(file, "labels", label_values);
-    h5::write_strings(file, "paths", paths);
-    const FeatureAttributes& a = set.attributes;
-    for (const StringAttr& s : kStringAttrs) h5::write_attribute(file, s.name, a.*s.field);
-    for (const IntAttr& i : kIntAttrs) h5::write_attribute(file, i.name, a.*i.field);
-    h5::write_attribute(file, "normalized", int64_t{a.normalized ? 1 : 0});
-    h5::flush(file, tmp.string());
+    errno = 0;
+    try {
+      const h5::H5Object file = h5::create_file(tmp.string());
+      h5::write_float32(file, "features", {n, features.size(1)}, features.data_ptr<float>());
+      h5::write_int64(file, "labels", label_values);
+      h5::write_strings(file, "paths", paths);
+      const FeatureAttributes& a = set.attributes;
+      for (const StringAttr& s : kStringAttrs) h5::write_attribute(file, s.name, a.*s.field);
+      for (const IntAttr& i : kIntAttrs) h5::write_attribute(file, i.name, a.*i.field);
+      h5::write_attribute(file, "normalized", int64_t{a.normalized ? 1 : 0});
+      h5::flush(file, tmp.string());
+    } catch (const Error&) {
+      // A full disk or a file-size limit: HDF5's message names the temporary file and its own
+      // internals; the user wants the file they asked for and the reason. errno still holds
+      // the failed write's (HDF5 reports without system calls of its own).
+      const int err = errno;
+      if (err == ENOSPC || err == EFBIG || err == EDQUOT || err == EIO)
+        XDINO_FAIL("cannot write '", path.string(), "': ", std::strerror(err),
+                   " (the previous file is left as it was)");
+      throw;
+    }
   });
 }
 

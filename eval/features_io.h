@@ -7,7 +7,10 @@
 //      /paths     variable-length UTF-8 strings [N]  the image paths (may be empty strings)
 //    plus root attributes: arch, checkpoint, checkpoint_key, split, feature (strings),
 //    image_size, patch_size (int64), normalized (int64 0/1: rows are L2-normalised).
-//  - write_features() writes through write_atomically(): a reader never sees a torn file.
+//  - write_features() writes through write_atomically(): a reader never sees a torn file. A
+//    write that fails for want of space (ENOSPC, EDQUOT, EFBIG from a file-size limit, EIO)
+//    throws xdino::Error "cannot write '<path>': <reason> (the previous file is left as it
+//    was)" and leaves `path` as it was and no temporary file behind.
 //    features must be a 2-D float32 tensor (any device; copied to the CPU), labels a 1-D
 //    tensor of N integers, paths empty or N strings; violations throw xdino::Error.
 //  - read_features() accepts any numeric HDF5 types for features and labels (converted to

@@ -1,6 +1,9 @@
 // Feature files (HDF5): round trips, h5py reading our files, errors.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -8,6 +11,7 @@
 #include "tests/support/require.h"
 #include "core/check.h"
 #include "eval/features_io.h"
+#include "core/atomic_file.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
@@ -103,5 +107,46 @@ TEST(FeaturesIo, ErrorsNameTheFile) {
   bad.labels = bad.labels.narrow(0, 0, 4);
   EXPECT_THROW(write_features(dir / "bad.h5", bad), xdino::Error);
   EXPECT_FALSE(fs::exists(dir / "bad.h5"));
+  fs::remove_all(dir);
+}
+
+// A full disk, imitated by a file-size limit (EFBIG, as `ulimit -f` gives; SIGXFSZ ignored as
+// `dino` ignores it): one line naming the file and the reason, the previous file intact, no
+// temporary file left.
+TEST(FeaturesIo, AFailedWriteNamesTheFileAndKeepsThePreviousOne) {
+  const fs::path dir = fresh_temp_dir("features_efbig");
+  const fs::path path = dir / "trainfeat.h5";
+  write_features(path, sample_set());
+  const std::string before = xdino::read_file(path);
+
+  FeatureSet big = sample_set();
+  big.features = torch::rand({20000, 128});  // 10 MB
+  big.labels = torch::zeros({20000}, torch::kInt64);
+  big.paths.clear();
+  std::string message;
+  {
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 1 << 20;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    try {
+      write_features(path, big);
+    } catch (const xdino::Error& e) {
+      message = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, previous_handler);
+  }
+  EXPECT_NE(message.find("cannot write '" + path.string() +
+                         "': File too large (the previous file is left as it was)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find(".tmp-"), std::string::npos) << message;
+  EXPECT_EQ(xdino::read_file(path), before);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"trainfeat.h5"});
   fs::remove_all(dir);
 }

@@ -5,6 +5,16 @@
 #include "core/check.h"
 
 namespace xdino::augment::h5 {
+namespace {
+
+// HDF5 closes whatever is still open when the process exits (H5_term_library, an atexit
+// hook). A file whose write failed (a full disk, a file-size limit) stays open after its close
+// fails, and HDF5 1.10's exit-time close of it crashes (SIGSEGV in H5F__close_cb) after our
+// one-line error. Every file here is closed by its H5Object, so the hook has nothing to do:
+// switch it off before the first HDF5 call (H5dont_atexit must precede all others).
+const bool kNoExitHook = (H5dont_atexit(), true);
+
+}  // namespace
 
 std::recursive_mutex& h5_mutex() {
   static std::recursive_mutex m;
