@@ -1,6 +1,8 @@
 // `dino pipeline --config FILE.ini`: runs the stages the config lists, in order, each as its
 // subcommand would run with the same files (plus its [subcommand:variant] section), and skips
 // the stages already done with the same effective configuration and the same inputs.
+// `train_nproc = N` runs the train stage as `dino launch --nproc N -- train ...` would: N
+// data-parallel processes on this machine (README, "The main job", for why 2 on 2 cores).
 #include <filesystem>
 #include <sstream>
 
@@ -8,6 +10,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "launch/command.h"
+#include "launch/local_launcher.h"
 #include "train/stop_signal.h"
 
 namespace fs = std::filesystem;
@@ -18,6 +21,7 @@ namespace {
 struct PipelineOptions {
   std::vector<std::string> stages;
   bool force = false;
+  int64_t train_nproc = 1;
 };
 
 struct Stage {
@@ -85,11 +89,16 @@ class PipelineCommand : public Command {
     f.add("stages", &opt_.stages,
           "stages in order: subcommands, or subcommand:variant to also apply the "
           "[subcommand:variant] sections of the config files")
-        .add("force", &opt_.force, "rerun stages even when they are done");
+        .add("force", &opt_.force, "rerun stages even when they are done")
+        .add("train_nproc", &opt_.train_nproc,
+             "processes for the train stage (data parallel on this machine, as dino launch "
+             "--nproc; each gets cores / N threads and batch_size_per_gpu images)");
   }
 
   int run(const Flags& flags) override {
     XDINO_CHECK_ARG(!opt_.stages.empty(), "no stages: set 'stages = ...' under [pipeline]");
+    XDINO_CHECK_ARG(opt_.train_nproc >= 1, "--train_nproc must be at least 1, got ",
+                    opt_.train_nproc);
     std::vector<Stage> stages;
     for (const auto& s : opt_.stages) stages.push_back(parse_stage(s));
     std::vector<std::pair<std::string, std::string>> outputs;
@@ -109,7 +118,10 @@ class PipelineCommand : public Command {
                   ": done before with this configuration and these inputs, reused", where);
       } else {
         log::info("== stage ", i + 1, "/", stages.size(), " ", stage.name, where);
-        const int rc = p.command->run(p.flags);
+        const bool launch = stage.subcommand == "train" && opt_.train_nproc > 1;
+        std::vector<std::string> child{stage.subcommand};
+        child.insert(child.end(), args.begin(), args.end());
+        const int rc = launch ? launch_local({opt_.train_nproc}, child) : p.command->run(p.flags);
         if (rc != 0) {
           log::error("stage ", stage.name, " failed (exit code ", rc, "); rerun the same "
                      "command to continue from here");
@@ -117,8 +129,8 @@ class PipelineCommand : public Command {
         }
         // SIGTERM/SIGUSR1 during training: the stage saved its checkpoint and returned early.
         // It is not done (no marker), and later stages must not evaluate a partial run.
-        if (train::stop_requested()) {
-          log::info("stopped by signal ", train::stop_signal(), " during stage ", stage.name,
+        if (const int sig = launch ? launch_forwarded_signal() : train::stop_signal()) {
+          log::info("stopped by signal ", sig, " during stage ", stage.name,
                     "; rerun the same command to continue from here");
           return 0;
         }

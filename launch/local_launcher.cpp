@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -20,7 +21,29 @@ namespace xdino::launch {
 namespace {
 
 std::atomic<int> g_signal{0};
+std::atomic<int> g_forwarded{0};
 void remember_signal(int sig) { g_signal = sig; }
+
+// The caller's handlers for the forwarded signals, put back when the launch ends.
+class ForwardSignals {
+ public:
+  ForwardSignals() {
+    struct sigaction sa{};
+    sa.sa_handler = remember_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~ForwardSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  ForwardSignals(const ForwardSignals&) = delete;
+  ForwardSignals& operator=(const ForwardSignals&) = delete;
+
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGUSR1};
+
+ private:
+  std::array<struct sigaction, 3> old_{};
+};
 
 struct Child {
   pid_t pid = -1;
@@ -35,6 +58,8 @@ void signal_all(std::vector<Child>& children, int sig) {
 }
 
 }  // namespace
+
+int launch_forwarded_signal() { return g_forwarded; }
 
 int free_tcp_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -60,10 +85,9 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max<unsigned>(1, cores / o.nproc));
 
-  struct sigaction sa{};
-  sa.sa_handler = remember_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &sa, nullptr);
+  g_signal = 0;
+  g_forwarded = 0;
+  const ForwardSignals forward;
 
   std::vector<Child> children;
   for (int rank = 0; rank < o.nproc; ++rank) {
@@ -74,7 +98,7 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
       // once; and die with the launcher rather than linger as orphans.
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGTERM);
-      for (int sig : {SIGINT, SIGTERM, SIGUSR1}) signal(sig, SIG_DFL);
+      for (int sig : ForwardSignals::kSignals) signal(sig, SIG_DFL);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
@@ -99,7 +123,10 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
   Clock::time_point term_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
   size_t running = children.size();
   while (running > 0) {
-    if (const int sig = g_signal.exchange(0)) signal_all(children, sig);
+    if (const int sig = g_signal.exchange(0)) {
+      g_forwarded = sig;
+      signal_all(children, sig);
+    }
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {

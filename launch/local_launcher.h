@@ -8,7 +8,8 @@
 // `grace_seconds` to notice on their own (they report the lost rank), then SIGTERM (with
 // SIGCONT, for a stopped rank), then SIGKILL 10 s later. The first failure is reported with
 // the rank, pid and exit code or signal. Returns 0 if all succeeded, else the exit code of
-// the first that failed (128 + signal when killed by one).
+// the first that failed (128 + signal when killed by one). The caller's signal handlers are
+// restored on return.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,11 @@ struct LocalLaunchOptions {
 };
 
 int launch_local(const LocalLaunchOptions& options, const std::vector<std::string>& child_args);
+
+// The signal (SIGINT, SIGTERM or SIGUSR1) that the last launch_local forwarded to its
+// processes, 0 if none: training ranks save and exit 0 on one, so a caller with more work
+// after the launch (`dino pipeline`) must ask this to know the run stopped early.
+int launch_forwarded_signal();
 
 // A TCP port that is free on this machine right now.
 int free_tcp_port();

@@ -103,15 +103,18 @@ TEST(Pipeline, AFailingStageStopsWithItsExitCode) {
   fs::remove_all(dir);
 }
 
-TEST(Pipeline, ASignalDuringTrainingStopsThePipelineWithoutMarkingTheStageDone) {
-  // Before: the stopped train stage returned 0, the next stages evaluated the partial
-  // checkpoint and the train marker made a rerun skip the rest of the training.
-  const fs::path dir = xdino::testing::fresh_dir("pipeline_signal");
+// Before: the stopped train stage returned 0, the next stages evaluated the partial
+// checkpoint and the train marker made a rerun skip the rest of the training. With
+// train_nproc = 2 the signal reaches the pipeline's launcher, which forwards it to both ranks.
+static void expect_a_signal_stops_training(int train_nproc) {
+  const fs::path dir =
+      xdino::testing::fresh_dir("pipeline_signal_" + std::to_string(train_nproc));
   fs::create_directories(dir / "data");
   xdino::testing::write_random_idx(dir / "data", 64);
   const fs::path ini = dir / "p.ini";
   std::ofstream(ini) << "arch = xcit_nano_12_p16\ndata_path = " << (dir / "data").string() << "\n"
-                     << "[pipeline]\nstages = train visualize\n"
+                     << "[pipeline]\nstages = train visualize\ntrain_nproc = " << train_nproc
+                     << "\n"
                      << "[train]\noutput_dir = " << (dir / "run").string() << "\n"
                      << "out_dim = 64\nglobal_crops_size = 32\nlocal_crops_size = 16\n"
                      << "local_crops_number = 2\nbatch_size_per_gpu = 8\nepochs = 200\n"
@@ -136,5 +139,16 @@ TEST(Pipeline, ASignalDuringTrainingStopsThePipelineWithoutMarkingTheStageDone) 
   EXPECT_EQ(out.find("stage 2/2"), std::string::npos) << "visualize ran on a partial run\n" << out;
   EXPECT_FALSE(fs::exists(dir / "pictures"));
   EXPECT_FALSE(fs::exists(dir / "run" / ".pipeline-train.done")) << "train marked done";
+  if (train_nproc > 1)
+    EXPECT_NE(out.find("launched " + std::to_string(train_nproc) + " processes"),
+              std::string::npos) << out;
   fs::remove_all(dir);
+}
+
+TEST(Pipeline, ASignalDuringTrainingStopsThePipelineWithoutMarkingTheStageDone) {
+  expect_a_signal_stops_training(1);
+}
+
+TEST(Pipeline, ASignalReachesTheRanksOfALaunchedTrainStage) {
+  expect_a_signal_stops_training(2);
 }
