@@ -2,7 +2,8 @@
 // a tiny generated IDX dataset (64 random 28x28 images, XCiT-nano at 32/16-pixel crops):
 // only rank 0 writes and warns, a 2-process checkpoint resumes with 1 process, and a rank
 // killed (SIGKILL) or frozen (SIGSTOP, ended by --dist_timeout) mid-epoch makes the survivor
-// exit non-zero naming it, with the checkpoint as it was.
+// exit non-zero naming it, with the checkpoint as it was; rerun, the killed run ends with the
+// same files, byte for byte, as a run that was never interrupted.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -83,10 +84,10 @@ class DistributedCli : public ::testing::Test {
     if (!xdino::dist::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
     xdino::testing::write_random_idx(data_, 64);
   }
-  // Starts a 2-process run (8 iterations per epoch, 50 epochs: far from over when a rank is
-  // lost) and waits until it is in its second epoch, checkpoint.pth written.
-  void start_run(double dist_timeout) {
-    auto train = train_args(data_, out_, 50, 4);
+  // Starts a 2-process run (8 iterations per epoch, 50 epochs by default: far from over when a
+  // rank is lost) and waits until it is in its second epoch, checkpoint.pth written.
+  void start_run(double dist_timeout, int epochs = 50) {
+    auto train = train_args(data_, out_, epochs, 4);
     train.insert(train.end(), {"--dist_timeout", std::to_string(dist_timeout)});
     const auto argv = launch(2, train, {"--grace_seconds", "2"});
     launcher_ = xdino::testing::start_process(argv, (out_ / "launch.out").string(),
@@ -201,6 +202,30 @@ TEST_F(DistributedCli, KilledRankOneIsNamedByRankZero) {
 TEST_F(DistributedCli, KilledRankZeroIsNamedByRankOne) {
   // Rank 0 also hosts the rendezvous store, which dies with it.
   kill_rank(0, "lost rank 0");
+}
+
+TEST_F(DistributedCli, AKilledRankThenARerunEqualsAnUninterruptedRun) {
+  // The uninterrupted 2-process run, made in the same folder (its path is in the checkpoints).
+  constexpr int kEpochs = 3;
+  auto train = train_args(data_, out_, kEpochs, 4);
+  train.insert(train.end(), {"--dist_timeout", std::to_string(20.0)});  // as start_run
+  const auto ref = run_process(launch(2, train), {}, 300);
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const fs::path ref_dir = xdino::testing::fresh_dir("dist_cli_ref");
+  fs::remove(ref_dir);
+  fs::rename(out_, ref_dir);
+  fs::create_directories(out_);
+
+  // Rank 1 dies in epoch 1; the same command again finishes the run from checkpoint.pth.
+  start_run(20, kEpochs);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(kill(ranks_.at(1), SIGKILL), 0);
+  finish_run();
+  const auto rerun = run_process(launch(2, train), {}, 300);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_NE(rerun.out.find("Starting DINO training at epoch 1"), std::string::npos) << rerun.out;
+  EXPECT_EQ(xdino::testing::differences_from(ref_dir, out_), "");
+  fs::remove_all(ref_dir);
 }
 
 TEST_F(DistributedCli, FrozenRankIsNamedAfterTheDistTimeout) {

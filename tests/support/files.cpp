@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include "core/atomic_file.h"
 #include "tests/support/process.h"
 
 namespace xdino::testing {
@@ -64,6 +65,21 @@ void write_ppm_folder(const fs::path& root, int per_class, int width, int height
           f.put(static_cast<char>(next() / 2 + (p % 3 == 2 * c ? 100 : 0)));
       }
     }
+}
+
+std::string differences_from(const std::filesystem::path& ref, const std::filesystem::path& run) {
+  std::string out;
+  for (const auto& e : std::filesystem::directory_iterator(ref)) {
+    const auto name = e.path().filename();
+    if (!std::filesystem::exists(run / name))
+      out += name.string() + ": missing\n";
+    else if (xdino::read_file(run / name) != xdino::read_file(e.path()))
+      out += name.string() + ": differs from the uninterrupted run's\n";
+  }
+  for (const auto& e : std::filesystem::directory_iterator(run))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos)
+      out += e.path().filename().string() + ": temporary file left\n";
+  return out;
 }
 
 }  // namespace xdino::testing

@@ -9,6 +9,9 @@
 // write_ppm_folder(root, per_class, width, height) writes an ImageFolder root/{train,val}/{a,b}/
 // of per_class binary PPM images each (OpenCV reads them; no Python needed): random noise,
 // class b bluer than class a, the same bytes on every call.
+// differences_from(ref, run) compares a run folder with an uninterrupted run's: one line per
+// file of `ref` that `run` lacks or holds with other bytes, and per temporary (".tmp-") file
+// left in `run`; empty when they agree (the crash-consistency tests' criterion).
 #pragma once
 
 #include <filesystem>
@@ -21,5 +24,6 @@ std::filesystem::path fixture(const std::string& rel);
 bool python_has(const std::string& module);
 void write_random_idx(const std::filesystem::path& dir, int n);
 void write_ppm_folder(const std::filesystem::path& root, int per_class, int width, int height);
+std::string differences_from(const std::filesystem::path& ref, const std::filesystem::path& run);
 
 }  // namespace xdino::testing
