@@ -31,6 +31,7 @@ struct BadInput {
   std::string line;
   std::function<std::vector<std::string>(const fs::path& root)> args;
   std::map<std::string, std::string> env = {};
+  int file_size_limit = 0;  // > 0: run under sh's `ulimit -f` (a full disk, as a write sees it)
 };
 
 void write_file(const fs::path& p, const std::string& bytes) {
@@ -97,10 +98,12 @@ class BadInputs : public ::testing::Test {
 
     write_file(root_ / "unknown_key.ini", "[train]\nlearning_rate = 0.1\n");
     write_file(root_ / "wrong_type.ini", "[train]\nepochs = ten\n");
+    write_file(root_ / "f_big.h5", kPrevious);  // what a failed write must leave alone
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 
   static fs::path root_;
+  static constexpr const char* kPrevious = "the previous file\n";
 };
 fs::path BadInputs::root_;
 
@@ -190,6 +193,9 @@ const std::vector<BadInput>& table() {
        }},
       {"an output dir that cannot be created", 1, "cannot create directories: Not a directory",
        [](const fs::path& r) { return knn_with(r, "", {"--output_dir", (r / "a_file" / "o").string()}); }},
+      {"a full disk or a file-size limit while writing (ENOSPC, EFBIG)", 1,
+       "f_big.h5': File too large (the previous file is left as it was)",
+       [](const fs::path& r) { return features_of(r / "img", r / "f_big.h5"); }, {}, 2},
       {"the launcher's environment disagreeing with itself", 2,
        "rank 2 is not below the world size 2 (torchrun environment)",
        [](const fs::path& r) { return knn_with(r, ""); },
@@ -211,6 +217,11 @@ TEST_F(BadInputs, EachGivesItsExitCodeAndOneLine) {
     for (size_t i = 0; i + 1 < argv.size(); ++i)
       if (argv[i] == "--pretrained_weights" && argv[i + 1].empty())
         argv.erase(argv.begin() + i, argv.begin() + i + 2);
+    if (row.file_size_limit > 0) {
+      std::string command = "ulimit -f " + std::to_string(row.file_size_limit) + " && exec";
+      for (const std::string& a : argv) command += " '" + a + "'";
+      argv = {"/bin/sh", "-c", command};
+    }
     const auto r = run_process(argv, row.env, 120);
     EXPECT_EQ(r.exit_code, row.exit_code) << r.err;
     EXPECT_NE(r.err.find(row.line), std::string::npos) << r.err;
@@ -228,6 +239,7 @@ TEST_F(BadInputs, EachGivesItsExitCodeAndOneLine) {
   EXPECT_FALSE(fs::exists(root_ / "lin" / "checkpoint.pth"));
   EXPECT_FALSE(fs::exists(root_ / "f.h5"));
   EXPECT_TRUE(fs::exists(root_ / "f_ok.h5"));
+  EXPECT_EQ(read_file(root_ / "f_big.h5"), kPrevious);
 }
 
 // README.md's table, between `<!-- bad-inputs:begin -->` and `<!-- bad-inputs:end -->`, has
