@@ -204,14 +204,23 @@ IValue PythonObjects::rebuild_tensor(const std::vector<IValue>& args,
     stride.push_back(v.toInt());
   }
   XDINO_PICKLE_CHECK(size.size() == stride.size(), "tensor size and stride differ in length");
-  // The view must lie inside the storage (set_ would otherwise grow it silently).
+  // The view must lie inside the storage (set_ would otherwise grow it silently). The sums
+  // are overflow-checked: an untrusted pickle can declare sizes and strides near 2^63, whose
+  // product would wrap (undefined behaviour) and pass the bound below.
   int64_t extent = 1;
+  bool overflow = false;
   for (size_t d = 0; d < size.size(); ++d) {
     if (size[d] == 0) extent = 0;
-    if (extent > 0) extent += (size[d] - 1) * stride[d];
   }
+  for (size_t d = 0; d < size.size() && extent > 0; ++d) {
+    int64_t span = 0;
+    overflow = overflow || __builtin_mul_overflow(size[d] - 1, stride[d], &span) ||
+               __builtin_add_overflow(extent, span, &extent);
+  }
+  int64_t end = 0;
+  overflow = overflow || __builtin_add_overflow(offset, extent, &end);
   const int64_t capacity = int64_t(storage.storage().nbytes() / at::elementSize(type));
-  XDINO_PICKLE_CHECK(offset >= 0 && (extent == 0 || offset + extent <= capacity), "tensor of size ",
+  XDINO_PICKLE_CHECK(!overflow && offset >= 0 && (extent == 0 || end <= capacity), "tensor of size ",
                      c10::IntArrayRef(size), " at offset ", offset, " reaches past its storage of ",
                      capacity, " elements");
   at::Tensor t =

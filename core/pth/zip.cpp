@@ -109,6 +109,10 @@ void ZipReader::read_directory() {
   read_at(cd_offset, cd.data(), cd_size, "the zip directory");
   const auto* p = reinterpret_cast<const unsigned char*>(cd.data());
   const unsigned char* const p_end = p + cd_size;
+  // The count is declared, not measured: bound it by the directory's size (a record has at
+  // least 46 bytes) before reserving, or a damaged count asks for petabytes.
+  XDINO_CHECK(count <= cd_size / 46, where_, " is truncated or damaged: its zip directory of ",
+              cd_size, " bytes cannot hold the ", count, " entries it declares");
   entries_.reserve(count);
   for (uint64_t i = 0; i < count; ++i) {
     XDINO_CHECK(p_end - p >= 46 && get32(p) == kCentralSig, where_,
