@@ -1,0 +1,41 @@
+// Entry points of the fuzz targets (issue 17), shared by the libFuzzer executables
+// (fuzz/fuzz_<name>.cpp, built only with -DXDINO_FUZZ=ON) and by the ordinary GoogleTest
+// replay of found inputs (tests/test_fuzz_regressions.cpp), so a regression file exercises
+// exactly the code the fuzzer ran.
+//
+// Contract:
+//  - Each function feeds `data` to one parser of outside input through its public entry point
+//    (file-based readers get a private temporary file holding the bytes, removed afterwards).
+//  - It returns normally when the parser accepted the input and throws std::exception (in
+//    practice xdino::Error) when the parser rejected it; anything else (a crash, a sanitizer
+//    report, an unbounded allocation) is the bug the fuzzer looks for.
+//  - The libFuzzer wrappers swallow std::exception: a rejected input is a correct outcome.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+
+namespace xdino::fuzz {
+
+// core/json: parse_json, then a python_dumps round trip of what it accepted.
+void fuzz_json(const uint8_t* data, size_t size);
+// core/pth/zip: ZipReader on the bytes as a file, then every entry read (CRC checked).
+void fuzz_pth_zip(const uint8_t* data, size_t size);
+// core/pth.h: load_pth on the bytes as a file (zip container + unpickler + tensor records).
+void fuzz_pth(const uint8_t* data, size_t size);
+
+// A temporary file holding the bytes, removed when this goes out of scope.
+class TempInput {
+ public:
+  TempInput(const uint8_t* data, size_t size, const char* suffix);
+  ~TempInput();
+  TempInput(const TempInput&) = delete;
+  TempInput& operator=(const TempInput&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace xdino::fuzz
