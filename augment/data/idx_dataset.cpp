@@ -20,6 +20,13 @@ uint32_t big_endian_u32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 
+// "a x b x c" for messages.
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string out;
+  for (const int64_t d : dims) out += (out.empty() ? "" : " x ") + std::to_string(d);
+  return out;
+}
+
 // Parses an IDX header; returns the dimensions and checks the payload size.
 std::vector<int64_t> idx_dims(const std::vector<uint8_t>& data, const fs::path& file,
                               std::initializer_list<int> allowed_ranks) {
@@ -32,11 +39,16 @@ std::vector<int64_t> idx_dims(const std::vector<uint8_t>& data, const fs::path& 
               file, " has ", rank, " dimensions, which is not an image or label file");
   XDINO_CHECK(data.size() >= 4 + 4 * static_cast<size_t>(rank), file, " is truncated (header)");
   std::vector<int64_t> dims;
+  // Up to four declared 32-bit dimensions: their product can pass 2^63 (undefined behaviour in
+  // int64), so it is overflow-checked; an overflow cannot match the file's size anyway.
   int64_t count = 1;
+  bool overflow = false;
   for (int d = 0; d < rank; ++d) {
     dims.push_back(big_endian_u32(data.data() + 4 + 4 * d));
-    count *= dims.back();
+    overflow = overflow || __builtin_mul_overflow(count, dims.back(), &count);
   }
+  XDINO_CHECK(!overflow, file, " declares ", dims_text(dims),
+              " elements, more than any file holds (corrupt header)");
   XDINO_CHECK(data.size() == 4 + 4 * static_cast<size_t>(rank) + static_cast<size_t>(count),
               file, " holds ", data.size() - 4 - 4 * rank, " data bytes, its header announces ",
               count, " (truncated or corrupt)");
