@@ -24,6 +24,13 @@ void fuzz_json(const uint8_t* data, size_t size);
 void fuzz_pth_zip(const uint8_t* data, size_t size);
 // core/pth.h: load_pth on the bytes as a file (zip container + unpickler + tensor records).
 void fuzz_pth(const uint8_t* data, size_t size);
+// augment/data/idx_dataset: IdxDataset on a labels file (input bytes 1..data[0]) and an
+// images file (the rest), gzipped when the input's byte 1 is 0x1f; then its first and last
+// image and label.
+void fuzz_idx(const uint8_t* data, size_t size);
+// augment/data/decode: jpeg_is_complete and decode_image on the bytes (JPEG, PNG, ... through
+// OpenCV, plus our EXIF orientation parsing).
+void fuzz_decode(const uint8_t* data, size_t size);
 
 // A temporary file holding the bytes, removed when this goes out of scope.
 class TempInput {

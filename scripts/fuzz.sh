@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-1000000}
 MAX_TIME=${MAX_TIME:-1800}
 BUILD=${BUILD:-build-fuzz}
-ALL=(json pth_zip pth)
+ALL=(json pth_zip pth idx decode)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 

@@ -55,6 +55,17 @@ TEST(FuzzRegressions, Json) { replay("json", xdino::fuzz::fuzz_json); }
 TEST(FuzzRegressions, PthZip) { replay("pth", xdino::fuzz::fuzz_pth_zip); }
 TEST(FuzzRegressions, Pth) { replay("pth", xdino::fuzz::fuzz_pth); }
 
+#if XDINO_FUZZ_DATA
+TEST(FuzzRegressions, Idx) { replay("idx", xdino::fuzz::fuzz_idx); }
+TEST(FuzzRegressions, Decode) { replay("decode", xdino::fuzz::fuzz_decode); }
+
+// IDX dimensions whose product passes 2^63 are a corrupt header, not an overflow.
+TEST(FuzzRegressions, IdxDimensionOverflowIsChecked) {
+  const std::string got = outcome(xdino::fuzz::fuzz_idx, kDir / "idx" / "dims_overflow.idx");
+  EXPECT_NE(got.find("more than any file holds"), std::string::npos) << got;
+}
+#endif
+
 // Declared sizes that disagree with the file are rejected by a check naming the problem,
 // before anything of the declared size is allocated.
 TEST(FuzzRegressions, PthDeclaredSizesAreChecked) {
