@@ -80,11 +80,13 @@ void write_file_atomically(const fs::path& path, std::string_view bytes) {
     errno = 0;
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
-    const int err = errno;
-    XDINO_CHECK(out.good(), "cannot write ", path, ": ",
-                err != 0 ? std::strerror(err) : "write failed", " (", bytes.size(),
-                " bytes; the previous file is left as it was)");
+    if (!out.good()) throw_write_error(path, errno);
   });
+}
+
+void throw_write_error(const fs::path& path, int err) {
+  XDINO_FAIL("cannot write '", path.string(), "': ", err != 0 ? std::strerror(err) : "write failed",
+             " (the previous file is left as it was)");
 }
 
 void remove_stale_temporaries(const fs::path& dir) {

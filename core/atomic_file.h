@@ -20,6 +20,11 @@ void write_atomically(const std::filesystem::path& path,
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 
+// What every atomic writer says when a write fails with errno `err` (ENOSPC, EFBIG, EDQUOT,
+// EIO; 0 reads "write failed"): throws xdino::Error "cannot write '<path>': <reason> (the
+// previous file is left as it was)", naming the file the user asked for, not the temporary.
+[[noreturn]] void throw_write_error(const std::filesystem::path& path, int err);
+
 // Removes the temporary files that writers killed mid-write left in `dir` (those of processes
 // that no longer exist; a live writer's are kept). Never throws.
 void remove_stale_temporaries(const std::filesystem::path& dir);

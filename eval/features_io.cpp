@@ -68,8 +68,7 @@ void write_features(const fs::path& path, const FeatureSet& set) {
       // the failed write's (HDF5 reports without system calls of its own).
       const int err = errno;
       if (err == ENOSPC || err == EFBIG || err == EDQUOT || err == EIO)
-        XDINO_FAIL("cannot write '", path.string(), "': ", std::strerror(err),
-                   " (the previous file is left as it was)");
+        throw_write_error(path, err);
       throw;
     }
   });

@@ -172,8 +172,7 @@ void save_pth(const std::filesystem::path& path, const c10::IValue& value) {
     } catch (const c10::Error& e) {
       XDINO_FAIL("cannot write ", where, ": ", e.what_without_backtrace());
     }
-    XDINO_CHECK(write_error == 0, "cannot write ", where, ": ", std::strerror(write_error),
-                " (the previous file is left as it was)");
+    if (write_error != 0) throw_write_error(path, write_error);
     out.close();
     XDINO_CHECK(!out.fail(), "cannot write ", where, ": ", std::strerror(errno));
   });
