@@ -1,6 +1,8 @@
 #include "augment/data/decode.h"
 
 #include <climits>
+#include <cstdint>
+#include <utility>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -10,27 +12,76 @@
 
 namespace xdino::augment {
 
-bool jpeg_is_complete(std::string_view bytes) {
+namespace {
+
+// Pillow refuses to decode images above twice its MAX_IMAGE_PIXELS (DecompressionBombError);
+// so do we, before OpenCV allocates what a few corrupt header bytes declare (fuzz_decode found a
+// 79-byte JPEG declaring 65338 x 12079 pixels: 2.4 GB). OpenCV's own limit is 2^30 pixels.
+constexpr int64_t kMaxImagePixels = 2 * int64_t{89478485};
+
+// A JPEG's marker segments up to its first start-of-scan, walked by their lengths (so that
+// markers inside an EXIF thumbnail in an APPn segment are not taken for ours).
+struct JpegHeader {
+  bool is_jpeg = false;
+  bool ends_before_scan = false;  // the data stops inside the headers
+  bool eoi_before_scan = false;   // an end-of-image marker before any scan
+  size_t scan_begin = 0;          // after the first start-of-scan header
+  int64_t width = 0, height = 0;  // from the first start-of-frame, 0 if none
+};
+
+JpegHeader read_jpeg_header(std::string_view bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();
-  if (n < 2 || p[0] != 0xFF || p[1] != 0xD8) return true;
-  // Walk the marker segments up to the first start-of-scan by their lengths, so that the
-  // end-of-image marker of an EXIF thumbnail (inside an APPn segment) is not mistaken for ours.
+  JpegHeader h;
+  if (n < 2 || p[0] != 0xFF || p[1] != 0xD8) return h;
+  h.is_jpeg = true;
   size_t pos = 2;
   for (;;) {
     while (pos < n && p[pos] != 0xFF) ++pos;  // stray bytes: libjpeg skips them with a warning
     while (pos < n && p[pos] == 0xFF) ++pos;  // fill bytes
-    if (pos + 1 > n) return false;
+    if (pos + 1 > n) return h.ends_before_scan = true, h;
     const unsigned marker = p[pos++];
-    if (marker == 0xD9) return true;  // end of image before any scan: the decoder will judge
+    if (marker == 0xD9) return h.eoi_before_scan = true, h;
     if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // no length field
-    if (pos + 2 > n) return false;
+    if (pos + 2 > n) return h.ends_before_scan = true, h;
+    // Start of frame (SOF0-SOF15 but DHT, JPG and DAC): length, precision, height, width.
+    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
+                     marker != 0xCC;
+    if (sof && h.width == 0 && pos + 7 <= n) {
+      h.height = (int64_t{p[pos + 3]} << 8) | p[pos + 4];
+      h.width = (int64_t{p[pos + 5]} << 8) | p[pos + 6];
+    }
     pos += (static_cast<size_t>(p[pos]) << 8) | p[pos + 1];
-    if (marker == 0xDA) break;
+    if (marker == 0xDA) return h.scan_begin = pos, h;
   }
+}
+
+// Width and height as the header declares them (JPEG's first frame, PNG's IHDR); 0 x 0 for
+// other formats, which OpenCV's own pixel limit guards.
+std::pair<int64_t, int64_t> declared_size(std::string_view bytes) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() >= 24 && bytes.substr(0, 8) == "\x89PNG\r\n\x1a\n" &&
+      bytes.substr(12, 4) == "IHDR") {
+    const auto be32 = [&](size_t at) {
+      return (int64_t{p[at]} << 24) | (int64_t{p[at + 1]} << 16) | (int64_t{p[at + 2]} << 8) |
+             p[at + 3];
+    };
+    return {be32(16), be32(20)};
+  }
+  const JpegHeader h = read_jpeg_header(bytes);
+  return {h.width, h.height};
+}
+
+}  // namespace
+
+bool jpeg_is_complete(std::string_view bytes) {
+  const JpegHeader h = read_jpeg_header(bytes);
+  if (!h.is_jpeg || h.eoi_before_scan) return true;  // not ours to judge / the decoder will
+  if (h.ends_before_scan) return false;
   // Entropy-coded data never holds 0xFF 0xD9 (0xFF is stuffed), so any such pair after the
   // first scan header is the real end marker; searching from the back finds it at once.
-  for (size_t i = n - 1; i > pos && i >= 1; --i)
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  for (size_t i = bytes.size() - 1; i > h.scan_begin && i >= 1; --i)
     if (p[i] == 0xD9 && p[i - 1] == 0xFF) return true;
   return false;
 }
@@ -41,6 +92,10 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
               bytes.size(), " bytes is more than OpenCV can take");
   XDINO_CHECK(jpeg_is_complete(bytes), "cannot decode ", name,
               ": truncated JPEG (no end-of-image marker)");
+  const auto [width, height] = declared_size(bytes);
+  XDINO_CHECK(width * height <= kMaxImagePixels, "cannot decode ", name, ": it declares ", width,
+              " x ", height, " pixels, more than the ", kMaxImagePixels,
+              " that Pillow decodes (a decompression bomb, or a corrupt header)");
   const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1,
                     const_cast<char*>(bytes.data()));
   // IMREAD_COLOR gives 8-bit BGR from any layout (grey replicated, alpha dropped, palette

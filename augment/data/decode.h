@@ -14,6 +14,9 @@
 //    its pixels exactly.
 //  - A truncated JPEG (no end-of-image marker after the first scan) is an error, as in PIL
 //    (libjpeg would silently pad it with grey).
+//  - An image whose header declares more than 2 x 89478485 pixels (Pillow's
+//    DecompressionBombError bound) is an error before anything is allocated (JPEG and PNG
+//    headers are read here; other formats keep OpenCV's own limit of 2^30 pixels).
 //  - Every failure (unreadable file, unknown format, corrupt or truncated data) throws
 //    xdino::Error whose message names `name` (the path or identifier given by the caller).
 //  - Thread-safe: no shared state.
