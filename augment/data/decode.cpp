@@ -93,7 +93,9 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
   XDINO_CHECK(jpeg_is_complete(bytes), "cannot decode ", name,
               ": truncated JPEG (no end-of-image marker)");
   const auto [width, height] = declared_size(bytes);
-  XDINO_CHECK(width * height <= kMaxImagePixels, "cannot decode ", name, ": it declares ", width,
+  // PNG sizes are 32-bit: the product can pass 2^63 (fuzz_decode found it), so divide.
+  XDINO_CHECK(width == 0 || height <= kMaxImagePixels / width, "cannot decode ", name,
+              ": it declares ", width,
               " x ", height, " pixels, more than the ", kMaxImagePixels,
               " that Pillow decodes (a decompression bomb, or a corrupt header)");
   const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1,
