@@ -139,9 +139,10 @@ static void expect_a_signal_stops_training(int train_nproc) {
   EXPECT_EQ(out.find("stage 2/2"), std::string::npos) << "visualize ran on a partial run\n" << out;
   EXPECT_FALSE(fs::exists(dir / "pictures"));
   EXPECT_FALSE(fs::exists(dir / "run" / ".pipeline-train.done")) << "train marked done";
-  if (train_nproc > 1)
+  if (train_nproc > 1) {
     EXPECT_NE(out.find("launched " + std::to_string(train_nproc) + " processes"),
               std::string::npos) << out;
+  }
   fs::remove_all(dir);
 }
 

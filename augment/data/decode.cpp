@@ -72,6 +72,18 @@ std::pair<int64_t, int64_t> declared_size(std::string_view bytes) {
   return {h.width, h.height};
 }
 
+// Whether the bytes start like a format torchvision's ImageFolder loads (JPEG, PNG, BMP, WebP,
+// TIFF, PPM/PGM/PBM). OpenCV would otherwise try every decoder it was built with, and Debian's
+// includes DICOM (GDCM), whose reader asserts, aborting the process, on a damaged file
+// (fuzz_decode found one: a JPEG start marker without the 0xFF that opens its first segment).
+bool is_imagefolder_format(std::string_view b) {
+  const auto starts = [&](std::string_view magic) { return b.substr(0, magic.size()) == magic; };
+  return starts("\xFF\xD8\xFF") || starts("\x89PNG\r\n\x1a\n") || starts("BM") ||
+         (starts("RIFF") && b.size() >= 12 && b.substr(8, 4) == "WEBP") ||
+         starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4)) ||
+         (b.size() >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6');
+}
+
 }  // namespace
 
 bool jpeg_is_complete(std::string_view bytes) {
@@ -90,6 +102,9 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
   XDINO_CHECK(!bytes.empty(), "cannot decode ", name, ": the file is empty");
   XDINO_CHECK(bytes.size() < static_cast<size_t>(INT_MAX), "cannot decode ", name, ": ",
               bytes.size(), " bytes is more than OpenCV can take");
+  XDINO_CHECK(is_imagefolder_format(bytes), "cannot decode ", name,
+              ": not an image format torchvision's ImageFolder reads (JPEG, PNG, BMP, WebP, "
+              "TIFF, PPM/PGM/PBM)");
   XDINO_CHECK(jpeg_is_complete(bytes), "cannot decode ", name,
               ": truncated JPEG (no end-of-image marker)");
   const auto [width, height] = declared_size(bytes);

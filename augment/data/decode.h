@@ -1,8 +1,9 @@
 // Encoded image bytes or files → Image (CV_8UC3 RGB, see augment/ops/image.h), through OpenCV.
 //
 // Contract:
-//  - Formats: whatever the installed OpenCV decodes; Debian's reads every extension
-//    torchvision's ImageFolder accepts (JPEG, PNG, BMP, WebP, TIFF, PPM, PGM).
+//  - Formats: those torchvision's ImageFolder accepts (JPEG, PNG, BMP, WebP, TIFF, PPM, PGM,
+//    PBM), recognised by their first bytes and decoded by OpenCV; anything else is an error
+//    before OpenCV sees it (its other decoders, DICOM among them, can abort on bad input).
 //  - Conversion as PIL's Image.convert("RGB") in torchvision's default loader: greyscale is
 //    replicated, alpha is dropped (not composited), palettes are expanded (transparency
 //    ignored). Bit-exact with Pillow for these (same libjpeg-turbo / libpng math).
