@@ -119,9 +119,14 @@ class PipelineCommand : public Command {
       } else {
         log::info("== stage ", i + 1, "/", stages.size(), " ", stage.name, where);
         const bool launch = stage.subcommand == "train" && opt_.train_nproc > 1;
-        std::vector<std::string> child{stage.subcommand};
-        child.insert(child.end(), args.begin(), args.end());
-        const int rc = launch ? launch_local({opt_.train_nproc}, child) : p.command->run(p.flags);
+        int rc = 0;
+        if (launch) {
+          std::vector<std::string> child{stage.subcommand};
+          child.insert(child.end(), args.begin(), args.end());
+          rc = launch_local({opt_.train_nproc}, child);
+        } else {
+          rc = p.command->run(p.flags);
+        }
         if (rc != 0) {
           log::error("stage ", stage.name, " failed (exit code ", rc, "); rerun the same "
                      "command to continue from here");

@@ -56,9 +56,9 @@ JpegHeader read_jpeg_header(std::string_view bytes) {
   }
 }
 
-// Width and height as the header declares them (JPEG's first frame, PNG's IHDR); 0 x 0 for
-// other formats, which OpenCV's own pixel limit guards.
-std::pair<int64_t, int64_t> declared_size(std::string_view bytes) {
+// Width and height as the header declares them (JPEG's first frame, from its header `jpeg`;
+// PNG's IHDR); 0 x 0 for other formats, which OpenCV's own pixel limit guards.
+std::pair<int64_t, int64_t> declared_size(std::string_view bytes, const JpegHeader& jpeg) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() >= 24 && bytes.substr(0, 8) == "\x89PNG\r\n\x1a\n" &&
       bytes.substr(12, 4) == "IHDR") {
@@ -68,8 +68,7 @@ std::pair<int64_t, int64_t> declared_size(std::string_view bytes) {
     };
     return {be32(16), be32(20)};
   }
-  const JpegHeader h = read_jpeg_header(bytes);
-  return {h.width, h.height};
+  return {jpeg.width, jpeg.height};
 }
 
 // Whether the bytes start like a format torchvision's ImageFolder loads (JPEG, PNG, BMP, WebP,
@@ -84,10 +83,7 @@ bool is_imagefolder_format(std::string_view b) {
          (b.size() >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6');
 }
 
-}  // namespace
-
-bool jpeg_is_complete(std::string_view bytes) {
-  const JpegHeader h = read_jpeg_header(bytes);
+bool jpeg_is_complete(std::string_view bytes, const JpegHeader& h) {
   if (!h.is_jpeg || h.eoi_before_scan) return true;  // not ours to judge / the decoder will
   if (h.ends_before_scan) return false;
   // Entropy-coded data never holds 0xFF 0xD9 (0xFF is stuffed), so any such pair after the
@@ -98,6 +94,12 @@ bool jpeg_is_complete(std::string_view bytes) {
   return false;
 }
 
+}  // namespace
+
+bool jpeg_is_complete(std::string_view bytes) {
+  return jpeg_is_complete(bytes, read_jpeg_header(bytes));
+}
+
 Image decode_image(std::string_view bytes, const std::string& name, bool exif_orientation) {
   XDINO_CHECK(!bytes.empty(), "cannot decode ", name, ": the file is empty");
   XDINO_CHECK(bytes.size() < static_cast<size_t>(INT_MAX), "cannot decode ", name, ": ",
@@ -105,9 +107,10 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
   XDINO_CHECK(is_imagefolder_format(bytes), "cannot decode ", name,
               ": not an image format torchvision's ImageFolder reads (JPEG, PNG, BMP, WebP, "
               "TIFF, PPM/PGM/PBM)");
-  XDINO_CHECK(jpeg_is_complete(bytes), "cannot decode ", name,
+  const JpegHeader jpeg = read_jpeg_header(bytes);  // walked once for both checks
+  XDINO_CHECK(jpeg_is_complete(bytes, jpeg), "cannot decode ", name,
               ": truncated JPEG (no end-of-image marker)");
-  const auto [width, height] = declared_size(bytes);
+  const auto [width, height] = declared_size(bytes, jpeg);
   // PNG sizes are 32-bit: the product can pass 2^63 (fuzz_decode found it), so divide.
   XDINO_CHECK(width == 0 || height <= kMaxImagePixels / width, "cannot decode ", name,
               ": it declares ", width,
