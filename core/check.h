@@ -39,6 +39,9 @@ std::string concat(const Parts&... parts) {
   return os.str();
 }
 
+// The message with each line break replaced by a space (a user's value may hold one).
+std::string one_line(std::string message);
+
 std::string located(const std::string& message, const char* condition, const char* file,
                     int line);
 
@@ -56,10 +59,13 @@ std::string located(const std::string& message, const char* condition, const cha
   } while (0)
 
 // Usage errors are the user's to fix: the message alone, no source location.
-#define XDINO_CHECK_ARG(cond, ...)                                                         \
-  do {                                                                                     \
-    if (!(cond)) throw ::xdino::UsageError(::xdino::detail::concat(__VA_ARGS__));          \
+#define XDINO_USAGE_ERROR_(...) \
+  ::xdino::UsageError(::xdino::detail::one_line(::xdino::detail::concat(__VA_ARGS__)))
+
+#define XDINO_CHECK_ARG(cond, ...)                        \
+  do {                                                    \
+    if (!(cond)) throw XDINO_USAGE_ERROR_(__VA_ARGS__);   \
   } while (0)
 
 #define XDINO_FAIL(...) XDINO_THROW_(::xdino::Error, nullptr, ##__VA_ARGS__)
-#define XDINO_FAIL_ARG(...) throw ::xdino::UsageError(::xdino::detail::concat(__VA_ARGS__))
+#define XDINO_FAIL_ARG(...) throw XDINO_USAGE_ERROR_(__VA_ARGS__)

@@ -1,10 +1,13 @@
-// The image-data fuzz entry points (see targets.h): IDX files and image decoding. LibTorch-free
-// (OpenCV, zlib), so the instrumented build of these targets compiles no LibTorch header.
+// The image-data fuzz entry points (see targets.h): IDX files, image decoding, HDF5 shards.
+// LibTorch-free (OpenCV, zlib, HDF5), so the instrumented build of these targets compiles no
+// LibTorch header.
 #include <algorithm>
 #include <string_view>
 
 #include "augment/data/decode.h"
+#include "augment/data/h5_dataset.h"
 #include "augment/data/idx_dataset.h"
+#include "fuzz/h5_builder.h"
 #include "fuzz/targets.h"
 
 namespace xdino::fuzz {
@@ -28,6 +31,33 @@ void fuzz_decode(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   (void)augment::jpeg_is_complete(bytes);
   (void)augment::decode_image(bytes, "fuzz input");
+}
+
+void fuzz_h5(const uint8_t* data, size_t size) {
+  ByteReader in(data, size);
+  const bool two_shards = in.u8() & 1;
+  const H5Schema schema{{{"images", H5T_NATIVE_UINT8, 1},
+                         {"offsets", H5T_NATIVE_INT64, 1},
+                         {"labels", H5T_NATIVE_INT64, 1},
+                         {"paths", H5T_C_S1, 1},
+                         {"class_names", H5T_C_S1, 1}},
+                        {"format", "version"}};
+  TempInput file(nullptr, 0, ".h5");
+  build_h5(in, schema, file.path());
+  std::vector<std::filesystem::path> shards{file.path()};
+  if (two_shards) shards.push_back(file.path());
+  const augment::H5Dataset set(shards);
+  const int64_t classes = static_cast<int64_t>(set.class_names().size());
+  for (const int64_t i : {int64_t{0}, set.size() / 2, set.size() - 1}) {
+    if (i < 0) continue;
+    // What the constructor accepted holds: labels are class ids or -1, every image's bytes lie
+    // inside /images.
+    const int64_t label = set.label(i);
+    if (label < -1 || label >= classes) invariant_broken("accepted a label outside the classes");
+    (void)set.path(i);
+    (void)set.encoded(i);
+    (void)set.load(i);
+  }
 }
 
 }  // namespace xdino::fuzz

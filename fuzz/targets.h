@@ -10,6 +10,8 @@
 //    practice xdino::Error) when the parser rejected it; anything else (a crash, a sanitizer
 //    report, an unbounded allocation) is the bug the fuzzer looks for.
 //  - The libFuzzer wrappers swallow std::exception: a rejected input is a correct outcome.
+//  - Where an accepted input promises more (a round trip, a bound), a broken promise aborts
+//    through invariant_broken().
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,20 @@ void fuzz_idx(const uint8_t* data, size_t size);
 // augment/data/decode: jpeg_is_complete and decode_image on the bytes (JPEG, PNG, ... through
 // OpenCV, plus our EXIF orientation parsing).
 void fuzz_decode(const uint8_t* data, size_t size);
+
+// augment/data/h5_dataset: H5Dataset on an HDF5 shard that the input describes (structure-
+// aware: fuzz/h5_builder.h), once or as two shards; then samples' labels, paths and images.
+void fuzz_h5(const uint8_t* data, size_t size);
+// eval/features_io: read_features on an HDF5 feature file that the input describes; what it
+// accepts must survive write_features + read_features bit for bit.
+void fuzz_features(const uint8_t* data, size_t size);
+// launch/flags: Flags::parse of an INI file (the bytes up to the first NUL) and command-line
+// arguments (the NUL-separated rest); what it accepts must read back unchanged from to_ini().
+void fuzz_flags(const uint8_t* data, size_t size);
+
+// A property of an accepted input that does not hold: prints `what` and aborts (a rejected input
+// throws, which the fuzzers count as correct; this must count as the bug it is).
+[[noreturn]] void invariant_broken(const char* what);
 
 // A temporary file holding the bytes, removed when this goes out of scope.
 class TempInput {

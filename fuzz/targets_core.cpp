@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -15,6 +16,11 @@
 #include "core/pth/zip.h"
 
 namespace xdino::fuzz {
+
+void invariant_broken(const char* what) {
+  std::fprintf(stderr, "fuzz invariant broken: %s\n", what);
+  std::abort();
+}
 
 TempInput::TempInput(const uint8_t* data, size_t size, const char* suffix) {
   const char* dir = std::getenv("TMPDIR");

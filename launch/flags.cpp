@@ -78,6 +78,21 @@ bool parse_bool(const std::string& name, const std::string& s, const std::string
   bad_value(name, s, "a boolean (true/false, on/off, 1/0)", where);
 }
 
+// config.ini records every effective value (to_ini), and an INI file cannot hold some strings:
+// boost's reader ends a value at '#', trims spaces and reads one line. Such a value from the
+// command line is refused here rather than recorded as something else (a rerun with that
+// config.ini would then write to another --output_dir).
+const std::string& recordable(const std::string& name, const std::string& s) {
+  const auto bad = [](char c) { return c == '#' || c == '\n' || c == '\r' || c == '\0'; };
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  XDINO_CHECK_ARG(std::none_of(s.begin(), s.end(), bad) &&
+                      (s.empty() || (!space(s.front()) && !space(s.back()))),
+                  "value '", s, "' for --", name,
+                  " cannot be recorded in config.ini (no '#', line breaks, or spaces at either "
+                  "end): rename it");
+  return s;
+}
+
 template <typename T, typename Render>
 std::string join(const std::vector<T>& v, Render render) {
   std::string out;
@@ -152,7 +167,9 @@ Flags& Flags::add(const std::string& name, double* field, const std::string& hel
 
 Flags& Flags::add(const std::string& name, std::string* field, const std::string& help) {
   return add_flag({name, help, "STR", false,
-                   [=](const std::vector<std::string>& t) { *field = single(t, name); },
+                   [=](const std::vector<std::string>& t) {
+                     *field = recordable(name, single(t, name));
+                   },
                    [=] { return *field; }});
 }
 
@@ -177,7 +194,10 @@ Flags& Flags::add(const std::string& name, std::vector<double>* field, const std
 Flags& Flags::add(const std::string& name, std::vector<std::string>* field,
                   const std::string& help) {
   return add_flag({name, help, "STR...", true,
-                   [=](const std::vector<std::string>& t) { *field = t; },
+                   [=](const std::vector<std::string>& t) {
+                     for (const auto& s : t) recordable(name, s);
+                     *field = t;
+                   },
                    [=] { return join(*field, [](const std::string& s) { return s; }); }});
 }
 
@@ -221,8 +241,12 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
 
   po::parsed_options cli(&desc);
   try {
+    // An empty positional description makes boost throw on a stray argument; without one it
+    // returns the argument as an option with no name.
+    const po::positional_options_description no_positionals;
     cli = po::command_line_parser(args)
               .options(desc)
+              .positional(no_positionals)
               .style(po::command_line_style::default_style &
                      ~po::command_line_style::allow_guessing)
               .run();
@@ -303,7 +327,12 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
   }
   XDINO_CHECK_ARG(variant_.empty() || found_variant, "--variant ", variant_, ": no [", command_,
                   ":", variant_, "] section in the config files");
-  for (const auto& [name, tokens] : cli_values) assign(*find(name), tokens, "");
+  for (const auto& [name, tokens] : cli_values) {
+    const Flag* flag = find(name);
+    XDINO_CHECK_ARG(flag != nullptr, "unexpected argument '", name, "' for 'dino ", command_,
+                    "' (see 'dino ", command_, " --help')");
+    assign(*flag, tokens, "");
+  }
   return true;
 }
 

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-1000000}
 MAX_TIME=${MAX_TIME:-1800}
 BUILD=${BUILD:-build-fuzz}
-ALL=(json pth_zip pth idx decode)
+ALL=(json pth_zip pth idx decode h5 features flags)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 

@@ -191,6 +191,13 @@ const std::vector<BadInput>& table() {
          return std::vector<std::string>{"train", "--data_path", (r / "img").string(), "--device",
                                          "cpu", "--precision", "fp16"};
        }},
+      {"a stray argument", 2, "unexpected argument for 'dino train': flags take the form --name value",
+       [](const fs::path&) { return std::vector<std::string>{"train", "runs/exp"}; }},
+      {"a value config.ini cannot record", 2,
+       "value 'runs/exp#1' for --output_dir cannot be recorded in config.ini",
+       [](const fs::path&) {
+         return std::vector<std::string>{"train", "--output_dir", "runs/exp#1"};
+       }},
       {"an output dir that cannot be created", 1, "cannot create directories: Not a directory",
        [](const fs::path& r) { return knn_with(r, "", {"--output_dir", (r / "a_file" / "o").string()}); }},
       {"a full disk or a file-size limit while writing (ENOSPC, EFBIG)", 1,

@@ -42,3 +42,20 @@ TEST(Check, MessagesStayOnOneLine) {
     EXPECT_NE(what.find("second"), std::string::npos) << what;
   }
 }
+
+// A user's value may hold a line break (found by fuzz_flags); the usage error stays one line.
+TEST(Check, UsageMessagesStayOnOneLine) {
+  const std::string value = "two\nlines\r";
+  try {
+    XDINO_CHECK_ARG(value.empty(), "bad value '", value, "'");
+    FAIL() << "XDINO_CHECK_ARG must throw";
+  } catch (const xdino::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "bad value 'two lines '");
+  }
+  try {
+    XDINO_FAIL_ARG("a\nb");
+    FAIL() << "XDINO_FAIL_ARG must throw";
+  } catch (const xdino::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "a b");
+  }
+}

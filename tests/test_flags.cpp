@@ -198,6 +198,40 @@ TEST(Flags, EffectiveConfigRoundTrips) {
   EXPECT_EQ(g.to_ini(), f.to_ini());
 }
 
+// Found by fuzz_flags: a stray argument reached the value loop as an option with no name.
+TEST(Flags, StrayArgumentsAreNamedNotDereferenced) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"foo"}, {"-"}, {""}, {"--lr", "0.1", "extra"}}) {
+    Opts o;
+    Flags f("train");
+    declare(f, o);
+    EXPECT_NE(error_of(f, args).find("unexpected argument for 'dino train'"), std::string::npos)
+        << args.back();
+  }
+}
+
+// boost's INI reader cuts a value at '#', trims it and reads one line, so these strings would be
+// recorded in config.ini as other values; they are refused where they are given. (A list splits
+// at spaces and line breaks anyway, so for it only '#' is at stake.)
+TEST(Flags, ValuesConfigIniCannotHoldAreRefused) {
+  for (const std::string& bad : {"runs/exp#1", " lead", "trail ", "two\nlines", "#"}) {
+    for (const char* name : {"arch", "runs"}) {
+      if (std::string(name) == "runs" && bad.find('#') == std::string::npos) continue;
+      Opts o;
+      Flags f("train");
+      declare(f, o);
+      const std::string err = error_of(f, {std::string("--") + name, bad});
+      EXPECT_NE(err.find("cannot be recorded in config.ini"), std::string::npos) << name << bad;
+      EXPECT_EQ(err.find('\n'), std::string::npos);
+    }
+  }
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  EXPECT_EQ(error_of(f, {"--arch", "in side", "--runs", "a/b.c", "[x]"}), "");
+  EXPECT_EQ(o.arch, "in side");
+}
+
 TEST(Flags, FormatDoubleMatchesPythonRepr) {
   EXPECT_EQ(xdino::python_repr(0.0005), "0.0005");
   EXPECT_EQ(xdino::python_repr(3.0), "3.0");

@@ -187,6 +187,9 @@ TEST(H5Pack, WeReadH5pyWrittenFilesContiguousOrCompressed) {
   const H5Dataset a({out / "a.h5"});
   EXPECT_EQ(a.class_names(), (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(a.path(2), (out / "a.h5").string() + "#2");
+  // A path-less shard's name is made when asked, with the index inside that shard.
+  const H5Dataset twice({out / "a.h5", out / "a.h5"});
+  EXPECT_EQ(twice.path(4), (out / "a.h5").string() + "#1");
   EXPECT_EQ(a.direct_shards(), 1);
   const H5Dataset b({out / "b.h5"});
   EXPECT_EQ(b.direct_shards(), 0);  // compressed: read through HDF5

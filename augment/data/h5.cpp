@@ -1,5 +1,6 @@
 #include "augment/data/h5.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -53,6 +54,25 @@ struct Lock {
 std::string why() {
   const std::string e = last_error();
   return e.empty() ? "HDF5 error" : e;
+}
+
+// A dataset's shape is only a declaration: a chunked dataset may declare 2^40 elements and
+// store none (HDF5 then reads fill values), and reading it whole would allocate all of them.
+// Before anyone sizes memory by the shape, the declared bytes must be within what the file
+// stores times deflate's largest compression ratio (1032:1), with 1 KiB of slack for tiny
+// datasets (a small unwritten dataset reads as its fill values, which is harmless).
+void check_storage(hid_t dataset, hid_t space, const std::string& where) {
+  const hssize_t elements = H5Sget_simple_extent_npoints(space);
+  XDINO_CHECK(elements >= 0, "cannot read the shape of a dataset of ", where, ": ", why());
+  const H5Object type(H5Dget_type(dataset), H5Tclose);
+  const size_t element_bytes = type.valid() ? std::max<size_t>(H5Tget_size(type.get()), 1) : 1;
+  const uint64_t stored = H5Dget_storage_size(dataset);
+  constexpr uint64_t kMaxRatio = 1032, kSlack = 1024;
+  const uint64_t limit = kMaxRatio * std::max<uint64_t>(stored, kSlack);
+  XDINO_CHECK(static_cast<uint64_t>(elements) <= limit / element_bytes, "a dataset of ", where,
+              " declares ", elements, " elements of ", element_bytes,
+              " bytes but the file stores only ", stored, " bytes of it (corrupt, or never "
+              "written)");
 }
 
 }  // namespace
@@ -109,6 +129,7 @@ int64_t dataset_length(const H5Object& dataset, const std::string& where) {
   XDINO_CHECK(space.valid(), "cannot read the shape of a dataset of ", where, ": ", why());
   XDINO_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, "a dataset of ", where,
               " is not one-dimensional");
+  check_storage(dataset.get(), space.get(), where);
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.get(), &n, nullptr);
   return static_cast<int64_t>(n);
@@ -120,6 +141,7 @@ std::vector<int64_t> dataset_shape(const H5Object& dataset, const std::string& w
   XDINO_CHECK(space.valid(), "cannot read the shape of a dataset of ", where, ": ", why());
   const int rank = H5Sget_simple_extent_ndims(space.get());
   XDINO_CHECK(rank >= 0, "cannot read the shape of a dataset of ", where, ": ", why());
+  check_storage(dataset.get(), space.get(), where);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
   return std::vector<int64_t>(dims.begin(), dims.end());
@@ -308,10 +330,29 @@ bool has_attribute(const H5Object& object, const std::string& name) {
   return H5Aexists(object.get(), name.c_str()) > 0;
 }
 
+namespace {
+
+// Attributes here hold one value: H5Aread of an array into one would write past it.
+H5Object open_single_attribute(const H5Object& object, const std::string& name) {
+  H5Object a(H5Aopen(object.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  XDINO_CHECK(a.valid(), "cannot open attribute '", name, "': ", why());
+  const H5Object space(H5Aget_space(a.get()), H5Sclose);
+  const hssize_t values = space.valid() ? H5Sget_simple_extent_npoints(space.get()) : -1;
+  if (values != 1) {
+    char file[4096] = "an HDF5 file";
+    H5Fget_name(object.get(), file, sizeof file);
+    XDINO_FAIL("attribute '", name, "' of ", file, " holds ", values,
+               " values where one is expected (corrupt or foreign file)");
+  }
+  return a;
+}
+
+}  // namespace
+
 std::string read_string_attribute(const H5Object& object, const std::string& name) {
   Lock lock;
   if (H5Aexists(object.get(), name.c_str()) <= 0) return "";
-  const H5Object a(H5Aopen(object.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  const H5Object a = open_single_attribute(object, name);
   const H5Object stored(H5Aget_type(a.get()), H5Tclose);
   if (H5Tget_class(stored.get()) != H5T_STRING) return "";
   if (H5Tis_variable_str(stored.get()) > 0) {
@@ -333,7 +374,7 @@ std::string read_string_attribute(const H5Object& object, const std::string& nam
 int64_t read_int_attribute(const H5Object& object, const std::string& name) {
   Lock lock;
   if (H5Aexists(object.get(), name.c_str()) <= 0) return -1;
-  const H5Object a(H5Aopen(object.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  const H5Object a = open_single_attribute(object, name);
   int64_t v = -1;
   if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return -1;
   return v;

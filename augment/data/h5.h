@@ -47,6 +47,8 @@ H5Object create_file(const std::string& path);  // truncates
 H5Object open_dataset(const H5Object& file, const std::string& name, const std::string& where);
 bool has_object(const H5Object& file, const std::string& name);
 
+// dataset_length and dataset_shape throw when the declared shape holds more bytes than the file
+// stores times 1032 (deflate's largest ratio), plus 1 KiB: callers size memory by the shape.
 // Number of elements of a 1-D dataset.
 int64_t dataset_length(const H5Object& dataset, const std::string& where);
 // Dimensions of a dataset of any rank.
@@ -79,7 +81,7 @@ void write_bytes(const H5Object& dataset, int64_t begin, const uint8_t* data, in
 void write_attribute(const H5Object& object, const std::string& name, const std::string& value);
 void write_attribute(const H5Object& object, const std::string& name, int64_t value);
 bool has_attribute(const H5Object& object, const std::string& name);
-// "" / -1 when the attribute does not exist.
+// "" / -1 when the attribute does not exist; an attribute holding other than one value throws.
 std::string read_string_attribute(const H5Object& object, const std::string& name);
 int64_t read_int_attribute(const H5Object& object, const std::string& name);
 

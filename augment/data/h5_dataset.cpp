@@ -20,6 +20,7 @@ struct H5Dataset::Shard {
   h5::H5Object images;       // for the HDF5 read path
   std::vector<int64_t> offsets;
   int64_t data_address = -1;  // file offset of /images when contiguous, else -1
+  int64_t first_path = -1;    // index of its first stored path in paths_, or -1: none stored
   int fd = -1;
 
   void read(int64_t begin, int64_t end, uint8_t* out) const {
@@ -104,6 +105,9 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
     for (int64_t l : labels) {
       XDINO_CHECK(l >= (labeled ? 0 : -1), where, ": label ", l,
                   " in a labeled dataset (mixing -1 and class ids)");
+      // Labels are stored as int32 and, without class names, name classes 0..max: bound them.
+      XDINO_CHECK(l < kH5MaxClasses, where, ": label ", l, " is beyond the ", kH5MaxClasses,
+                  " classes a dataset may have (corrupt labels?)");
       XDINO_CHECK(!have_names || l < static_cast<int64_t>(classes_.size()), where, ": label ", l,
                   " but only ", classes_.size(), " class names");
       labels_.push_back(static_cast<int32_t>(l));
@@ -113,10 +117,9 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
       const std::vector<std::string> paths = h5::read_strings(s->handle, "paths", where);
       XDINO_CHECK(static_cast<int64_t>(paths.size()) == n, where, " has ", paths.size(),
                   " paths for ", n, " images");
+      s->first_path = static_cast<int64_t>(paths_.size());
       for (const std::string& p : paths) paths_.push_back(p);
-    } else {
-      for (int64_t i = 0; i < n; ++i) paths_.push_back(where + "#" + std::to_string(i));
-    }
+    }  // else path(i) makes "<shard>#<i>" when asked (a million-image shard need not hold them)
     s->enable_direct_reads(images_length);
     first_.push_back(k == 0 ? 0 : first_.back() + static_cast<int64_t>(shards_.back()->offsets.size()) - 1);
     shards_.push_back(std::move(s));
@@ -156,8 +159,10 @@ int64_t H5Dataset::label(int64_t i) const {
 }
 
 std::string H5Dataset::path(int64_t i) const {
-  check_index(i);
-  return std::string(paths_[static_cast<size_t>(i)]);
+  int64_t j = 0;
+  const Shard& s = shard_of(i, &j);
+  if (s.first_path < 0) return s.file + "#" + std::to_string(j);
+  return std::string(paths_[static_cast<size_t>(s.first_path + j)]);
 }
 
 std::string H5Dataset::encoded(int64_t i) const {

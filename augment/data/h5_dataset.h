@@ -18,7 +18,9 @@
 //    image's bytes with pread() at the address HDF5 reports for the contiguous /images
 //    (no HDF5 lock on the hot path), or through HDF5 when /images is chunked or compressed.
 //  - path(i) = the stored path, or "<shard file>#<i>" when the shard has none.
-//  - Inconsistent files throw xdino::Error naming the shard and the problem.
+//  - Inconsistent files throw xdino::Error naming the shard and the problem: offsets outside
+//    /images, counts that disagree, labels below -1 or from kH5MaxClasses on, datasets that
+//    declare more than the file stores (h5.h).
 #pragma once
 
 #include <filesystem>
@@ -32,6 +34,8 @@ namespace xdino::augment {
 
 inline constexpr const char* kH5Format = "xdino-encoded-images";
 inline constexpr int64_t kH5Version = 1;
+// Labels must be below this (ImageNet-21k has 21841 classes).
+inline constexpr int64_t kH5MaxClasses = int64_t{1} << 20;
 
 class H5Dataset : public Dataset {
  public:
@@ -61,7 +65,7 @@ class H5Dataset : public Dataset {
   std::vector<int64_t> first_;  // global index of each shard's first sample
   std::vector<std::string> classes_;
   std::vector<int32_t> labels_;
-  StringList paths_;
+  StringList paths_;  // the shards' stored paths (Shard::first_path)
   bool exif_orientation_;
 };
 
