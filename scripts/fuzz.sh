@@ -23,6 +23,10 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 nice -n 15 ninja -C "$BUILD" -j1 "${TARGETS[@]/#/fuzz_}" >/dev/null
 
+# The targets write each input to a temporary file: keep those in memory where /dev/shm exists
+# (a disk stalled by other work once turned an unlink into a 1 s timeout).
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
+
 status=0
 for t in "${TARGETS[@]}"; do
   work="$BUILD/corpus/$t" art="$BUILD/artifacts/$t" log="$BUILD/fuzz_$t.log"
