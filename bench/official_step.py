@@ -46,7 +46,8 @@ OFFICIAL = os.path.join(HERE, "official")
 
 
 def import_official():
-    paths = [os.path.join(OFFICIAL, p) for p in ("timm-0.4.9", "xcit", "dino")]
+    # dino first: its utils.py is the one main_dino.py imports (xcit has a utils.py of its own).
+    paths = [os.path.join(OFFICIAL, p) for p in ("dino", "timm-0.4.9", "xcit")]
     missing = [p for p in paths if not os.path.isdir(p)]
     if missing:
         sys.exit(f"official_step.py: {missing[0]} is missing; run scripts/fetch_official.sh first")
