@@ -1,7 +1,7 @@
 // Entry points of the fuzz targets (issue 17), shared by the libFuzzer executables
-// (fuzz/fuzz_<name>.cpp, built only with -DXDINO_FUZZ=ON) and by the ordinary GoogleTest
-// replay of found inputs (tests/test_fuzz_regressions.cpp), so a regression file exercises
-// exactly the code the fuzzer ran.
+// (fuzz/fuzz_main.cpp, one executable per entry point, built only with -DXDINO_FUZZ=ON) and by
+// the ordinary GoogleTest replay of found inputs (tests/test_fuzz_regressions.cpp), so a
+// regression file exercises exactly the code the fuzzer ran.
 //
 // Contract:
 //  - Each function feeds `data` to one parser of outside input through its public entry point
