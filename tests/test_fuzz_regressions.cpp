@@ -57,16 +57,15 @@ TEST(FuzzRegressions, Json) { replay("json", xdino::fuzz::fuzz_json); }
 TEST(FuzzRegressions, PthZip) { replay("pth", xdino::fuzz::fuzz_pth_zip); }
 TEST(FuzzRegressions, Pth) { replay("pth", xdino::fuzz::fuzz_pth); }
 
+#if XDINO_FUZZ_FLAGS
+TEST(FuzzRegressions, Flags) { replay("flags", xdino::fuzz::fuzz_flags); }
+#endif
+
 #if XDINO_FUZZ_DATA
 TEST(FuzzRegressions, Idx) { replay("idx", xdino::fuzz::fuzz_idx); }
 TEST(FuzzRegressions, Decode) { replay("decode", xdino::fuzz::fuzz_decode); }
 TEST(FuzzRegressions, H5) { replay("h5", xdino::fuzz::fuzz_h5); }
 TEST(FuzzRegressions, Features) { replay("features", xdino::fuzz::fuzz_features); }
-#endif
-#if XDINO_FUZZ_FLAGS
-TEST(FuzzRegressions, Flags) { replay("flags", xdino::fuzz::fuzz_flags); }
-#endif
-#if XDINO_FUZZ_DATA
 
 // IDX dimensions whose product passes 2^63 are a corrupt header, not an overflow.
 TEST(FuzzRegressions, IdxDimensionOverflowIsChecked) {
