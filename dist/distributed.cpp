@@ -3,8 +3,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -61,10 +63,18 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
 // Publishes "I am alive" and "I am at collective #n" to the store from its own thread and
 // connection, so a peer can tell a dead process (no heartbeat) from a hung one (heartbeat,
 // but behind in collectives).
+//
+// Every store connection is made here, while all ranks are alive. A TCPStore connected after
+// a failure can reach a rank 0 that is still dying: the kernel accepts it into the backlog of
+// the listening socket, then resets it when that socket closes, and LibTorch 1.13's TCPStore
+// callback thread lets the reset escape (std::terminate instead of our one-line error; seen
+// once in about 20 kills of rank 0 under load). Connections made earlier only ever see an
+// orderly close.
 class PeerMonitor {
  public:
-  PeerMonitor(const DistConfig& config) : config_(config) {
-    store_ = make_store(config_, false, config_.timeout);
+  explicit PeerMonitor(const DistConfig& config) : config_(config) {
+    beat_store_ = make_store(config_, false, config_.timeout);
+    probe_store_ = make_store(config_, false, config_.timeout);
     thread_ = std::thread([this] { loop(); });
   }
   ~PeerMonitor() { stop(); }
@@ -81,49 +91,70 @@ class PeerMonitor {
 
   void entering_collective() { ++sequence_; }
 
-  // Names the lost rank(s), in words, after a collective failed. Never throws.
-  std::string diagnose() {
+  // Names the lost rank(s), in words, after a collective failed. Never throws, and returns
+  // within kProbeDeadline: the probe runs on its own thread because a stopped store host
+  // accepts requests and never answers (c10d sets no receive timeout), and that thread is
+  // left behind if it does not finish.
+  std::string diagnose() const {
+    const std::string store_host =
+        "lost rank 0: its rendezvous store at " + config_.master_addr + ":" +
+        std::to_string(config_.master_port);
     try {
-      auto store = make_store(config_, false, std::chrono::seconds(5));
-      std::vector<int64_t> beats0(config_.world_size), beats1(config_.world_size),
-          seq(config_.world_size);
-      for (int r = 0; r < config_.world_size; ++r) beats0[r] = store->add(key("beat", r), 0);
-      std::this_thread::sleep_for(kHeartbeat * 5);
-      for (int r = 0; r < config_.world_size; ++r) {
-        beats1[r] = store->add(key("beat", r), 0);
-        seq[r] = store->add(key("seq", r), 0);
-      }
-      std::ostringstream dead, hung;
-      const int64_t max_seq = *std::max_element(seq.begin(), seq.end());
-      for (int r = 0; r < config_.world_size; ++r) {
-        if (r == config_.rank) continue;
-        if (store->add(key("done", r), 0) > 0) continue;
-        if (beats1[r] == beats0[r])
-          dead << (dead.tellp() > 0 ? ", " : "") << r;
-        else if (seq[r] < max_seq)
-          hung << (hung.tellp() > 0 ? ", " : "") << r << " (at collective " << seq[r] << " of "
-               << max_seq << ")";
-      }
-      if (dead.tellp() > 0)
-        return "lost rank " + dead.str() + ": the process died or is stopped (no heartbeat)";
-      if (hung.tellp() > 0) return "lost rank " + hung.str() + ": the process is alive but hung";
-      return "a peer failed, but every rank still answers (network trouble?)";
-    } catch (const std::exception&) {
-      return "lost rank 0: its rendezvous store at " + config_.master_addr + ":" +
-             std::to_string(config_.master_port) + " no longer answers (the process died)";
+      auto answer = std::make_shared<std::promise<std::string>>();
+      auto future = answer->get_future();
+      std::thread([store = probe_store_, config = config_, answer, store_host] {
+        try {
+          answer->set_value(probe(*store, config));
+        } catch (const std::exception&) {
+          answer->set_value(store_host + " no longer answers (the process died)");
+        }
+      }).detach();
+      if (future.wait_for(kProbeDeadline) == std::future_status::ready) return future.get();
+      return store_host + " does not answer (the process is stopped or hung)";
+    } catch (const std::exception& e) {
+      return std::string("a peer failed (no diagnosis: ") + e.what() + ")";
     }
   }
 
  private:
+  static constexpr auto kProbeDeadline = kHeartbeat * 5 + std::chrono::seconds(5);
+
+  // Reads every rank's heartbeat twice, kHeartbeat * 5 apart. Throws if the store is gone.
+  static std::string probe(c10d::TCPStore& store, const DistConfig& config) {
+    std::vector<int64_t> beats0(config.world_size), beats1(config.world_size),
+        seq(config.world_size);
+    for (int r = 0; r < config.world_size; ++r) beats0[r] = store.add(key("beat", r), 0);
+    std::this_thread::sleep_for(kHeartbeat * 5);
+    for (int r = 0; r < config.world_size; ++r) {
+      beats1[r] = store.add(key("beat", r), 0);
+      seq[r] = store.add(key("seq", r), 0);
+    }
+    std::ostringstream dead, hung;
+    const int64_t max_seq = *std::max_element(seq.begin(), seq.end());
+    for (int r = 0; r < config.world_size; ++r) {
+      if (r == config.rank) continue;
+      if (store.add(key("done", r), 0) > 0) continue;
+      if (beats1[r] == beats0[r])
+        dead << (dead.tellp() > 0 ? ", " : "") << r;
+      else if (seq[r] < max_seq)
+        hung << (hung.tellp() > 0 ? ", " : "") << r << " (at collective " << seq[r] << " of "
+             << max_seq << ")";
+    }
+    if (dead.tellp() > 0)
+      return "lost rank " + dead.str() + ": the process died or is stopped (no heartbeat)";
+    if (hung.tellp() > 0) return "lost rank " + hung.str() + ": the process is alive but hung";
+    return "a peer failed, but every rank still answers (network trouble?)";
+  }
+
   void loop() {
     int64_t published = 0;  // the store's counter only grows, so publish the difference
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stopped_) {
       lock.unlock();
       try {
-        store_->add(key("beat", config_.rank), 1);
+        beat_store_->add(key("beat", config_.rank), 1);
         const int64_t now = sequence_.load();
-        if (now != published) store_->add(key("seq", config_.rank), now - published);
+        if (now != published) beat_store_->add(key("seq", config_.rank), now - published);
         published = now;
       } catch (const std::exception&) {
         // The store host is gone; the main thread finds out at its next collective.
@@ -134,7 +165,8 @@ class PeerMonitor {
   }
 
   DistConfig config_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::TCPStore> beat_store_;   // the heartbeat thread's
+  c10::intrusive_ptr<c10d::TCPStore> probe_store_;  // diagnose()'s
   std::atomic<int64_t> sequence_{0};
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -194,10 +226,11 @@ class C10dCommunicator final : public Communicator {
   }
 
   ~C10dCommunicator() override {
-    monitor_.reset();
     if (failed_) {
-      // After a lost peer, tearing the group down can block on connections to it; the
-      // process is about to exit with an error anyway, so leave the group to the OS.
+      // After a lost peer, tearing down can block on connections to it (the group's, and the
+      // heartbeat thread's when the store host is stopped); the process is about to exit
+      // with an error anyway, so leave all of it to the OS.
+      (void)monitor_.release();
       (void)group_.release();
       (void)store_.release();
     }

@@ -11,7 +11,8 @@
 //  - Failure: every process runs a heartbeat thread that publishes liveness and the index of
 //    its current collective to the store. When a collective fails (a peer's socket closed) or
 //    times out (a peer hangs: `timeout`), the communicator throws xdino::Error with one line
-//    naming the lost rank and whether it died or hung, instead of hanging forever.
+//    naming the lost rank and whether it died or hung, instead of hanging forever. Rank 0 is
+//    judged by its store: gone (died) or silent for the probe's deadline (stopped or hung).
 //  - finalize() before a clean exit: barrier, then stop the heartbeat; rank 0 keeps the store
 //    alive until every rank has finalized.
 #pragma once

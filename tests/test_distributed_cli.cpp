@@ -243,3 +243,21 @@ TEST_F(DistributedCli, FrozenRankIsNamedAfterTheDistTimeout) {
   EXPECT_GT(r.seconds, 10) << "rank 0 must wait out --dist_timeout";
   EXPECT_LT(r.seconds, 40) << err;
 }
+
+TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStore) {
+  // A stopped rank 0 still accepts requests at its store and never answers them (c10d sets
+  // no receive timeout): rank 1's diagnosis must give up on it, not wait forever.
+  start_run(10);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(kill(ranks_.at(0), SIGSTOP), 0);
+  const auto r = finish_run();
+  const std::string err = read_file(out_ / "launch.err");
+  EXPECT_NE(err.find("on rank 1 failed: lost rank 0: its rendezvous store at "), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("does not answer (the process is stopped or hung)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("rank 1 (pid " + std::to_string(ranks_.at(1)) + ") exited with code 1"),
+            std::string::npos) << err;
+  EXPECT_GT(r.seconds, 10) << "rank 1 must wait out --dist_timeout";
+  EXPECT_LT(r.seconds, 45) << err;
+}
