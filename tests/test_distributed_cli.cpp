@@ -136,6 +136,24 @@ class DistributedCli : public ::testing::Test {
     EXPECT_EQ(count(err, "error: "), 1u) << "one failure line, from the survivor: " << err;
   }
 
+  // SIGSTOPs rank `victim`, which freezes it without closing its sockets: only --dist_timeout
+  // (10 s) ends the other rank's wait, which then exits 1 naming the victim. The launcher
+  // resumes and stops the victim.
+  void stop_rank(int victim, const std::vector<std::string>& survivor_says) {
+    start_run(10);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(kill(ranks_.at(victim), SIGSTOP), 0);
+    const auto r = finish_run();
+    const std::string err = read_file(out_ / "launch.err");
+    for (const auto& says : survivor_says) EXPECT_NE(err.find(says), std::string::npos) << err;
+    const int survivor = 1 - victim;
+    EXPECT_NE(err.find("rank " + std::to_string(survivor) + " (pid " +
+                       std::to_string(ranks_.at(survivor)) + ") exited with code 1"),
+              std::string::npos) << err;
+    EXPECT_GT(r.seconds, 10) << "the survivor must wait out --dist_timeout";
+    EXPECT_LT(r.seconds, 45) << err;
+  }
+
   void TearDown() override {
     if (launcher_ > 0) {
       kill(launcher_, SIGKILL);
@@ -229,35 +247,12 @@ TEST_F(DistributedCli, AKilledRankThenARerunEqualsAnUninterruptedRun) {
 }
 
 TEST_F(DistributedCli, FrozenRankIsNamedAfterTheDistTimeout) {
-  // SIGSTOP freezes rank 1 without closing its sockets: only --dist_timeout (10 s) ends
-  // rank 0's wait. The launcher then resumes and stops rank 1.
-  start_run(10);
-  if (HasFatalFailure()) return;
-  ASSERT_EQ(kill(ranks_.at(1), SIGSTOP), 0);
-  const auto r = finish_run();
-  const std::string err = read_file(out_ / "launch.err");
-  EXPECT_NE(err.find("all_reduce on rank 0 failed: lost rank 1: the process died or is stopped"),
-            std::string::npos) << err;
-  EXPECT_NE(err.find("rank 0 (pid " + std::to_string(ranks_.at(0)) + ") exited with code 1"),
-            std::string::npos) << err;
-  EXPECT_GT(r.seconds, 10) << "rank 0 must wait out --dist_timeout";
-  EXPECT_LT(r.seconds, 40) << err;
+  stop_rank(1, {"all_reduce on rank 0 failed: lost rank 1: the process died or is stopped"});
 }
 
 TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStore) {
   // A stopped rank 0 still accepts requests at its store and never answers them (c10d sets
   // no receive timeout): rank 1's diagnosis must give up on it, not wait forever.
-  start_run(10);
-  if (HasFatalFailure()) return;
-  ASSERT_EQ(kill(ranks_.at(0), SIGSTOP), 0);
-  const auto r = finish_run();
-  const std::string err = read_file(out_ / "launch.err");
-  EXPECT_NE(err.find("on rank 1 failed: lost rank 0: its rendezvous store at "), std::string::npos)
-      << err;
-  EXPECT_NE(err.find("does not answer (the process is stopped or hung)"), std::string::npos)
-      << err;
-  EXPECT_NE(err.find("rank 1 (pid " + std::to_string(ranks_.at(1)) + ") exited with code 1"),
-            std::string::npos) << err;
-  EXPECT_GT(r.seconds, 10) << "rank 1 must wait out --dist_timeout";
-  EXPECT_LT(r.seconds, 45) << err;
+  stop_rank(0, {"on rank 1 failed: lost rank 0: its rendezvous store at ",
+                "does not answer (the process is stopped or hung)"});
 }
