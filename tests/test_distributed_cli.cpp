@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "tests/support/require.h"
 #include "core/atomic_file.h"
