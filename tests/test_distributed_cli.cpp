@@ -152,7 +152,9 @@ class DistributedCli : public ::testing::Test {
                        std::to_string(ranks_.at(survivor)) + ") exited with code 1"),
               std::string::npos) << err;
     EXPECT_GT(r.seconds, 10) << "the survivor must wait out --dist_timeout";
-    EXPECT_LT(r.seconds, 45) << err;
+    // Bounded by --dist_timeout + the 7.5 s probe + the launcher's 2 s grace and 10 s to stop
+    // the victim, plus exits on a loaded machine (measured 24-36 s); a hang hits 90 s.
+    EXPECT_LT(r.seconds, 60) << err;
   }
 
   void TearDown() override {
