@@ -8,8 +8,8 @@
 #include <cstdlib>
 
 #include "launch/local_launcher.h"
-#include "dist/rendezvous.h"
-#include "dist/distributed.h"
+#include "distributed/rendezvous.h"
+#include "distributed/distributed.h"
 
 using namespace xdino;
 
@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
     // launch_local re-executes /proc/self/exe with "dino" as argv[0]; pass our arguments on.
     return launch::launch_local(o, {std::to_string(nproc), std::to_string(max_mb)});
   }
-  dist::DistConfig config = dist::dist_config_from_env();
-  auto comm = dist::connect(config);
+  distributed::DistConfig config = distributed::dist_config_from_env();
+  auto comm = distributed::connect(config);
   const int world = comm->world_size();
   if (comm->rank() == 0)
     std::printf("# %d processes, device %s\n%12s %12s %12s\n", world,

@@ -144,7 +144,7 @@ int run(int argc, char** argv) {
     for (const auto& dim : split(dims)) {
       std::filesystem::remove_all(out);
       std::filesystem::create_directories(out);
-      xdino::ssl::TrainOptions o;
+      xdino::ssl::DinoOptions o;
       o.arch = arch;
       o.head.out_dim = whole_number("--out_dim", dim);
       o.batch_size_per_gpu = batch;

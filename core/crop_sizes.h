@@ -1,6 +1,6 @@
 // How many crops DINO takes of an image, how large and from how much of it: the one place for
 // these defaults (main_dino.py's), shared by the augmentation (augment::MultiCropOptions) and
-// the training options (ssl::TrainOptions), which both derive from it so that the flags of
+// the training options (ssl::DinoOptions), which both derive from it so that the flags of
 // `dino train` and the augmentation cannot disagree. Plain values; std only, so the
 // LibTorch-only tiers can include it without OpenCV; in core/, the lowest tier both use.
 #pragma once

@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "augment/data/dataset.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "eval/features_io.h"
 #include "eval/frozen_backbone.h"
 #include "models/backbone.h"

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "core/json.h"

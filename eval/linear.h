@@ -28,7 +28,7 @@
 #include <limits>
 #include <optional>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "train/optim.h"
 
 namespace xdino::eval {

@@ -36,7 +36,7 @@
 
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "core/json.h"

@@ -26,7 +26,7 @@
 #include <string>
 
 #include "augment/data/dataset.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "models/backbone.h"
 
 namespace xdino::eval {

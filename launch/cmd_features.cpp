@@ -35,7 +35,7 @@ class FeaturesCommand : public Command {
 
  private:
   eval::FeaturesOptions opt_;
-  dist::DistOptions dist_;
+  distributed::DistOptions dist_;
 };
 
 }  // namespace

@@ -41,7 +41,7 @@ class KnnCommand : public Command {
 
  private:
   eval::KnnEvalOptions opt_;
-  dist::DistOptions dist_;
+  distributed::DistOptions dist_;
 };
 
 }  // namespace

@@ -53,7 +53,7 @@ class LinearCommand : public Command {
 
  private:
   eval::LinearEvalOptions opt_;
-  dist::DistOptions dist_;
+  distributed::DistOptions dist_;
 };
 
 }  // namespace

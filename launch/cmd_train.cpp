@@ -43,8 +43,8 @@ class LoaderSource : public ssl::DataSource {
   augment::DataLoader loader_;
 };
 
-// TrainOptions' crop flags as the augmentation's options (the rest keep DINO's defaults).
-augment::MultiCropOptions multi_crop_options(const ssl::TrainOptions& o) {
+// DinoOptions' crop flags as the augmentation's options (the rest keep DINO's defaults).
+augment::MultiCropOptions multi_crop_options(const ssl::DinoOptions& o) {
   augment::MultiCropOptions mo;
   static_cast<CropSizes&>(mo) = o;  // the crop flags, one assignment
   XDINO_CHECK_ARG(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
@@ -66,7 +66,7 @@ struct MonitorFlags {
 // Wires eval::OnlineKnn and curves.png into the trainer's epoch callbacks.
 class LearningMonitor {
  public:
-  LearningMonitor(const ssl::TrainOptions& o, const MonitorFlags& m, Communicator& comm,
+  LearningMonitor(const ssl::DinoOptions& o, const MonitorFlags& m, Communicator& comm,
                   torch::Device device)
       : o_(o), m_(m), comm_(comm), device_(device), dir_(o.output_dir) {
     XDINO_CHECK_ARG(m.knn_every >= 0, "--knn_every must be >= 0 (0 disables), got ", m.knn_every);
@@ -130,7 +130,7 @@ class LearningMonitor {
 
  private:
   using Clock = std::chrono::steady_clock;
-  const ssl::TrainOptions& o_;
+  const ssl::DinoOptions& o_;
   const MonitorFlags& m_;
   Communicator& comm_;
   torch::Device device_;
@@ -142,7 +142,7 @@ class LearningMonitor {
 class TrainCommand : public Command {
  public:
   void declare(Flags& f) override {
-    ssl::TrainOptions& o = opt_;
+    ssl::DinoOptions& o = opt_;
     f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
         .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
         .add("out_dim", &o.head.out_dim, "dimensionality of the DINO head output")
@@ -209,7 +209,7 @@ class TrainCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    ssl::TrainOptions o = opt_;
+    ssl::DinoOptions o = opt_;
     // main_dino.py: "we changed the name DeiT-S for ViT-S to avoid confusions".
     if (o.arch.rfind("deit", 0) == 0) o.arch = "vit" + o.arch.substr(4);
     XDINO_CHECK_ARG(o.dist_url == "env://", "--dist_url ", o.dist_url,
@@ -244,9 +244,9 @@ class TrainCommand : public Command {
   }
 
  private:
-  ssl::TrainOptions opt_;
+  ssl::DinoOptions opt_;
   MonitorFlags monitor_;
-  dist::DistOptions dist_;
+  distributed::DistOptions dist_;
 };
 
 }  // namespace

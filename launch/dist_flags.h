@@ -1,14 +1,14 @@
 // The --dist_timeout flag of every subcommand that connects processes (train, knn, linear,
-// features), bound to dist::DistOptions so its default lives in one place (dist/rendezvous.h).
+// features), bound to distributed::DistOptions so its default lives in one place (distributed/rendezvous.h).
 //
 // Contract: declare_dist_flags() adds the flags to `flags`, writing into `options`.
 #pragma once
 
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 #include "launch/flags.h"
 
 namespace xdino::launch {
 
-void declare_dist_flags(Flags& flags, dist::DistOptions& options);
+void declare_dist_flags(Flags& flags, distributed::DistOptions& options);
 
 }  // namespace xdino::launch

@@ -10,20 +10,20 @@
 #include "core/atomic_file.h"
 #include "core/blas.h"
 #include "core/log.h"
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 
 namespace xdino::launch {
 
-Session start_session(const dist::DistOptions& options) {
+Session start_session(const distributed::DistOptions& options) {
   Session s;
-  s.config = dist::dist_config_from_env(options);
-  const dist::DistConfig& c = s.config;
+  s.config = distributed::dist_config_from_env(options);
+  const distributed::DistConfig& c = s.config;
   // Processes sharing a node would otherwise each start one thread per core.
   if (c.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)
     at::set_num_threads(std::max<int>(
         1, static_cast<int>(std::thread::hardware_concurrency()) / c.local_world_size));
   log::set_rank(c.rank, c.world_size);
-  s.comm = dist::connect(c);
+  s.comm = distributed::connect(c);
   s.device = c.device;
   log::info(blas_summary(), "; ", at::get_num_threads(), " intra-op threads");
   if (c.world_size > 1)

@@ -3,7 +3,7 @@
 //
 // Contract:
 //  - start_session(options) reads the process layout from the launcher's environment
-//    (dist/rendezvous.h), gives each process of a node its share of the cores when
+//    (distributed/rendezvous.h), gives each process of a node its share of the cores when
 //    OMP_NUM_THREADS is unset, tags the log with the rank, connects the processes (one
 //    process: no networking) and picks the device (the local GPU when CUDA is available). It
 //    logs the BLAS in use and the intra-op thread count (rank 0 only, like every log line).
@@ -16,20 +16,20 @@
 #include <memory>
 #include <string>
 
-#include "dist/communicator.h"
-#include "dist/distributed.h"
+#include "distributed/communicator.h"
+#include "distributed/distributed.h"
 #include "launch/dist_flags.h"
 #include "launch/flags.h"
 
 namespace xdino::launch {
 
 struct Session {
-  dist::DistConfig config;
+  distributed::DistConfig config;
   std::shared_ptr<Communicator> comm;
   torch::Device device = torch::kCPU;
 };
 
-Session start_session(const dist::DistOptions& options);
+Session start_session(const distributed::DistOptions& options);
 
 void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
 

@@ -23,7 +23,7 @@
 
 #include <memory>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace xdino::models {
 

@@ -67,7 +67,7 @@ void load_model(const IDict& ckpt, const char* key, torch::nn::Module& m,
 
 }  // namespace
 
-IDict options_dict(const TrainOptions& o) {
+IDict options_dict(const DinoOptions& o) {
   auto d = make_dict();
   d.insert("arch", o.arch);
   d.insert("patch_size", o.patch_size);
@@ -108,7 +108,7 @@ IDict options_dict(const TrainOptions& o) {
   return d;
 }
 
-c10::IValue make_checkpoint(const CheckpointParts& p, const TrainOptions& options,
+c10::IValue make_checkpoint(const CheckpointParts& p, const DinoOptions& options,
                             const TrainingState& where) {
   auto ckpt = make_dict();
   ckpt.insert("student", state_dict(*p.student, "module."));

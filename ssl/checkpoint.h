@@ -39,7 +39,7 @@
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
 #include "train/optim.h"
-#include "ssl/train_options.h"
+#include "ssl/dino_options.h"
 #include "ssl/training_state.h"
 
 namespace xdino::ssl {
@@ -53,13 +53,13 @@ struct CheckpointParts {
   train::GradScaler* scaler = nullptr;  // null when loss scaling is off
 };
 
-c10::IValue make_checkpoint(const CheckpointParts& parts, const TrainOptions& options,
+c10::IValue make_checkpoint(const CheckpointParts& parts, const DinoOptions& options,
                             const TrainingState& where);
 
 TrainingState restore_checkpoint(const c10::IValue& checkpoint, const CheckpointParts& parts,
                                const std::string& source);
 
-// TrainOptions as {flag name: value} (the checkpoint's `args`).
-IDict options_dict(const TrainOptions& o);
+// DinoOptions as {flag name: value} (the checkpoint's `args`).
+IDict options_dict(const DinoOptions& o);
 
 }  // namespace xdino::ssl

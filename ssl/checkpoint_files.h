@@ -30,16 +30,16 @@
 #include <filesystem>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "ssl/checkpoint.h"
 #include "ssl/metrics.h"
-#include "ssl/train_options.h"
+#include "ssl/dino_options.h"
 #include "ssl/training_state.h"
 
 namespace xdino::ssl {
 
 void save_checkpoint(const std::filesystem::path& dir, const CheckpointParts& parts,
-                     const TrainOptions& options, int64_t next_epoch, int64_t next_iteration,
+                     const DinoOptions& options, int64_t next_epoch, int64_t next_iteration,
                      int64_t iterations_per_epoch, const EpochMeters& meters, Communicator& comm,
                      const torch::Device& device, const std::string& log_line);
 

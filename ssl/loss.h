@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace xdino::ssl {
 

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "core/ivalue.h"
 #include "core/json.h"
 

@@ -20,8 +20,8 @@
 namespace xdino::ssl {
 namespace fs = std::filesystem;
 
-using dist::broadcast_module;
-using dist::GradientSynchronizer;
+using distributed::broadcast_module;
+using distributed::GradientSynchronizer;
 using train::cancel_gradients_last_layer;
 using train::clip_gradients;
 using train::cosine_schedule;
@@ -44,7 +44,7 @@ double seconds_since(Clock::time_point& t) {
   return s;
 }
 
-void check_options(const TrainOptions& o) {
+void check_options(const DinoOptions& o) {
   XDINO_CHECK_ARG(o.epochs > 0, "--epochs must be positive, got ", o.epochs);
   XDINO_CHECK_ARG(o.batch_size_per_gpu > 0, "--batch_size_per_gpu must be positive, got ",
                   o.batch_size_per_gpu);
@@ -69,7 +69,7 @@ std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tenso
 
 }  // namespace
 
-Trainer::Trainer(TrainOptions options, BackboneFactory make_backbone,
+Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
                  std::shared_ptr<DataSource> data, std::shared_ptr<Communicator> comm)
     : o_(std::move(options)),
       data_(std::move(data)),

@@ -24,19 +24,19 @@
 #include <functional>
 #include <memory>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "core/json.h"
 #include "models/registry.h"
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
 #include "train/grad_scaler.h"
-#include "dist/grad_sync.h"
+#include "distributed/grad_sync.h"
 #include "ssl/head.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
 #include "train/optim.h"
 #include "train/precision.h"
-#include "ssl/train_options.h"
+#include "ssl/dino_options.h"
 
 namespace xdino::ssl {
 
@@ -72,7 +72,7 @@ enum class TrainOutcome { kCompleted, kStopped };
 
 class Trainer {
  public:
-  Trainer(TrainOptions options, BackboneFactory make_backbone, std::shared_ptr<DataSource> data,
+  Trainer(DinoOptions options, BackboneFactory make_backbone, std::shared_ptr<DataSource> data,
           std::shared_ptr<Communicator> comm = nullptr);
   ~Trainer();
 
@@ -101,7 +101,7 @@ class Trainer {
                                    const torch::Tensor& teacher_out);
   CheckpointParts parts();
 
-  TrainOptions o_;
+  DinoOptions o_;
   std::shared_ptr<DataSource> data_;
   std::shared_ptr<Communicator> comm_;
   train::PrecisionPlan plan_;
@@ -110,7 +110,7 @@ class Trainer {
   DINOLoss loss_{nullptr};
   std::unique_ptr<train::Optimizer> optimizer_;
   std::unique_ptr<train::GradScaler> scaler_;
-  std::unique_ptr<dist::GradientSynchronizer> grad_sync_;
+  std::unique_ptr<distributed::GradientSynchronizer> grad_sync_;
   std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
   torch::OrderedDict<std::string, torch::Tensor> student_params_;
   bool teacher_ddp_prefix_ = true;

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "ssl/metrics.h"
 #include "core/ivalue.h"
 

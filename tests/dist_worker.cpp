@@ -11,10 +11,10 @@
 
 #include "core/check.h"
 #include "core/pth.h"
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 #include "models/batch_norm.h"
-#include "dist/distributed.h"
-#include "dist/grad_sync.h"
+#include "distributed/distributed.h"
+#include "distributed/grad_sync.h"
 #include "core/ivalue.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"
@@ -112,7 +112,7 @@ void gradient_sync(std::shared_ptr<Communicator> c, bool overlap) {
   torch::manual_seed(7 + r);  // different init per rank: the broadcast must fix it
   auto net = std::make_shared<Net>();
   net->to(torch::kDouble);
-  dist::broadcast_module(*net, *c);
+  distributed::broadcast_module(*net, *c);
   auto ref = std::make_shared<Net>();
   ref->to(torch::kDouble);
   {
@@ -125,7 +125,7 @@ void gradient_sync(std::shared_ptr<Communicator> c, bool overlap) {
 
   models::set_batch_norm_communicator(*net, c);
   // Tiny buckets, so several all-reduces overlap with backward.
-  dist::GradientSynchronizer sync(net->parameters(), c, /*bucket_bytes=*/256, overlap);
+  distributed::GradientSynchronizer sync(net->parameters(), c, /*bucket_bytes=*/256, overlap);
   XDINO_CHECK(sync.num_buckets() > 2, "expected several buckets");
   for (int step = 0; step < 2; ++step) {
     for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
@@ -171,7 +171,7 @@ class ShardedCrops : public ssl::DataSource {
 void dino_train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t total_batch,
                 const std::string& optimizer, int64_t steps) {
   XDINO_CHECK(total_batch % c->world_size() == 0, "total batch must split evenly");
-  ssl::TrainOptions o;
+  ssl::DinoOptions o;
   o.arch = "xcit_nano_12_p16";
   o.head.out_dim = 64;
   o.epochs = 1;
@@ -209,10 +209,10 @@ void dino_train(std::shared_ptr<Communicator> c, const std::string& out_dir, int
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   try {
-    dist::DistConfig config = dist::dist_config_from_env();
+    distributed::DistConfig config = distributed::dist_config_from_env();
     if (const char* t = std::getenv("XDINO_TEST_DIST_TIMEOUT_MS"))
       config.timeout = std::chrono::milliseconds(std::atol(t));
-    auto comm = dist::connect(config);
+    auto comm = distributed::connect(config);
     if (scenario == "collectives") {
       collectives(*comm);
     } else if (scenario == "syncbn") {

@@ -59,8 +59,8 @@ std::string script() {
       .string();
 }
 
-TrainOptions parity_options(const fs::path& dir) {
-  TrainOptions o;
+DinoOptions parity_options(const fs::path& dir) {
+  DinoOptions o;
   o.arch = "xcit_nano_12_p8";
   o.head.out_dim = 64;
   o.loss.warmup_teacher_temp = 0.04;
@@ -92,7 +92,7 @@ xdino::IDict state_dict(torch::nn::Module& m) {
 }
 
 // The checkpoint's "args" (main_dino.py's Namespace) plus the head sizes it fixes.
-c10::IValue args_dict(const TrainOptions& o) {
+c10::IValue args_dict(const DinoOptions& o) {
   auto d = options_dict(o);
   d.insert("hidden_dim", o.head.hidden_dim);
   d.insert("bottleneck_dim", o.head.bottleneck_dim);
@@ -100,7 +100,7 @@ c10::IValue args_dict(const TrainOptions& o) {
 }
 
 // Every crop of the run, iteration by iteration, as the trainer will see them.
-c10::IValue all_batches(const TrainOptions& o) {
+c10::IValue all_batches(const DinoOptions& o) {
   xdino::testing::SyntheticCrops data(kBatches, o.batch_size_per_gpu, o.local_crops_number,
                                       o.global_crops_size, o.local_crops_size);
   c10::impl::GenericList batches(c10::AnyType::get());

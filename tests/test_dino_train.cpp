@@ -116,7 +116,7 @@ TEST(DinoTrain, ResumeAfterAnEpochEqualsAStraightRun) {
 
 // A straight run against one stopped by SIGTERM in epoch 1, batch 1 and resumed: same
 // weights, optimiser state, center and log.
-void expect_sigterm_resume_is_exact(xdino::ssl::TrainOptions opt) {
+void expect_sigterm_resume_is_exact(xdino::ssl::DinoOptions opt) {
   TempDir straight, split;
   opt.output_dir = straight.path().string();
   ASSERT_EQ(tiny_trainer(opt)->train(), TrainOutcome::kCompleted);

@@ -11,7 +11,7 @@
 #include "tests/support/require.h"
 #include "core/pth.h"
 #include "launch/local_launcher.h"
-#include "dist/distributed.h"
+#include "distributed/distributed.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
@@ -83,7 +83,7 @@ Difference difference(const Dict& a, const Dict& b, const std::string& prefix = 
 class Distributed : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!xdino::dist::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
+    if (!xdino::distributed::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
   }
 };
 

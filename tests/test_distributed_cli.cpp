@@ -19,7 +19,7 @@
 #include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/pth.h"
-#include "dist/distributed.h"
+#include "distributed/distributed.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
@@ -82,7 +82,7 @@ std::map<int, int> ranks_of_children(int parent) {
 class DistributedCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!xdino::dist::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
+    if (!xdino::distributed::gloo_available()) XDINO_SKIP_MISSING() << "this LibTorch has no Gloo";
     xdino::testing::write_random_idx(data_, 64);
   }
   // Starts a 2-process run (8 iterations per epoch, 50 epochs by default: far from over when a

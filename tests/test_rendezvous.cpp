@@ -6,12 +6,12 @@
 #include "core/check.h"
 #include "launch/dist_flags.h"
 
-using xdino::dist::dist_config_from_env;
-using xdino::dist::first_slurm_host;
+using xdino::distributed::dist_config_from_env;
+using xdino::distributed::first_slurm_host;
 
 namespace {
 
-xdino::dist::EnvLookup env_of(std::map<std::string, std::string> vars) {
+xdino::distributed::EnvLookup env_of(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
   return [shared](const char* name) -> const char* {
     auto it = shared->find(name);
@@ -88,7 +88,7 @@ TEST(Rendezvous, MalformedValuesNameTheVariable) {
 }
 
 TEST(Rendezvous, DistTimeoutFlagSetsTheCollectiveTimeout) {
-  xdino::dist::DistOptions o;
+  xdino::distributed::DistOptions o;
   xdino::launch::Flags flags("train");
   xdino::launch::declare_dist_flags(flags, o);
   EXPECT_EQ(o.dist_timeout, 1800);

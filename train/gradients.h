@@ -1,5 +1,5 @@
 // Gradient surgery of DINO's student between backward and the optimiser step (docs/dino.md,
-// "Schedules and optimiser"). Averaging across processes is dist/grad_sync.h's.
+// "Schedules and optimiser"). Averaging across processes is distributed/grad_sync.h's.
 //
 // Contract:
 //  - clip_gradients(named, clip): for EACH parameter tensor with a defined grad separately,

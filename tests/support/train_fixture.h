@@ -32,8 +32,8 @@ class TempDir {
 };
 
 // 2 epochs x 3 iterations, batch 2, 2 global crops of 16 px + 2 local crops of 8 px.
-inline ssl::TrainOptions tiny_options(const std::filesystem::path& output_dir) {
-  ssl::TrainOptions o;
+inline ssl::DinoOptions tiny_options(const std::filesystem::path& output_dir) {
+  ssl::DinoOptions o;
   o.arch = "tiny_test";
   o.head.out_dim = 32;
   o.epochs = 2;
@@ -51,7 +51,7 @@ inline ssl::TrainOptions tiny_options(const std::filesystem::path& output_dir) {
 }
 
 inline std::unique_ptr<ssl::Trainer> tiny_trainer(
-    const ssl::TrainOptions& o, std::shared_ptr<ssl::DataSource> data = nullptr) {
+    const ssl::DinoOptions& o, std::shared_ptr<ssl::DataSource> data = nullptr) {
   if (!data)
     data = std::make_shared<SyntheticCrops>(3, o.batch_size_per_gpu, o.local_crops_number,
                                             o.global_crops_size, o.local_crops_size);

@@ -1,8 +1,8 @@
-#include "dist/grad_sync.h"
+#include "distributed/grad_sync.h"
 
 #include "core/check.h"
 
-namespace xdino::dist {
+namespace xdino::distributed {
 
 void broadcast_module(torch::nn::Module& module, Communicator& communicator) {
   if (communicator.world_size() == 1) return;
@@ -109,4 +109,4 @@ void GradientSynchronizer::finish() {
   }
 }
 
-}  // namespace xdino::dist
+}  // namespace xdino::distributed

@@ -1,4 +1,4 @@
-#include "dist/distributed.h"
+#include "distributed/distributed.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -24,7 +24,7 @@
 #define XDINO_HAVE_NCCL 1
 #endif
 
-namespace xdino::dist {
+namespace xdino::distributed {
 
 bool gloo_available() {
 #ifdef XDINO_HAVE_GLOO
@@ -388,4 +388,4 @@ std::shared_ptr<Communicator> connect(const DistConfig& config) {
   return std::make_shared<C10dCommunicator>(config);
 }
 
-}  // namespace xdino::dist
+}  // namespace xdino::distributed

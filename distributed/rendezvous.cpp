@@ -1,4 +1,4 @@
-#include "dist/rendezvous.h"
+#include "distributed/rendezvous.h"
 
 #include <chrono>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 
-namespace xdino::dist {
+namespace xdino::distributed {
 namespace {
 
 int int_var(const EnvLookup& env, const char* name, int fallback) {
@@ -107,4 +107,4 @@ DistConfig dist_config_from_env(const DistOptions& o) {
   return c;
 }
 
-}  // namespace xdino::dist
+}  // namespace xdino::distributed

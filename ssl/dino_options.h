@@ -20,7 +20,7 @@
 
 namespace xdino::ssl {
 
-struct TrainOptions : CropSizes {
+struct DinoOptions : CropSizes {
   // Model.
   std::string arch = "vit_small";
   int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name

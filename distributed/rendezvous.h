@@ -21,9 +21,9 @@
 #include <functional>
 #include <string>
 
-#include "dist/distributed.h"
+#include "distributed/distributed.h"
 
-namespace xdino::dist {
+namespace xdino::distributed {
 
 using EnvLookup = std::function<const char*(const char*)>;
 
@@ -40,4 +40,4 @@ DistConfig dist_config_from_env(const DistOptions& options);
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);
 
-}  // namespace xdino::dist
+}  // namespace xdino::distributed

@@ -21,9 +21,9 @@
 #include <memory>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
-namespace xdino::dist {
+namespace xdino::distributed {
 
 struct DistConfig {
   int rank = 0;
@@ -44,4 +44,4 @@ std::shared_ptr<Communicator> connect(const DistConfig& config);
 bool gloo_available();
 bool nccl_available();
 
-}  // namespace xdino::dist
+}  // namespace xdino::distributed

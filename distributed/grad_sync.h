@@ -20,9 +20,9 @@
 #include <memory>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
-namespace xdino::dist {
+namespace xdino::distributed {
 
 void broadcast_module(torch::nn::Module& module, Communicator& communicator);
 
@@ -63,4 +63,4 @@ class GradientSynchronizer {
   size_t next_launch_ = 0;
 };
 
-}  // namespace xdino::dist
+}  // namespace xdino::distributed
