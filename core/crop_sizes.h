@@ -1,8 +1,12 @@
 // How many crops DINO takes of an image, how large and from how much of it: the one place for
 // these defaults (main_dino.py's), shared by the augmentation (augment::MultiCropOptions) and
 // the training options (ssl::DinoOptions), which both derive from it so that the flags of
-// `dino train` and the augmentation cannot disagree. Plain values; std only, so the
-// LibTorch-only tiers can include it without OpenCV; in core/, the lowest tier both use.
+// `dino train` and the augmentation cannot disagree. In core/, the lowest tier both use.
+//
+// Contract: a plain value type, std only (the LibTorch-only tiers include it without OpenCV).
+// Scales are fractions of the image area, two numbers 0 < min <= max; sizes are the output
+// side in pixels, > 0; local_crops_number >= 0. Nothing here checks them: the augmentation's
+// constructor (augment/multicrop.h) throws xdino::UsageError for values outside those ranges.
 #pragma once
 
 #include <cstdint>

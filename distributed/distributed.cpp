@@ -34,14 +34,6 @@ bool gloo_available() {
 #endif
 }
 
-bool nccl_available() {
-#ifdef XDINO_HAVE_NCCL
-  return true;
-#else
-  return false;
-#endif
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

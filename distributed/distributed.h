@@ -40,8 +40,7 @@ struct DistConfig {
 
 std::shared_ptr<Communicator> connect(const DistConfig& config);
 
-// Whether this LibTorch build can make process groups of that kind.
+// Whether this LibTorch build can make Gloo process groups.
 bool gloo_available();
-bool nccl_available();
 
 }  // namespace xdino::distributed

@@ -15,6 +15,7 @@
 #include "train/schedules.h"
 #include "train/stop_signal.h"
 #include "ssl/checkpoint_files.h"
+#include "ssl/student_update.h"
 #include "ssl/teacher.h"
 
 namespace xdino::ssl {
@@ -22,10 +23,8 @@ namespace fs = std::filesystem;
 
 using distributed::broadcast_module;
 using distributed::GradientSynchronizer;
-using train::cancel_gradients_last_layer;
 using train::clip_gradients;
 using train::cosine_schedule;
-using train::dino_param_groups;
 using train::GradScaler;
 using train::make_optimizer;
 using train::resolve_precision;

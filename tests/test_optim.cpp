@@ -9,12 +9,13 @@
 #include "train/gradients.h"
 #include "ssl/head.h"
 #include "train/optim.h"
+#include "ssl/student_update.h"
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;
-using xdino::train::cancel_gradients_last_layer;
+using xdino::ssl::cancel_gradients_last_layer;
 using xdino::train::clip_gradients;
-using xdino::train::dino_param_groups;
+using xdino::ssl::dino_param_groups;
 using xdino::train::make_adamw;
 using xdino::train::make_lars;
 using xdino::train::make_sgd;

@@ -17,13 +17,14 @@
 #include "train/grad_scaler.h"
 #include "train/gradients.h"
 #include "train/optim.h"
+#include "ssl/student_update.h"
 #include "ssl/teacher.h"
 #include "tests/support/tiny_backbone.h"
 
 using namespace xdino::ssl;
-using xdino::train::cancel_gradients_last_layer;
+using xdino::ssl::cancel_gradients_last_layer;
 using xdino::train::clip_gradients;
-using xdino::train::dino_param_groups;
+using xdino::ssl::dino_param_groups;
 using xdino::train::GradScaler;
 using xdino::train::make_adamw;
 using xdino::train::Optimizer;

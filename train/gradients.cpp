@@ -39,14 +39,4 @@ torch::Tensor clip_gradients(const NamedTensors& named, double clip, UpdatePath 
   return norms.to(torch::kFloat);
 }
 
-void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
-                                 int64_t freeze_last_layer) {
-  if (epoch >= freeze_last_layer) return;
-  for (const auto& item : named)
-    if (item.key().find("last_layer") != std::string::npos) {
-      torch::Tensor p = item.value();
-      p.mutable_grad().reset();
-    }
-}
-
 }  // namespace xdino::train

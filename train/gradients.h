@@ -1,5 +1,6 @@
-// Gradient surgery of DINO's student between backward and the optimiser step (docs/dino.md,
-// "Schedules and optimiser"). Averaging across processes is distributed/grad_sync.h's.
+// Gradient clipping between backward and the optimiser step, as main_dino.py's
+// utils.clip_gradients (docs/dino.md, "Schedules and optimiser"). Averaging across processes
+// is distributed/grad_sync.h's; DINO's last-layer freeze is ssl/student_update.h's.
 //
 // Contract:
 //  - clip_gradients(named, clip): for EACH parameter tensor with a defined grad separately,
@@ -9,9 +10,6 @@
 //    and no host synchronisation; the others take every norm in one multi-tensor op and
 //    scale every grad in another, after one copy of the coefficients to the host. On the CPU
 //    both give bit-identical grads.
-//  - cancel_gradients_last_layer(epoch, named, freeze_last_layer): when epoch <
-//    freeze_last_layer, makes the grad of every parameter whose name contains "last_layer"
-//    undefined (None), so the optimiser skips it entirely.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,8 +24,5 @@ using NamedTensors = torch::OrderedDict<std::string, torch::Tensor>;
 
 torch::Tensor clip_gradients(const NamedTensors& named, double clip,
                              UpdatePath path = UpdatePath::kAuto);
-
-void cancel_gradients_last_layer(int64_t epoch, const NamedTensors& named,
-                                 int64_t freeze_last_layer);
 
 }  // namespace xdino::train

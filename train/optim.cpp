@@ -12,23 +12,6 @@ namespace xdino::train {
 using kernels::fused_adamw;
 using kernels::fused_cpu_applies;
 
-std::vector<ParamGroup> dino_param_groups(
-    const torch::OrderedDict<std::string, torch::Tensor>& named_parameters) {
-  std::vector<ParamGroup> groups(2);
-  groups[1].weight_decay = 0.0;
-  for (const auto& item : named_parameters) {
-    const torch::Tensor& p = item.value();
-    if (!p.requires_grad()) continue;
-    const std::string& name = item.key();
-    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    // Official test: `name.endswith(".bias") or len(param.shape) == 1` -> not regularised.
-    ParamGroup& g = (is_bias || p.dim() == 1) ? groups[1] : groups[0];
-    g.params.push_back(p);
-    g.names.push_back(name);
-  }
-  return groups;
-}
-
 torch::Tensor& Optimizer::ParamState::get(const std::string& key) {
   for (auto& [k, t] : tensors)
     if (k == key) return t;

@@ -42,12 +42,6 @@ struct ParamGroup {
   double weight_decay = 0.0;
 };
 
-// utils.get_params_groups: group 0 = names not ending in ".bias" whose tensor is not 1-D
-// (weights, cls_token, temperature, ...), group 1 (weight_decay 0) = biases and 1-D
-// tensors; parameters with requires_grad = false are left out.
-std::vector<ParamGroup> dino_param_groups(
-    const torch::OrderedDict<std::string, torch::Tensor>& named_parameters);
-
 class Optimizer {
  public:
   explicit Optimizer(std::vector<ParamGroup> groups);

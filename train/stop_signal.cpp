@@ -26,6 +26,5 @@ StopSignalGuard::~StopSignalGuard() {
 
 bool stop_requested() { return g_signal != 0; }
 int stop_signal() { return static_cast<int>(g_signal); }
-void clear_stop_request() { g_signal = 0; }
 
 }  // namespace xdino::train

@@ -2,8 +2,8 @@
 //
 // Contract: while a StopSignalGuard lives, SIGTERM and SIGUSR1 only set a process-wide flag
 // (async-signal-safe); stop_requested() reads it. The guard restores the previous handlers
-// when it ends. Guards do not nest usefully: create one per training run. clear_stop_request()
-// resets the flag (the guard's constructor does too).
+// when it ends. Guards do not nest usefully: create one per training run. The guard's constructor
+// resets the flag.
 #pragma once
 
 #include <csignal>
@@ -24,6 +24,5 @@ class StopSignalGuard {
 
 bool stop_requested();
 int stop_signal();  // the signal that asked to stop, 0 if none
-void clear_stop_request();
 
 }  // namespace xdino::train

@@ -12,6 +12,12 @@
 //    kPerTensor's element-wise arithmetic and order; AdamW within an ulp of it, as ATen's own
 //    kernels contract multiply-adds).
 //  - kAuto: kFusedCpu where every tensor qualifies, else kMultiTensor. The default.
+//
+// Contract: a plain enum read by train/optim.h (AdamW), train/gradients.h,
+// train/grad_scaler.h and ssl/teacher.h. kAuto, kPerTensor and kMultiTensor work on every
+// device and dtype; an explicit kFusedCpu on a tensor the fused kernel does not take (CUDA,
+// non-fp32, non-contiguous) throws xdino::Error; where a consumer has no fused kernel
+// (clipping, the scaler, SGD, LARS) it takes the multi-tensor or per-tensor path instead.
 #pragma once
 
 namespace xdino::train {
