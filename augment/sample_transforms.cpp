@@ -1,4 +1,4 @@
-#include "augment/pipelines.h"
+#include "augment/sample_transforms.h"
 
 #include <memory>
 

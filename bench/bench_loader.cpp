@@ -26,7 +26,7 @@
 
 #include "augment/data/image_folder.h"
 #include "augment/data/loader.h"
-#include "augment/pipelines.h"
+#include "augment/sample_transforms.h"
 #include "core/atomic_file.h"
 
 namespace fs = std::filesystem;

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::eval {
 

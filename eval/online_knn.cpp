@@ -9,6 +9,7 @@
 #include "eval/extract.h"
 #include "eval/knn.h"
 #include "models/pixels.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::eval {
 

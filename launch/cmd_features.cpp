@@ -4,6 +4,7 @@
 #include "eval/extract.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {
@@ -14,7 +15,7 @@ class FeaturesCommand : public Command {
     eval::FeaturesOptions& o = opt_;
     declare_backbone_flags(f, o.model);
     f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
-    f.add("data_path", &o.data_path, "dataset root (ImageFolder train/ val/, IDX or HDF5)")
+    f.add("data_path", &o.data_path, "dataset root: " + augment::dataset_layouts())
         .add("split", &o.split, "which split: train or val")
         .add("output", &o.output,
              "HDF5 file to write (features [N,C] float32, labels, paths); config.ini goes next "

@@ -2,6 +2,7 @@
 #include "eval/knn_eval.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {
@@ -24,7 +25,7 @@ class KnnCommand : public Command {
         .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
         .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
-        .add("data_path", &o.data_path, "dataset root with train/ and val/ (or IDX / HDF5)")
+        .add("data_path", &o.data_path, "dataset root with both splits: " + augment::dataset_layouts())
         .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
         .add("knn_backend", &o.knn_backend,
              "faiss (exact search, bounded memory) or torch (eval_knn.py's mm + topk)");

@@ -3,6 +3,7 @@
 #include "eval/linear_eval.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {
@@ -23,7 +24,7 @@ class LinearCommand : public Command {
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
         .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
         .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
-        .add("data_path", &o.data_path, "dataset root with train/ and val/ (or IDX / HDF5)")
+        .add("data_path", &o.data_path, "dataset root with both splits: " + augment::dataset_layouts())
         .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("val_freq", &o.val_freq, "validate every this many epochs (and at the last)")
         .add("output_dir", &o.output_dir, "where log.txt, checkpoint.pth and linear.json go")

@@ -2,6 +2,7 @@
 #include "augment/data/pack.h"
 #include "core/log.h"
 #include "launch/command.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {
@@ -11,7 +12,7 @@ class PackCommand : public Command {
   void declare(Flags& f) override {
     augment::PackOptions& o = opt_;
     f.add("data_path", &o.data_path,
-          "dataset root; its split is found as for training (ROOT/train/, or ROOT itself)")
+          "dataset root, an ImageFolder or flat folder: " + augment::dataset_layouts())
         .add("split", &o.split, "train or val")
         .add("output_dir", &o.output_dir,
              "where <split>.h5 (or <split>-00000-of-0000N.h5 shards) go; give the data root "

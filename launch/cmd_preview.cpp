@@ -3,6 +3,7 @@
 #include "augment/preview.h"
 #include "core/log.h"
 #include "launch/command.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {
@@ -12,7 +13,7 @@ class PreviewCommand : public Command {
   void declare(Flags& f) override {
     augment::PreviewOptions& o = opt_;
     augment::MultiCropOptions& m = o.multi_crop;
-    f.add("data_path", &o.data_path, "dataset root (any layout `dino train` reads)")
+    f.add("data_path", &o.data_path, "dataset root: " + augment::dataset_layouts())
         .add("split", &o.split, "train or val")
         .add("output", &o.output, "PNG file to write")
         .add("num_images", &o.num_images, "images to draw, picked class-balanced")

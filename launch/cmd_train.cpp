@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "augment/data/dataset.h"
+#include "augment/data/open_dataset.h"
 #include "augment/data/loader.h"
-#include "augment/pipelines.h"
+#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "core/atomic_file.h"
 #include "core/json.h"
@@ -186,7 +186,7 @@ class TrainCommand : public Command {
         .add("blur_sigma", &o.blur_sigma,
              "Gaussian blur sigma range in pixels (main_dino.py: 0.1 2.0, for 224-pixel crops; "
              "scale it with the crop size)")
-        .add("data_path", &o.data_path, "training data (ImageFolder, IDX, HDF5 or flat folder)")
+        .add("data_path", &o.data_path, "training data: " + augment::dataset_layouts())
         .add("max_samples", &o.max_samples,
              "train on a class-balanced subset of this many images (0: all)")
         .add("output_dir", &o.output_dir,

@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "eval/visualize.h"
 #include "launch/command.h"
+#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {
@@ -19,7 +20,8 @@ class VisualizeCommand : public Command {
         .add("image_path", &o.image_path,
              "images to visualise; a folder is a video's frames (one attn-<frame> each)")
         .add("data_path", &o.data_path,
-             "instead of --image_path: a dataset (folder, IDX, HDF5) to take --sample_indices from")
+             "instead of --image_path: a dataset to take --sample_indices from: " +
+                 augment::dataset_layouts())
         .add("split", &o.split, "split of --data_path: train or val")
         .add("sample_indices", &o.sample_indices, "indices of the --data_path images to visualise")
         .add("image_size", &o.image_size, "resize to H W (or one size), 0 keeps each image's size")

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "tests/support/require.h"
-#include "augment/data/dataset.h"
+#include "augment/data/open_dataset.h"
 #include "augment/data/idx_dataset.h"
 #include "augment/data/image_folder.h"
 #include "core/check.h"

@@ -9,7 +9,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "augment/data/dataset.h"
+#include "augment/data/open_dataset.h"
 #include "augment/data/decode.h"
 #include "augment/eval_transforms.h"
 #include "core/atomic_file.h"

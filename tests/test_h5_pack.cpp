@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "augment/data/open_dataset.h"
 
 namespace fs = std::filesystem;
 using namespace xdino::augment;

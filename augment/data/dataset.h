@@ -12,12 +12,7 @@
 //    xdino::Error naming path(i); the loader turns that into "report once, skip" (loader.h).
 //    An index out of range throws xdino::Error too.
 //
-// open_dataset(root, split) detects the layout (README.md, "Data"):
-//   train: ROOT.h5 file given directly; else ROOT/train/ (folder); ROOT/train.h5 (or shards
-//          ROOT/train-00000-of-00004.h5 ...); IDX train-images-idx3-ubyte[.gz]; else ROOT itself.
-//   val:   ROOT/val/; ROOT/val.h5 (or shards); IDX t10k-images-idx3-ubyte[.gz]; else an error.
-// A folder with image files directly inside is an unlabeled flat folder; a folder with only
-// subfolders is an ImageFolder. A missing root or split throws xdino::UsageError (exit 2).
+// Opening a dataset by its layout on disk is augment/data/open_dataset.h's, above the formats.
 #pragma once
 
 #include <cstdint>
@@ -56,20 +51,10 @@ class Dataset {
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
 
-struct DatasetOptions {
-  // Keep a deterministic, class-balanced subset of this many samples (0: all). Selection:
-  // round-robin over class ids 0, 1, ..., each turn taking the next not-yet-taken sample of
-  // that class in dataset order, until max_samples are taken; the kept samples stay in
-  // dataset order. Unlabeled data keeps its first max_samples.
-  int64_t max_samples = 0;
-  // Apply EXIF orientation when decoding (torchvision's loader does not; see decode.h).
-  bool exif_orientation = true;
-};
-
-DatasetPtr open_dataset(const std::string& root, const std::string& split,
-                        const DatasetOptions& options = {});
-
-// The indices of that class-balanced subset (see DatasetOptions::max_samples), ascending.
+// The indices of a deterministic, class-balanced subset of max_samples samples (all when
+// max_samples <= 0 or >= size()), ascending. Selection: round-robin over class ids 0, 1, ...,
+// each turn taking the next not-yet-taken sample of that class in dataset order, until
+// max_samples are taken. Unlabeled data keeps its first max_samples.
 std::vector<int64_t> balanced_subset(const Dataset& dataset, int64_t max_samples);
 
 // A view of some samples of another dataset, in the given order; class names are kept.

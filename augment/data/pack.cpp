@@ -6,7 +6,7 @@
 #include <regex>
 #include <thread>
 
-#include "augment/data/dataset.h"
+#include "augment/data/open_dataset.h"
 #include "augment/data/decode.h"
 #include "augment/data/h5.h"
 #include "augment/data/h5_dataset.h"
