@@ -4,16 +4,12 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <future>
-#include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/log.h"
+#include "distributed/peer_monitor.h"
 
 #if defined(USE_C10D_GLOO) && __has_include(<gloo/context.h>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -37,9 +33,6 @@ bool gloo_available() {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kHeartbeat = std::chrono::milliseconds(500);
-
-std::string key(const char* what, int rank) { return std::string("xdino/") + what + "/" + std::to_string(rank); }
 
 c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
                                               std::chrono::milliseconds timeout) {
@@ -51,120 +44,6 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
   opts.timeout = timeout;
   return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
 }
-
-// Publishes "I am alive" and "I am at collective #n" to the store from its own thread and
-// connection, so a peer can tell a dead process (no heartbeat) from a hung one (heartbeat,
-// but behind in collectives).
-//
-// Every store connection is made here, while all ranks are alive. A TCPStore connected after
-// a failure can reach a rank 0 that is still dying: the kernel accepts it into the backlog of
-// the listening socket, then resets it when that socket closes, and LibTorch 1.13's TCPStore
-// callback thread lets the reset escape (std::terminate instead of our one-line error; seen
-// once in about 20 kills of rank 0 under load). Connections made earlier only ever see an
-// orderly close.
-class PeerMonitor {
- public:
-  explicit PeerMonitor(const DistConfig& config) : config_(config) {
-    beat_store_ = make_store(config_, false, config_.timeout);
-    probe_store_ = make_store(config_, false, config_.timeout);
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~PeerMonitor() { stop(); }
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopped_) return;
-      stopped_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  void entering_collective() { ++sequence_; }
-
-  // Names the lost rank(s), in words, after a collective failed. Never throws, and returns
-  // within kProbeDeadline: the probe runs on its own thread because a stopped store host
-  // accepts requests and never answers (c10d sets no receive timeout), and that thread is
-  // left behind if it does not finish.
-  std::string diagnose() const {
-    const std::string store_host =
-        "lost rank 0: its rendezvous store at " + config_.master_addr + ":" +
-        std::to_string(config_.master_port);
-    try {
-      auto answer = std::make_shared<std::promise<std::string>>();
-      auto future = answer->get_future();
-      std::thread([store = probe_store_, config = config_, answer, store_host] {
-        try {
-          answer->set_value(probe(*store, config));
-        } catch (const std::exception&) {
-          answer->set_value(store_host + " no longer answers (the process died)");
-        }
-      }).detach();
-      if (future.wait_for(kProbeDeadline) == std::future_status::ready) return future.get();
-      return store_host + " does not answer (the process is stopped or hung)";
-    } catch (const std::exception& e) {
-      return std::string("a peer failed (no diagnosis: ") + e.what() + ")";
-    }
-  }
-
- private:
-  static constexpr auto kProbeDeadline = kHeartbeat * 5 + std::chrono::seconds(5);
-
-  // Reads every rank's heartbeat twice, kHeartbeat * 5 apart. Throws if the store is gone.
-  static std::string probe(c10d::TCPStore& store, const DistConfig& config) {
-    std::vector<int64_t> beats0(config.world_size), beats1(config.world_size),
-        seq(config.world_size);
-    for (int r = 0; r < config.world_size; ++r) beats0[r] = store.add(key("beat", r), 0);
-    std::this_thread::sleep_for(kHeartbeat * 5);
-    for (int r = 0; r < config.world_size; ++r) {
-      beats1[r] = store.add(key("beat", r), 0);
-      seq[r] = store.add(key("seq", r), 0);
-    }
-    std::ostringstream dead, hung;
-    const int64_t max_seq = *std::max_element(seq.begin(), seq.end());
-    for (int r = 0; r < config.world_size; ++r) {
-      if (r == config.rank) continue;
-      if (store.add(key("done", r), 0) > 0) continue;
-      if (beats1[r] == beats0[r])
-        dead << (dead.tellp() > 0 ? ", " : "") << r;
-      else if (seq[r] < max_seq)
-        hung << (hung.tellp() > 0 ? ", " : "") << r << " (at collective " << seq[r] << " of "
-             << max_seq << ")";
-    }
-    if (dead.tellp() > 0)
-      return "lost rank " + dead.str() + ": the process died or is stopped (no heartbeat)";
-    if (hung.tellp() > 0) return "lost rank " + hung.str() + ": the process is alive but hung";
-    return "a peer failed, but every rank still answers (network trouble?)";
-  }
-
-  void loop() {
-    int64_t published = 0;  // the store's counter only grows, so publish the difference
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopped_) {
-      lock.unlock();
-      try {
-        beat_store_->add(key("beat", config_.rank), 1);
-        const int64_t now = sequence_.load();
-        if (now != published) beat_store_->add(key("seq", config_.rank), now - published);
-        published = now;
-      } catch (const std::exception&) {
-        // The store host is gone; the main thread finds out at its next collective.
-      }
-      lock.lock();
-      cv_.wait_for(lock, kHeartbeat, [this] { return stopped_; });
-    }
-  }
-
-  DistConfig config_;
-  c10::intrusive_ptr<c10d::TCPStore> beat_store_;   // the heartbeat thread's
-  c10::intrusive_ptr<c10d::TCPStore> probe_store_;  // diagnose()'s
-  std::atomic<int64_t> sequence_{0};
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stopped_ = false;
-  std::thread thread_;
-};
 
 #if XDINO_TORCH_AT_LEAST(2, 0)
 using Backend = c10d::Backend;
@@ -214,7 +93,8 @@ class C10dCommunicator final : public Communicator {
       XDINO_FAIL("this LibTorch build has no Gloo; CPU processes cannot talk to each other");
 #endif
     }
-    monitor_ = std::make_unique<PeerMonitor>(config_);
+    monitor_ = std::make_unique<PeerMonitor>(
+        config_, [this] { return make_store(config_, false, config_.timeout); });
   }
 
   ~C10dCommunicator() override {
@@ -287,13 +167,13 @@ class C10dCommunicator final : public Communicator {
 
   void finalize() override {
     barrier();
-    store_->add(key("done", config_.rank), 1);
+    store_->add(store_key("done", config_.rank), 1);
     monitor_->stop();
     if (config_.rank == 0) {
       // The store lives in this process: keep it until every rank has stopped using it.
       const auto deadline = Clock::now() + std::chrono::seconds(30);
       for (int r = 1; r < config_.world_size && Clock::now() < deadline;) {
-        if (store_->add(key("done", r), 0) > 0) ++r;
+        if (store_->add(store_key("done", r), 0) > 0) ++r;
         else std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
@@ -351,9 +231,22 @@ class C10dCommunicator final : public Communicator {
     wait_for(what, work);
   }
 
+  // Waits for `work`, or for the monitor's verdict that a peer is unreachable, whichever
+  // comes first (distributed/peer_monitor.h): a collective with an unreachable peer would
+  // otherwise wait out --dist_timeout.
   void wait_for(const char* what, const c10::intrusive_ptr<c10d::Work>& work) {
     try {
+      auto future = work->getFuture();
+      PeerMonitor* monitor = monitor_.get();
+      future->addCallback([monitor](c10::ivalue::Future&) { monitor->wake(); });
+      monitor_->wait_until([&] { return future->completed(); });
+      if (!future->completed()) {
+        failed_ = true;
+        XDINO_FAIL(what, " on rank ", config_.rank, " failed: ", monitor_->verdict());
+      }
       work->wait();
+    } catch (const xdino::Error&) {
+      throw;
     } catch (const std::exception& e) {
       failed_ = true;
       const std::string cause = first_line(e.what());

@@ -13,6 +13,9 @@
 //    times out (a peer hangs: `timeout`), the communicator throws xdino::Error with one line
 //    naming the lost rank and whether it died or hung, instead of hanging forever. Rank 0 is
 //    judged by its store: gone (died) or silent for the probe's deadline (stopped or hung).
+//    A peer whose heartbeat stops for `heartbeat_timeout` (an unreachable host, a process
+//    frozen that long) fails the collective waited in at once, naming the rank(s) and host;
+//    a peer that is only slow keeps beating and is waited for (distributed/peer_monitor.h).
 //  - finalize() before a clean exit: barrier, then stop the heartbeat; rank 0 keeps the store
 //    alive until every rank has finalized.
 #pragma once
@@ -34,6 +37,8 @@ struct DistConfig {
   int master_port = 29500;
   std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // A peer whose heartbeat has not moved for this long is unreachable (distributed/peer_monitor.h).
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(60)};
   torch::Device device = torch::kCPU;
   int64_t bucket_bytes = 25 << 20;  // DDP's default bucket_cap_mb = 25
 };

@@ -102,8 +102,13 @@ DistConfig dist_config_from_env() {
 DistConfig dist_config_from_env(const DistOptions& o) {
   XDINO_CHECK_ARG(o.dist_timeout > 0, "--dist_timeout must be positive (seconds), got ",
                   o.dist_timeout);
+  XDINO_CHECK_ARG(o.dist_heartbeat_timeout > 0,
+                  "--dist_heartbeat_timeout must be positive (seconds), got ",
+                  o.dist_heartbeat_timeout);
   DistConfig c = dist_config_from_env();
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(o.dist_timeout * 1000)));
+  c.heartbeat_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::ceil(o.dist_heartbeat_timeout * 1000)));
   return c;
 }
 

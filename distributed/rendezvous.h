@@ -15,7 +15,8 @@
 // features) lets the user set (launch/flags.h binds them to flags): dist_timeout, the seconds
 // a process waits for the others at the rendezvous and in each collective before it names the
 // lost rank and exits 1 (a process that dies is noticed at the next collective, without
-// waiting). Not positive: UsageError.
+// waiting), and dist_heartbeat_timeout, the seconds without a peer's heartbeat after which
+// it is unreachable (distributed/peer_monitor.h). Not positive: UsageError.
 #pragma once
 
 #include <functional>
@@ -32,6 +33,7 @@ DistConfig dist_config_from_env();
 
 struct DistOptions {
   double dist_timeout = 1800;  // torch.distributed's default process-group timeout
+  double dist_heartbeat_timeout = 60;  // ours: a silent peer is lost (peer_monitor.h)
 };
 
 // dist_config_from_env() with the options applied.

@@ -87,9 +87,10 @@ class DistributedCli : public ::testing::Test {
   }
   // Starts a 2-process run (8 iterations per epoch, 50 epochs by default: far from over when a
   // rank is lost) and waits until it is in its second epoch, checkpoint.pth written.
-  void start_run(double dist_timeout, int epochs = 50) {
+  void start_run(double dist_timeout, int epochs = 50, double heartbeat_timeout = 60) {
     auto train = train_args(data_, out_, epochs, 4);
-    train.insert(train.end(), {"--dist_timeout", std::to_string(dist_timeout)});
+    train.insert(train.end(), {"--dist_timeout", std::to_string(dist_timeout),
+                               "--dist_heartbeat_timeout", std::to_string(heartbeat_timeout)});
     const auto argv = launch(2, train, {"--grace_seconds", "2"});
     launcher_ = xdino::testing::start_process(argv, (out_ / "launch.out").string(),
                                               (out_ / "launch.err").string());
@@ -155,6 +156,24 @@ class DistributedCli : public ::testing::Test {
     // Bounded by --dist_timeout + the 7.5 s probe + the launcher's 2 s grace and 10 s to stop
     // the victim, plus exits on a loaded machine (measured 24-36 s); a hang hits 90 s.
     EXPECT_LT(r.seconds, 60) << err;
+  }
+
+  // SIGSTOPs rank `victim` for longer than --dist_heartbeat_timeout (4 s) in a run whose
+  // --dist_timeout (600 s) would wait ten minutes: its heartbeat stops, and the other rank
+  // exits 1 within seconds naming it and its host (distributed/peer_monitor.h).
+  void freeze_past_heartbeat(int victim, const std::vector<std::string>& survivor_says) {
+    start_run(600, 50, 4);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(kill(ranks_.at(victim), SIGSTOP), 0);
+    const auto r = finish_run();
+    const std::string err = read_file(out_ / "launch.err");
+    for (const auto& says : survivor_says) EXPECT_NE(err.find(says), std::string::npos) << err;
+    // The victim, resumed to be stopped, may add a line of its own about its peer that has
+    // gone meanwhile; it must not blame the survivor's store or heartbeat.
+    EXPECT_EQ(count(err, "has not answered") + count(err, "no heartbeat for"), 1u) << err;
+    // 4 s + at most 1 s until the check + the launcher's 2 s grace and 10 s to stop the victim
+    // (measured ~17 s); --dist_timeout would take 600 s.
+    EXPECT_LT(r.seconds, 45) << err;
   }
 
   void TearDown() override {
@@ -258,4 +277,42 @@ TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStore) {
   // no receive timeout): rank 1's diagnosis must give up on it, not wait forever.
   stop_rank(0, {"on rank 1 failed: lost rank 0: its rendezvous store at ",
                 "does not answer (the process is stopped or hung)"});
+}
+
+TEST_F(DistributedCli, FrozenRankIsNamedByItsSilentHeartbeat) {
+  freeze_past_heartbeat(1, {"all_reduce on rank 0 failed: lost rank 1 on host ",
+                            ": no heartbeat for 4 s (the host is unreachable, or the process "
+                            "died or is stopped)"});
+}
+
+TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStoreWithinTheHeartbeatTimeout) {
+  freeze_past_heartbeat(0, {"on rank 1 failed: lost rank 0 on host ",
+                            ": rank 0's rendezvous store at 127.0.0.1:",
+                            " has not answered for 4 s (that host is unreachable from here, or "
+                            "rank 0 is stopped)"});
+}
+
+TEST_F(DistributedCli, ASlowRankIsWaitedForNotLost) {
+  // Rank 1 gets a fifth of a core for 20 s (stopped 1 s, running 0.25 s, over and over): its
+  // steps crawl and rank 0 waits in collectives for far longer than the 6 s heartbeat timeout
+  // in all, but its heartbeat thread beats in every running slice, so the run must finish.
+  start_run(600, 4, 6);
+  if (HasFatalFailure()) return;
+  const int slow = ranks_.at(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int slices = 0;
+  while (std::chrono::steady_clock::now() < until && kill(slow, SIGSTOP) == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    kill(slow, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ++slices;
+  }
+  kill(slow, SIGCONT);
+  const auto r = xdino::testing::wait_process(launcher_, 240);
+  launcher_ = -1;
+  const std::string err = read_file(out_ / "launch.err");
+  EXPECT_GE(slices, 8) << "the run ended before the slow period: " << err;
+  EXPECT_EQ(r.exit_code, 0) << err;
+  EXPECT_EQ(err.find("lost rank"), std::string::npos) << err;
+  EXPECT_EQ(xdino::load_pth(out_ / "checkpoint.pth").toGenericDict().at("epoch").toInt(), 4);
 }
