@@ -57,21 +57,16 @@ class C10dCommunicator final : public Communicator {
     const bool server = config_.rank == 0;
     try {
       store_ = make_store(config_, server, config_.timeout);
-      // Everyone checks in, so a missing process is reported by the rendezvous itself.
-      store_->add("xdino/joined", 1);
-      const auto deadline = Clock::now() + config_.timeout;
-      while (store_->add("xdino/joined", 0) < config_.world_size) {
-        XDINO_CHECK(Clock::now() < deadline, "rendezvous at ", config_.master_addr, ":",
-                    config_.master_port, " timed out: ", store_->add("xdino/joined", 0), " of ",
-                    config_.world_size, " processes joined; start them all (same MASTER_ADDR, "
-                    "MASTER_PORT, WORLD_SIZE) or raise --dist_timeout");
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+      check_in();
     } catch (const xdino::Error&) {
       throw;
     } catch (const std::exception& e) {
+      const std::string cause = first_line(e.what());
       XDINO_FAIL("rendezvous with ", config_.master_addr, ":", config_.master_port,
-                 " failed for rank ", config_.rank, ": ", first_line(e.what()));
+                 " failed for rank ", config_.rank, ": ", cause,
+                 cause.find("timed out") != std::string::npos && config_.rank != 0
+                     ? " (is MASTER_ADDR rank 0's host, and is rank 0 running?)"
+                     : "");
     }
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", store_);
     if (config_.device.is_cuda()) {
@@ -181,6 +176,51 @@ class C10dCommunicator final : public Communicator {
 
  private:
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+  // A process layout the launcher got wrong: a usage error (exit 2). Rank 0 hosts the store,
+  // so it keeps it a moment for the others to read the conflict (they poll every 50 ms).
+  [[noreturn]] void fail_launch(const std::string& conflict) {
+    if (config_.rank == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    XDINO_FAIL_ARG(conflict);
+  }
+
+  // Everyone checks in with its rank and world size, so that a missing process, a rank
+  // started twice or a WORLD_SIZE that differs between processes is named by the rendezvous
+  // itself (on every process: the one that finds the conflict leaves it in the store), not
+  // found later as a collective that times out.
+  void check_in() {
+    const std::string where = config_.master_addr + ":" + std::to_string(config_.master_port);
+    const std::string mine = std::to_string(config_.world_size);
+    const auto agreed = store_->compareSet("xdino/world_size", {},
+                                           std::vector<uint8_t>(mine.begin(), mine.end()));
+    const std::string first(agreed.begin(), agreed.end());
+    std::string conflict;
+    if (first != mine)
+      conflict = "rank " + std::to_string(config_.rank) + " has WORLD_SIZE " + mine +
+                 " but a process that joined the rendezvous at " + where + " before it has " +
+                 first + "; start every process with the same WORLD_SIZE";
+    else if (store_->add(store_key("claimed", config_.rank), 1) > 1)
+      conflict = "rank " + std::to_string(config_.rank) + " was started twice (two processes "
+                 "joined the rendezvous at " + where + " as rank " +
+                 std::to_string(config_.rank) + "); give each process its own rank";
+    if (!conflict.empty()) {
+      store_->set("xdino/conflict", std::vector<uint8_t>(conflict.begin(), conflict.end()));
+      fail_launch(conflict);
+    }
+    store_->add("xdino/joined", 1);
+    const auto deadline = Clock::now() + config_.timeout;
+    while (store_->add("xdino/joined", 0) < config_.world_size) {
+      if (store_->check({"xdino/conflict"})) {
+        const auto text = store_->get("xdino/conflict");
+        fail_launch(std::string(text.begin(), text.end()));
+      }
+      XDINO_CHECK(Clock::now() < deadline, "rendezvous at ", where, " timed out: ",
+                  store_->add("xdino/joined", 0), " of ", config_.world_size,
+                  " processes joined; start them all (same MASTER_ADDR, MASTER_PORT, "
+                  "WORLD_SIZE) or raise --dist_timeout");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
 
 #ifdef XDINO_HAVE_GLOO
   // Like torch.distributed: GLOO_SOCKET_IFNAME picks the interface; a loopback master means

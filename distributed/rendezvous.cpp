@@ -1,5 +1,10 @@
 #include "distributed/rendezvous.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -110,6 +115,21 @@ DistConfig dist_config_from_env(const DistOptions& o) {
   c.heartbeat_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::ceil(o.dist_heartbeat_timeout * 1000)));
   return c;
+}
+
+int free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  XDINO_CHECK(fd >= 0, "cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  XDINO_CHECK(ok, "cannot find a free TCP port on 127.0.0.1");
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace xdino::distributed

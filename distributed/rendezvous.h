@@ -39,6 +39,10 @@ struct DistOptions {
 // dist_config_from_env() with the options applied.
 DistConfig dist_config_from_env(const DistOptions& options);
 
+// A TCP port that is free on 127.0.0.1 right now (for a rendezvous on this machine); throws
+// xdino::Error if the system gives none.
+int free_tcp_port();
+
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);
 

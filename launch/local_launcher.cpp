@@ -1,10 +1,7 @@
 #include "launch/local_launcher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +13,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "distributed/rendezvous.h"
 
 namespace xdino::launch {
 namespace {
@@ -61,27 +59,12 @@ void signal_all(std::vector<Child>& children, int sig) {
 
 int launch_forwarded_signal() { return g_forwarded; }
 
-int free_tcp_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  XDINO_CHECK(fd >= 0, "cannot open a socket to find a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  XDINO_CHECK(ok, "cannot find a free TCP port on 127.0.0.1");
-  return ntohs(addr.sin_port);
-}
-
 int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& child_args) {
   XDINO_CHECK_ARG(o.nproc >= 1, "--nproc must be at least 1, got ", o.nproc);
   XDINO_CHECK_ARG(!child_args.empty(),
                   "nothing to launch: give the subcommand after '--', e.g. "
                   "dino launch --nproc 2 -- train --config my.ini");
-  const int port = o.master_port > 0 ? static_cast<int>(o.master_port) : free_tcp_port();
+  const int port = o.master_port > 0 ? static_cast<int>(o.master_port) : distributed::free_tcp_port();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max<unsigned>(1, cores / o.nproc));
 

@@ -32,7 +32,4 @@ int launch_local(const LocalLaunchOptions& options, const std::vector<std::strin
 // after the launch (`dino pipeline`) must ask this to know the run stopped early.
 int launch_forwarded_signal();
 
-// A TCP port that is free on this machine right now.
-int free_tcp_port();
-
 }  // namespace xdino::launch

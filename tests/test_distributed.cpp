@@ -10,7 +10,7 @@
 
 #include "tests/support/require.h"
 #include "core/pth.h"
-#include "launch/local_launcher.h"
+#include "distributed/rendezvous.h"
 #include "distributed/distributed.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -24,7 +24,7 @@ std::vector<ProcessResult> run_world(const std::string& scenario, int world,
                                      const std::map<std::string, std::string>& extra = {},
                                      double timeout = 120,
                                      const std::vector<std::string>& args = {}) {
-  const int port = xdino::launch::free_tcp_port();
+  const int port = xdino::distributed::free_tcp_port();
   std::vector<std::future<ProcessResult>> futures;
   for (int r = 0; r < world; ++r) {
     std::map<std::string, std::string> env = extra;

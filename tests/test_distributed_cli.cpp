@@ -20,6 +20,7 @@
 #include "core/atomic_file.h"
 #include "core/pth.h"
 #include "distributed/distributed.h"
+#include "distributed/rendezvous.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
@@ -315,4 +316,99 @@ TEST_F(DistributedCli, ASlowRankIsWaitedForNotLost) {
   EXPECT_EQ(r.exit_code, 0) << err;
   EXPECT_EQ(err.find("lost rank"), std::string::npos) << err;
   EXPECT_EQ(xdino::load_pth(out_ / "checkpoint.pth").toGenericDict().at("epoch").toInt(), 4);
+}
+
+// Launch mistakes, each named in one line by the rendezvous itself on every process that
+// took part, well within --dist_timeout (20 s here), never a hang.
+class LaunchMistakes : public DistributedCli {
+ protected:
+  std::map<std::string, std::string> env(int rank, int world_size, int port) const {
+    return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world_size)},
+            {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  }
+  std::vector<std::string> train(const std::string& name) const {
+    auto argv = train_args(data_, out_ / name, 1, 4);
+    argv.insert(argv.begin(), dino_binary());
+    argv.insert(argv.end(), {"--dist_timeout", "20"});
+    return argv;
+  }
+  // Starts a background process that the test then waits for.
+  int start(const std::string& name, const std::map<std::string, std::string>& vars) {
+    const int pid = xdino::testing::start_process(train(name), (out_ / (name + ".out")).string(),
+                                                  (out_ / (name + ".err")).string(), vars);
+    background_.push_back(pid);
+    return pid;
+  }
+  void TearDown() override {
+    for (int pid : background_) kill(pid, SIGKILL);
+    DistributedCli::TearDown();
+  }
+  std::vector<int> background_;
+};
+
+TEST_F(LaunchMistakes, AWorldSizeThatDiffersIsNamedByEveryProcess) {
+  const int port = xdino::distributed::free_tcp_port();
+  const int first = start("first", env(0, 2, port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 hosts the store
+  const auto second = run_process(train("second"), env(1, 3, port), 60);
+  const auto r0 = xdino::testing::wait_process(first, 60);
+  const std::string says = "rank 1 has WORLD_SIZE 3 but a process that joined the rendezvous at "
+                           "127.0.0.1:" + std::to_string(port) + " before it has 2; start every "
+                           "process with the same WORLD_SIZE";
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find(says), std::string::npos) << second.err;
+  EXPECT_EQ(r0.exit_code, 2);
+  const std::string err0 = read_file(out_ / "first.err");
+  EXPECT_NE(err0.find(says), std::string::npos) << err0;
+  EXPECT_LT(r0.seconds, 15) << "named by the rendezvous, not by --dist_timeout";
+}
+
+TEST_F(LaunchMistakes, ARankStartedTwiceIsNamed) {
+  const int port = xdino::distributed::free_tcp_port();
+  const int rank0 = start("rank0", env(0, 3, port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int rank1 = start("rank1", env(1, 3, port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto again = run_process(train("again"), env(1, 3, port), 60);
+  const std::string says = "rank 1 was started twice (two processes joined the rendezvous at "
+                           "127.0.0.1:" + std::to_string(port) + " as rank 1); give each process "
+                           "its own rank";
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find(says), std::string::npos) << again.err;
+  // The others were waiting for rank 2: they read the conflict instead of timing out.
+  for (const auto& [pid, name] : {std::pair{rank0, "rank0"}, {rank1, "rank1"}}) {
+    const auto r = xdino::testing::wait_process(pid, 60);
+    const std::string err = read_file(out_ / (std::string(name) + ".err"));
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << err;
+    EXPECT_NE(err.find(says), std::string::npos) << name << ": " << err;
+    EXPECT_LT(r.seconds, 15) << name;
+  }
+}
+
+TEST_F(LaunchMistakes, APortAlreadyTakenIsNamed) {
+  const int port = xdino::distributed::free_tcp_port();
+  const int rank0 = start("holder", env(0, 2, port));  // holds the port, waits for rank 1
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto r = run_process(train("second"), env(0, 2, port), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("rendezvous with 127.0.0.1:" + std::to_string(port) +
+                       " failed for rank 0: "),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Address already in use"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 10);
+  kill(rank0, SIGKILL);
+}
+
+TEST_F(LaunchMistakes, AMasterAddrWhereNothingListensIsNamedWithinTheRendezvousTimeout) {
+  const int port = xdino::distributed::free_tcp_port();  // nothing listens there
+  auto argv = train("lonely");
+  argv.back() = "5";  // --dist_timeout 5
+  const auto r = run_process(argv, env(1, 2, port), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("rendezvous with 127.0.0.1:" + std::to_string(port) +
+                       " failed for rank 1: "),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(is MASTER_ADDR rank 0's host, and is rank 0 running?)"),
+            std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 30);
 }
