@@ -1,4 +1,5 @@
-// `dino launch --nproc N -- <subcommand ...>`: N local processes, like torchrun.
+// `dino launch --nproc N [--nnodes M --node_rank R --master_addr A --master_port P] --
+// <subcommand ...>`: N local processes, like torchrun, on one node or on each of M.
 #include "launch/command.h"
 #include "launch/local_launcher.h"
 
@@ -9,8 +10,14 @@ class LaunchCommand : public Command {
  public:
   void declare(Flags& f) override {
     f.add("nproc", &opt_.nproc, "processes to start on this machine")
-        .add("master_addr", &opt_.master_addr, "address of rank 0's rendezvous store")
-        .add("master_port", &opt_.master_port, "port of the rendezvous store (0: a free one)")
+        .add("nnodes", &opt_.nnodes,
+             "machines of the run, each running this command with its own --node_rank")
+        .add("node_rank", &opt_.node_rank,
+             "this machine's index in [0, nnodes): its ranks are node_rank * nproc + 0..nproc-1")
+        .add("master_addr", &opt_.master_addr,
+             "address of rank 0's rendezvous store (node 0's, as the other nodes reach it)")
+        .add("master_port", &opt_.master_port,
+             "port of the rendezvous store (0: a free one; with --nnodes > 1: required)")
         .add("grace_seconds", &opt_.grace_seconds,
              "after one process fails, how long the others get to exit on their own");
     f.allow_trailing();

@@ -61,6 +61,15 @@ int launch_forwarded_signal() { return g_forwarded; }
 
 int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& child_args) {
   XDINO_CHECK_ARG(o.nproc >= 1, "--nproc must be at least 1, got ", o.nproc);
+  XDINO_CHECK_ARG(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
+                  "--node_rank must be in [0, --nnodes), got ", o.node_rank, " of ", o.nnodes);
+  if (o.nnodes > 1) {
+    XDINO_CHECK_ARG(o.master_port > 0, "--nnodes ", o.nnodes, " needs --master_port: every "
+                    "node's launcher must name the same port of rank 0's host");
+    XDINO_CHECK_ARG(o.master_addr != "127.0.0.1" && o.master_addr != "localhost",
+                    "--nnodes ", o.nnodes, " needs --master_addr: the address of node 0 that "
+                    "the other nodes reach (not ", o.master_addr, ")");
+  }
   XDINO_CHECK_ARG(!child_args.empty(),
                   "nothing to launch: give the subcommand after '--', e.g. "
                   "dino launch --nproc 2 -- train --config my.ini");
@@ -73,7 +82,9 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
   const ForwardSignals forward;
 
   std::vector<Child> children;
-  for (int rank = 0; rank < o.nproc; ++rank) {
+  const int64_t world_size = o.nnodes * o.nproc;
+  for (int local = 0; local < o.nproc; ++local) {
+    const int rank = static_cast<int>(o.node_rank * o.nproc + local);
     const pid_t pid = fork();
     XDINO_CHECK(pid >= 0, "fork failed while starting rank ", rank);
     if (pid == 0) {
@@ -83,8 +94,8 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       for (int sig : ForwardSignals::kSignals) signal(sig, SIG_DFL);
       setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
       setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
       setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
@@ -99,7 +110,12 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
     }
     children.push_back({pid, rank});
   }
-  log::info("launched ", o.nproc, " processes (rendezvous ", o.master_addr, ":", port, ")");
+  if (o.nnodes == 1)
+    log::info("launched ", o.nproc, " processes (rendezvous ", o.master_addr, ":", port, ")");
+  else
+    log::info("launched ranks ", o.node_rank * o.nproc, "-", (o.node_rank + 1) * o.nproc - 1,
+              " of ", world_size, " on node ", o.node_rank, " of ", o.nnodes, " (rendezvous ",
+              o.master_addr, ":", port, ")");
 
   using Clock = std::chrono::steady_clock;
   int first_failure = 0;

@@ -3,7 +3,12 @@
 //
 // Contract: launch_local(options, child_args) starts options.nproc copies of this executable
 // with child_args and the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP_NUM_THREADS = cores / nproc unless set),
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP_NUM_THREADS = cores / nproc unless set).
+// With nnodes > 1 it is torchrun's multi-node mode: one launcher per node, all given the same
+// nnodes, nproc, master_addr (rank 0's host, not loopback) and master_port (not 0), each its
+// own node_rank; RANK is global (node_rank * nproc + local rank), WORLD_SIZE nnodes * nproc.
+// A rank that fails on one node makes the others fail at their next collective or heartbeat
+// window (distributed/peer_monitor.h), naming it, so every node's launcher ends too. It
 // forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits. When one fails, the others get
 // `grace_seconds` to notice on their own (they report the lost rank), then SIGTERM (with
 // SIGCONT, for a stopped rank), then SIGKILL 10 s later. The first failure is reported with
@@ -19,7 +24,9 @@
 namespace xdino::launch {
 
 struct LocalLaunchOptions {
-  int64_t nproc = 1;
+  int64_t nproc = 1;       // processes on this node
+  int64_t nnodes = 1;      // nodes of the run, each with its own `dino launch`
+  int64_t node_rank = 0;   // this node's index: its ranks are node_rank * nproc + 0..nproc-1
   std::string master_addr = "127.0.0.1";
   int64_t master_port = 0;  // 0: a free port
   double grace_seconds = 60;
