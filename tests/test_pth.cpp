@@ -282,6 +282,58 @@ TEST(PthErrors, BadPicklesNameTheOpcodeOffset) {
   fs::remove_all(dir);
 }
 
+// Nesting is bounded while the pickle is read (core/pth/unpickle.cpp, Nesting): 10^6 nested
+// lists, 2 MB of data.pkl, crashed the process in LibTorch's recursive IValue destructor
+// before; 50 levels (more than any real checkpoint) still load, and what they load is the
+// structure the pickle describes.
+TEST(PthErrors, NestingPastTheBoundIsRefusedAndFiftyLevelsLoad) {
+  const fs::path dir = xdino::testing::fresh_dir("pth_nesting");
+  const auto write = [&](const std::string& name, const std::string& pkl) {
+    caffe2::serialize::PyTorchStreamWriter zip((dir / name).string());
+    zip.writeRecord("data.pkl", pkl.data(), pkl.size());
+    zip.writeEndOfFile();
+    return dir / name;
+  };
+  const auto nested_lists = [](size_t depth) {  // PROTO 2, MARK x depth, LIST x depth, STOP
+    return bin("\x80\x02") + std::string(depth, '(') + std::string(depth, 'l') + ".";
+  };
+  fs::path f = write("deep.pth", nested_lists(1000000));
+  expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
+                         "containers nest deeper than 256 levels");
+  // The same depth through dicts, tuples and APPENDS onto an empty list.
+  std::string via_dicts = bin("\x80\x02");
+  for (int i = 0; i < 300; ++i) via_dicts += bin("}X\x01\x00\x00\x00k");
+  via_dicts += "}";  // the innermost value
+  for (int i = 0; i < 300; ++i) via_dicts += "s";
+  f = write("dicts.pth", via_dicts + ".");
+  expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "nest deeper than 256");
+  f = write("tuples.pth", bin("\x80\x02") + std::string(300, '(') + std::string(300, 't') + ".");
+  expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "nest deeper than 256");
+
+  // A list appended to itself (MARK EMPTY_LIST BINPUT 0 BINGET 0 APPEND): recursive, refused.
+  f = write("self.pth", bin("\x80\x02]q\x00h\x00" "a."));
+  expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
+                         "a container is changed after it was nested in another");
+  // A list grown after it was nested, reached again through the memo: the aliasing that could
+  // hide depth (A = [], B = [], B.append(A), then A.append([])).
+  f = write("alias.pth", bin("\x80\x02]q\x00]q\x01h\x00" "a0h\x00]ah\x01."));
+  expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
+                         "a container is changed after it was nested in another");
+
+  f = write("fifty.pth", nested_lists(50));
+  IValue v = xdino::load_pth(f);
+  int depth = 0;
+  while (v.isList()) {
+    ++depth;
+    const auto list = v.toList();
+    ASSERT_LE(list.size(), 1u);
+    if (list.size() == 0) break;
+    v = list.get(0);
+  }
+  EXPECT_EQ(depth, 50);
+  fs::remove_all(dir);
+}
+
 // The CRC-32 of records comes from zlib (crc32_z, and crc32_combine64 to join the CRCs of
 // slices read on different threads): check the calls we make against the definition.
 TEST(Crc32, ZlibMatchesTheZipCheckValueAndChains) {

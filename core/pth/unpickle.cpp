@@ -1,11 +1,17 @@
 // The unpickler of load_pth: a pickle virtual machine over IValues. Python callables (GLOBAL)
 // travel on the stack as their "module.name" string; REDUCE/NEWOBJ dispatch on that name.
+//
+// The machine itself is a loop, but what it builds is walked recursively afterwards: LibTorch
+// destroys a nested c10::List by recursion, and so do our readers of the result. A pickle of
+// 10^6 nested lists is 2 MB and would exhaust the stack, so the nesting of every container is
+// counted as it is built and bounded by kMaxNesting (Nesting, below).
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/pth/objects.h"
 
@@ -22,10 +28,69 @@ std::string global_name(const std::string& module, const std::string& name) {
   return module + "." + name;
 }
 
+// Real checkpoints, official ones included, nest fewer than 20 levels; a test loads 50.
+constexpr int kMaxNesting = 256;
+
+// The nesting depth of every container the pickle builds (a scalar, string or tensor: 0; a
+// container: 1 + its deepest element). Exact because a container may not change once it is
+// nested in another: Python's pickler finishes each object (its items, its BUILD state)
+// before it saves the parent, so only recursive or aliased structures, which torch.save does
+// not write, are refused by that rule. Every container stays referenced until the end, so
+// that no address is reused by another while it is a key here.
+class Nesting {
+ public:
+  Nesting(const std::string& where, const size_t& op_pos) : where_(where), op_pos_(op_pos) {}
+
+  // `child` goes into a container: from now on it may not change. Returns its depth.
+  int nest(const IValue& child) {
+    const auto it = depth_.find(key(child));
+    if (it == depth_.end()) return 0;
+    sealed_.insert(it->first);
+    return it->second;
+  }
+  // A new container whose deepest element has depth `inner` (unless it is one already known,
+  // as when a callable returns one of its arguments).
+  void made(const IValue& container, int inner) {
+    if (key(container) == nullptr || depth_.count(key(container))) return;
+    alive_.push_back(container);
+    set(container, inner + 1);
+  }
+  // `target` is about to change (APPEND, SETITEM, BUILD).
+  void check_mutable(const IValue& target, const IValue& incoming) const {
+    XDINO_PICKLE_CHECK(sealed_.count(key(target)) == 0 &&
+                           (key(target) == nullptr || key(target) != key(incoming)),
+                       "a container is changed after it was nested in another (a recursive or "
+                       "shared structure, which torch.save does not write)");
+  }
+  // `target` gained an element of depth `inner`.
+  void grew(const IValue& target, int inner) {
+    const auto it = depth_.find(key(target));
+    if (it != depth_.end() && inner + 1 > it->second) set(target, inner + 1);
+  }
+
+ private:
+  static const void* key(const IValue& v) {
+    return v.isList() || v.isTuple() || v.isGenericDict() || v.isObject() ? v.internalToPointer()
+                                                                          : nullptr;
+  }
+  void set(const IValue& container, int depth) {
+    XDINO_PICKLE_CHECK(depth <= kMaxNesting, "containers nest deeper than ", kMaxNesting,
+                       " levels (torch.save's checkpoints nest fewer than 20): refused before "
+                       "reading it could exhaust the stack");
+    depth_[key(container)] = depth;
+  }
+
+  const std::string& where_;
+  const size_t& op_pos_;
+  std::unordered_map<const void*, int> depth_;
+  std::unordered_set<const void*> sealed_;
+  std::vector<IValue> alive_;
+};
+
 class Unpickler {
  public:
   Unpickler(std::string_view data, const StorageLoader& loader, const std::string& where)
-      : data_(data), where_(where), objects_(loader, where, op_pos_) {}
+      : data_(data), where_(where), objects_(loader, where, op_pos_), nesting_(where, op_pos_) {}
 
   IValue run() {
     while (true) {
@@ -118,9 +183,52 @@ class Unpickler {
   }
 
   // ---- containers ----
+  // New containers from the stack's items, their nesting counted.
+  IValue new_tuple(std::vector<IValue> items) {
+    const int inner = nest_all(items);
+    IValue tuple = make_tuple(std::move(items));
+    nesting_.made(tuple, inner);
+    return tuple;
+  }
+  IValue new_list(std::vector<IValue> items) {
+    const int inner = nest_all(items);
+    auto list = make_list();
+    for (IValue& v : items) list.push_back(std::move(v));
+    IValue value(list);
+    nesting_.made(value, inner);
+    return value;
+  }
+  IValue new_dict(std::vector<IValue> items) {
+    XDINO_PICKLE_CHECK(items.size() % 2 == 0, "DICT with an odd number of items");
+    const int inner = nest_all(items);
+    IValue dict = make_any_dict();
+    nesting_.made(dict, 0);
+    for (size_t i = 0; i < items.size(); i += 2) objects_.set_item(dict, items[i], items[i + 1]);
+    nesting_.grew(dict, inner);
+    return dict;
+  }
+  int nest_all(const std::vector<IValue>& items) {
+    int inner = 0;
+    for (const IValue& v : items) inner = std::max(inner, nesting_.nest(v));
+    return inner;
+  }
+  // What a callable (REDUCE, NEWOBJ, ...) made of its arguments: a container counts as one
+  // level above them.
+  IValue made_from(IValue result, int inner) {
+    nesting_.made(result, inner);
+    return result;
+  }
   void append(IValue& target, IValue value) {
     XDINO_PICKLE_CHECK(target.isList(), "APPEND on a ", target.tagKind());
+    nesting_.check_mutable(target, value);
+    nesting_.grew(target, nesting_.nest(value));
     target.toList().push_back(std::move(value));
+  }
+  void set_item(IValue& target, IValue key, IValue value) {
+    nesting_.check_mutable(target, value);
+    nesting_.check_mutable(target, key);
+    nesting_.grew(target, std::max(nesting_.nest(key), nesting_.nest(value)));
+    objects_.set_item(target, std::move(key), std::move(value));
   }
   void memo_put(uint64_t index) { memo_[index] = top(); }
   void memo_get(uint64_t index) {
@@ -136,6 +244,7 @@ class Unpickler {
   size_t pos_ = 0;
   size_t op_pos_ = 0;
   PythonObjects objects_;
+  Nesting nesting_;
   std::vector<IValue> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, IValue> memo_;
@@ -242,30 +351,27 @@ void Unpickler::step(uint8_t op) {
       push(std::string(take(le(8))));
       break;
     case ')':
-      push(make_tuple({}));
+      push(new_tuple({}));
       break;
     case 't':
-      push(make_tuple(pop_mark()));
+      push(new_tuple(pop_mark()));
       break;
     case 0x85:
     case 0x86:
     case 0x87: {
       std::vector<IValue> items(op - 0x84);
       for (size_t i = items.size(); i-- > 0;) items[i] = pop();
-      push(make_tuple(std::move(items)));
+      push(new_tuple(std::move(items)));
       break;
     }
     case ']':
     case 0x8f:
-      push(make_list());
+      push(new_list({}));
       break;  // sets load as lists
     case 'l':
-    case 0x91: {
-      auto list = make_list();
-      for (IValue& v : pop_mark()) list.push_back(std::move(v));
-      push(list);
+    case 0x91:
+      push(new_list(pop_mark()));
       break;
-    }
     case 'a': {
       IValue v = pop();
       append(top(), std::move(v));
@@ -276,26 +382,21 @@ void Unpickler::step(uint8_t op) {
       for (IValue& v : pop_mark()) append(top(), std::move(v));
       break;
     case '}':
-      push(make_any_dict());
+      push(new_dict({}));
       break;
-    case 'd': {
-      std::vector<IValue> items = pop_mark();
-      XDINO_PICKLE_CHECK(items.size() % 2 == 0, "DICT with an odd number of items");
-      IValue dict = make_any_dict();
-      for (size_t i = 0; i < items.size(); i += 2) objects_.set_item(dict, items[i], items[i + 1]);
-      push(dict);
+    case 'd':
+      push(new_dict(pop_mark()));
       break;
-    }
     case 's': {
       IValue value = pop();
       IValue key = pop();
-      objects_.set_item(top(), std::move(key), std::move(value));
+      set_item(top(), std::move(key), std::move(value));
       break;
     }
     case 'u': {
       std::vector<IValue> items = pop_mark();
       XDINO_PICKLE_CHECK(items.size() % 2 == 0, "SETITEMS with an odd number of items");
-      for (size_t i = 0; i < items.size(); i += 2) objects_.set_item(top(), items[i], items[i + 1]);
+      for (size_t i = 0; i < items.size(); i += 2) set_item(top(), items[i], items[i + 1]);
       break;
     }
     case 'c': {
@@ -311,39 +412,52 @@ void Unpickler::step(uint8_t op) {
     case 'R': {
       IValue args = pop();
       const std::string fn = objects_.name_of(pop(), "REDUCE's callable");
-      push(objects_.call(fn, objects_.tuple_items(args, "REDUCE's arguments")));
+      const int inner = nesting_.nest(args);
+      push(made_from(objects_.call(fn, objects_.tuple_items(args, "REDUCE's arguments")), inner));
       break;
     }
     case 'b': {
       IValue state = pop();
+      nesting_.check_mutable(top(), state);
+      nesting_.grew(top(), nesting_.nest(state));
       objects_.build(top(), std::move(state));
       break;
     }
     case 0x81: {
       IValue args = pop();
       const std::string cls = objects_.name_of(pop(), "NEWOBJ's class");
-      push(objects_.instance(cls, objects_.tuple_items(args, "NEWOBJ's arguments"), IValue()));
+      const int inner = nesting_.nest(args) + 1;  // the arguments are kept in a tuple
+      push(made_from(
+          objects_.instance(cls, objects_.tuple_items(args, "NEWOBJ's arguments"), IValue()),
+          inner));
       break;
     }
     case 0x92: {
       IValue kwargs = pop();
       IValue args = pop();
       const std::string cls = objects_.name_of(pop(), "NEWOBJ_EX's class");
-      push(objects_.instance(cls, objects_.tuple_items(args, "NEWOBJ_EX's arguments"),
-                             std::move(kwargs)));
+      const int inner = std::max(nesting_.nest(args) + 1, nesting_.nest(kwargs));
+      push(made_from(objects_.instance(cls, objects_.tuple_items(args, "NEWOBJ_EX's arguments"),
+                                       std::move(kwargs)),
+                     inner));
       break;
     }
     case 'i': {
       std::string module = line();
       const std::string cls = global_name(module, line());
-      push(objects_.instance(cls, pop_mark(), IValue()));
+      std::vector<IValue> items = pop_mark();
+      const int inner = nest_all(items) + 1;
+      push(made_from(objects_.instance(cls, std::move(items), IValue()), inner));
       break;
     }
     case 'o': {
       std::vector<IValue> items = pop_mark();
       XDINO_PICKLE_CHECK(!items.empty(), "OBJ without a class");
       const std::string cls = objects_.name_of(items[0], "OBJ's class");
-      push(objects_.instance(cls, std::vector<IValue>(items.begin() + 1, items.end()), IValue()));
+      const int inner = nest_all(items) + 1;
+      push(made_from(
+          objects_.instance(cls, std::vector<IValue>(items.begin() + 1, items.end()), IValue()),
+          inner));
       break;
     }
     case 'p':
