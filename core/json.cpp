@@ -43,6 +43,27 @@ void dump_to(const Json& j, int indent, int depth, std::string& out) {
   }
 }
 
+// nlohmann's parser and its values' destructor recurse once per nesting level: 10^6 '[' crash
+// the process. Count the levels first (brackets outside strings), without building anything.
+void check_nesting(std::string_view text, const std::string& what) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      XDINO_CHECK(++depth <= kMaxJsonNesting, "cannot parse ", what, " as JSON: it nests deeper "
+                  "than ", kMaxJsonNesting, " levels at byte ", i, " (no result file does)");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
 }  // namespace
 
 std::string python_dumps(const Json& j, int indent) {
@@ -52,6 +73,7 @@ std::string python_dumps(const Json& j, int indent) {
 }
 
 Json parse_json(std::string_view text, const std::string& what) {
+  check_nesting(text, what);
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {

@@ -11,7 +11,8 @@
 //    (not RFC 8259; results that may be NaN are stored as null by their writers instead).
 //  - parse_json(text, what) reads RFC 8259 JSON (no NaN, no leading zeros, no lone
 //    surrogates); a syntax error throws xdino::Error naming `what` (e.g. the file) and the
-//    byte. Access errors (a missing key, a wrong type) are nlohmann's exceptions
+//    byte. So does a text nesting arrays/objects deeper than kMaxJsonNesting (checked before
+//    parsing: nlohmann's parser and destructor recurse per level). Access errors (a missing key, a wrong type) are nlohmann's exceptions
 //    (std::exception); callers that read user files name the file around them.
 #pragma once
 
@@ -23,6 +24,9 @@
 namespace xdino {
 
 using Json = nlohmann::ordered_json;
+
+// Our files nest 3 levels; a Python tool's result might nest a few more.
+constexpr int kMaxJsonNesting = 256;
 
 std::string python_dumps(const Json& j, int indent = -1);
 Json parse_json(std::string_view text, const std::string& what);
