@@ -8,7 +8,6 @@
 #include <boost/property_tree/ini_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <map>
-#include <regex>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -160,23 +159,7 @@ ModelFacts registry_facts(const std::string& arch, int64_t patch_size, int64_t i
 }
 
 std::string display_model_name(const std::string& arch, int64_t patch_size, int64_t image_size) {
-  static const std::map<std::string, std::string> xcit_sizes = {
-      {"nano", "N"}, {"tiny", "T"}, {"small", "S"}, {"medium", "M"}, {"large", "L"}};
-  static const std::map<std::string, std::string> vit_sizes = {
-      {"tiny", "Ti"}, {"small", "S"}, {"base", "B"}, {"large", "L"}};
-  static const std::map<std::string, std::string> xvit_sizes = {
-      {"tiny", "T"}, {"small", "S"}, {"medium", "M"}, {"base", "B"}};
-  std::string name = arch;
-  std::smatch m;
-  if (std::regex_match(arch, m, std::regex("xcit_([a-z]+)_(\\d+)_p(\\d+)")) &&
-      xcit_sizes.count(m[1]))
-    name = "XCiT-" + xcit_sizes.at(m[1]) + m[2].str() + "/" + m[3].str();
-  else if (std::regex_match(arch, m, std::regex("xvit_([a-z]+)(_p8)?")) && xvit_sizes.count(m[1]))
-    name = "X-ViT-" + xvit_sizes.at(m[1]) + (m[2].matched ? "/8" : "/16");  // models/xvit.h
-  else if (std::regex_match(arch, m, std::regex("vit_([a-z]+)")) && vit_sizes.count(m[1]))
-    name = "ViT-" + vit_sizes.at(m[1]) + "/" + std::to_string(patch_size);
-  else if (arch == "pixels")
-    name = "Pixels";
+  std::string name = models::paper_name(arch, patch_size);
   if (image_size != 224) name += "↑" + std::to_string(image_size);
   return name;
 }

@@ -22,12 +22,6 @@ namespace fs = std::filesystem;
 namespace xdino::eval {
 namespace {
 
-// XCiT and X-ViT (models/xvit.h) end in class-attention layers and have per-block |Q|/|K|
-// maps; ViT's attention maps are its blocks' CLS rows.
-bool has_class_attention(const std::string& arch) {
-  return arch.rfind("xcit", 0) == 0 || arch.rfind("xvit", 0) == 0;
-}
-
 torch::Tensor grid_of(const torch::Tensor& per_patch, int64_t gh, int64_t gw) {
   return per_patch.reshape({per_patch.size(0), gh, gw}).to(torch::kFloat).contiguous();
 }
@@ -119,8 +113,11 @@ ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
   models::ProbeRequest request;
   request.feature = false;
   request.cls_attention_layer = o.ca_layer;
-  const bool xcit = has_class_attention(model.arch());
-  if (xcit && o.qk_norms != "none") request.qk_block = o.qk_block;
+  // XCiT and X-ViT end in class-attention layers and have per-block |Q|/|K| maps; ViT's
+  // attention maps are its blocks' CLS rows (models::Capabilities).
+  m.caps = model.capabilities();
+  const bool class_attention = m.caps.class_attention_layers > 0;
+  if (m.caps.qk_norms && o.qk_norms != "none") request.qk_block = o.qk_block;
   models::Probe probe;
   {
     torch::NoGradGuard no_grad;
@@ -137,8 +134,9 @@ ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
     m.k_raw = grid_or_undefined(probe.qk.k_raw, gh, gw);
     m.qk_block = models::resolve_index(o.qk_block, model.num_blocks(), "--qk_block");
   }
-  m.ca_layer = xcit ? models::resolve_index(o.ca_layer, 2, "--ca_layer")
-                    : models::resolve_index(o.ca_layer, model.num_blocks(), "--ca_layer");
+  m.ca_layer = models::resolve_index(
+      o.ca_layer, class_attention ? m.caps.class_attention_layers : model.num_blocks(),
+      "--ca_layer");
   return m;
 }
 
@@ -158,8 +156,8 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
     write_png(dir / ("attn-overlay-head" + std::to_string(j) + ".png"), overlays.back());
   }
   write_npy(dir / "attn.npy", m.attention);
-  rows.push_back({(m.q_hat.defined() || has_class_attention(o.arch) ? "CLS attn, CA layer "
-                                                                      : "CLS attn, block ") +
+  rows.push_back({(m.caps.class_attention_layers > 0 ? "CLS attn, CA layer "
+                                                      : "CLS attn, block ") +
                       std::to_string(m.ca_layer),
                   attn_tiles, head_captions(heads)});
   rows.push_back({"attn over image", overlays, {}});
@@ -178,7 +176,7 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
 
   const std::string layer = "-layer" + std::to_string(m.qk_block);
   // X-ViT normalises each query over its own channels: |q^| = 1 everywhere, by design.
-  const bool unit_queries = o.arch.rfind("xvit", 0) == 0;
+  const bool unit_queries = m.caps.unit_queries;
   auto qk_rows = [&](const torch::Tensor& q, const torch::Tensor& k, const std::string& suffix,
                      const std::string& label) {
     for (const auto& [map, stem] : {std::pair{q, std::string("qnorm")}, std::pair{k, std::string("knorm")}}) {
@@ -188,7 +186,7 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
         write_png(dir / (stem + suffix + layer + "-head" + std::to_string(j) + ".png"), tiles[j]);
       write_npy(dir / (stem + (suffix.empty() ? "" : "_raw") + ".npy"), map);
       rows.push_back({(stem == "qnorm" ? "|q|" : "|k|") + label +
-                          (unit_queries ? ", XNorm blk " : ", XCA blk ") +
+                          ", " + m.caps.block_label + " blk " +
                           std::to_string(m.qk_block),
                       tiles, {}});
     }

@@ -62,6 +62,7 @@ struct ImageMaps {
   torch::Tensor mask;          // (heads, Hf, Wf), or undefined
   torch::Tensor q_hat, k_hat, q_raw, k_raw;  // (heads, Hf, Wf), or undefined
   int64_t ca_layer = 0, qk_block = 0;        // resolved indices, for labels and file names
+  models::Capabilities caps;                 // the model's, for labels
 };
 
 ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,

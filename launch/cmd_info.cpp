@@ -13,7 +13,7 @@ class InfoCommand : public Command {
   void declare(Flags& f) override {
     models::InfoOptions& o = opt_;
     f.add("arch", &o.arch, "backbone: " + models::backbone_list())
-        .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
+        .add("patch_size", &o.patch_size, models::patch_size_help())
         .add("image_size", &o.image_size, "input resolution: S (square) or H W");
   }
 

@@ -144,7 +144,7 @@ class TrainCommand : public Command {
   void declare(Flags& f) override {
     ssl::DinoOptions& o = opt_;
     f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
-        .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
+        .add("patch_size", &o.patch_size, models::patch_size_help())
         .add("out_dim", &o.head.out_dim, "dimensionality of the DINO head output")
         .add("norm_last_layer", &o.head.norm_last_layer,
              "weight-normalise the head's last layer with a fixed unit norm")

@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "eval/visualize.h"
 #include "launch/command.h"
+#include "launch/eval_common.h"
 #include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
@@ -13,11 +14,8 @@ class VisualizeCommand : public Command {
  public:
   void declare(Flags& f) override {
     eval::VisualizeOptions& o = opt_;
-    f.add("arch", &o.arch, "backbone: xcit_* (class attention + |Q|/|K| maps) or vit_*")
-        .add("patch_size", &o.patch_size, "ViT patch size (XCiT takes it from --arch)")
-        .add("pretrained_weights", &o.pretrained_weights, "checkpoint to visualise")
-        .add("checkpoint_key", &o.checkpoint_key, "teacher or student, in a training checkpoint")
-        .add("image_path", &o.image_path,
+    declare_backbone_flags(f, o.arch, o.patch_size, o.pretrained_weights, o.checkpoint_key);
+    f.add("image_path", &o.image_path,
              "images to visualise; a folder is a video's frames (one attn-<frame> each)")
         .add("data_path", &o.data_path,
              "instead of --image_path: a dataset to take --sample_indices from: " +
@@ -28,8 +26,10 @@ class VisualizeCommand : public Command {
         .add("output_dir", &o.output_dir, "where the pictures go")
         .add("threshold", &o.threshold,
              "masks keep this fraction of the attention mass, e.g. 0.6 (0: no masks)")
-        .add("ca_layer", &o.ca_layer, "XCiT class-attention layer shown (negative: from the end)")
-        .add("qk_block", &o.qk_block, "XCiT XCA block of the |Q|/|K| maps (negative: from the end)")
+        .add("ca_layer", &o.ca_layer,
+             "class-attention layer shown (XCiT, X-ViT), or block (ViT); negative: from the end")
+        .add("qk_block", &o.qk_block,
+             "block of the |Q|/|K| maps (XCiT's XCA, X-ViT's XNorm); negative: from the end")
         .add("qk_norms", &o.qk_norms, "|Q|/|K| maps after normalisation (hat), raw, both or none");
   }
 

@@ -4,16 +4,21 @@
 
 namespace xdino::launch {
 
-void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
-  f.add("arch", &s.arch, "backbone: " + models::backbone_list())
-      .add("patch_size", &s.patch_size, "ViT patch size (XCiT takes it from --arch)")
-      .add("pretrained_weights", &s.pretrained_weights,
-           "checkpoint to evaluate (ours or official); empty: random weights (the official "
+void declare_backbone_flags(Flags& f, std::string& arch, int64_t& patch_size,
+                            std::string& pretrained_weights, std::string& checkpoint_key) {
+  f.add("arch", &arch, "backbone: " + models::backbone_list())
+      .add("patch_size", &patch_size, models::patch_size_help())
+      .add("pretrained_weights", &pretrained_weights,
+           "checkpoint to load (ours or official); empty: random weights (the official "
            "scripts would download reference weights; this build never downloads)")
-      .add("checkpoint_key", &s.checkpoint_key,
-           "key of the state dict inside the checkpoint (teacher, student)")
-      .add("image_size", &s.image_size,
-           "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
+      .add("checkpoint_key", &checkpoint_key,
+           "key of the state dict inside the checkpoint (teacher, student)");
+}
+
+void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
+  declare_backbone_flags(f, s.arch, s.patch_size, s.pretrained_weights, s.checkpoint_key);
+  f.add("image_size", &s.image_size,
+        "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }
 
 void declare_subset_flags(Flags& f, eval::EvalSubset& s) {

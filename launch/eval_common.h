@@ -2,7 +2,9 @@
 //
 // Contract:
 //  - declare_backbone_flags() binds the official model flags (--arch, --patch_size,
-//    --pretrained_weights, --checkpoint_key) and our --image_size to a BackboneSpec.
+//    --pretrained_weights, --checkpoint_key) and our --image_size to a BackboneSpec; the
+//    overload of four fields binds the model flags alone (`dino visualize`, whose
+//    --image_size is an H W resize).
 //  Sessions (processes, device, config.ini) are launch/session.h's, shared with `dino train`.
 #pragma once
 
@@ -19,6 +21,8 @@
 namespace xdino::launch {
 
 void declare_backbone_flags(Flags& flags, eval::BackboneSpec& spec);
+void declare_backbone_flags(Flags& flags, std::string& arch, int64_t& patch_size,
+                            std::string& pretrained_weights, std::string& checkpoint_key);
 // --max_train_samples, --max_val_samples (ours): class-balanced subsets for quick runs.
 void declare_subset_flags(Flags& flags, eval::EvalSubset& subset);
 

@@ -29,6 +29,8 @@
 //    each (B, heads, N), float32 (float64 for float64 models), for main block `block`: XCiT
 //    (XCA's token-axis L2 normalisation) and X-ViT (XNorm's per-token one: |q^| = 1, no |k^|);
 //    UsageError for other families.
+//  - capabilities(): which maps the family can give and how to label them, so that callers
+//    (eval/visualize.cpp) never dispatch on architecture names.
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
 #pragma once
@@ -65,6 +67,16 @@ struct Probe {
   QKNorms qk;                         // (B, heads, N) each
 };
 
+// What a backbone can show besides its feature (see probe()).
+struct Capabilities {
+  // > 0: the CLS attention maps come from this many class-attention layers (XCiT, X-ViT);
+  // 0: from the CLS rows of the main blocks' self-attention (ViT), or none (pixels).
+  int64_t class_attention_layers = 0;
+  bool qk_norms = false;      // qk_norms() works: per-block |Q|/|K| maps
+  bool unit_queries = false;  // queries normalised per token (|q^| = 1 by design, no k^)
+  std::string block_label = "block";  // the main blocks in captions ("XCA", "XNorm")
+};
+
 class Backbone : public torch::nn::Module {
  public:
   virtual Probe probe(torch::Tensor images, const ProbeRequest& request) = 0;
@@ -91,6 +103,7 @@ class Backbone : public torch::nn::Module {
   virtual double flops(int64_t height, int64_t width) const = 0;
   // Number of trainable-parameter elements (BN running statistics excluded).
   int64_t num_parameters() const;
+  virtual Capabilities capabilities() const { return {}; }
 };
 
 // Resolves a possibly negative block/layer index against `count`; UsageError naming `what`

@@ -72,6 +72,20 @@ std::pair<int64_t, int64_t> ConvPatchEmbedImpl::grid(int64_t height, int64_t wid
   return {height, width};
 }
 
+double ConvPatchEmbedImpl::flops(int64_t height, int64_t width, int64_t patch, int64_t dim) {
+  double flops = 0;
+  double in = 3, out = static_cast<double>(dim) / static_cast<double>(patch / 2);
+  for (int64_t p = patch; p > 1; p /= 2) {  // widths double up to embed_dim
+    height = (height + 1) / 2;
+    width = (width + 1) / 2;
+    const double pixels = static_cast<double>(height * width);
+    flops += out * in * 9 * pixels + 2 * out * pixels;
+    in = out;
+    out *= 2;
+  }
+  return flops;
+}
+
 std::pair<Tensor, std::pair<int64_t, int64_t>> ConvPatchEmbedImpl::forward(const Tensor& images) {
   XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, "XCiT expects images (B, 3, H, W), got ",
               images.sizes());

@@ -49,6 +49,9 @@ struct ConvPatchEmbedImpl : torch::nn::Module {
   std::pair<torch::Tensor, std::pair<int64_t, int64_t>> forward(const torch::Tensor& images);
   // (Hp, Wp) for an H x W input, without running anything.
   static std::pair<int64_t, int64_t> grid(int64_t height, int64_t width, int64_t patch_size);
+  // Eval-mode FLOPs for an H x W input, fvcore convention: each conv's weight elements times
+  // its output pixels, plus 2 per BatchNorm output element.
+  static double flops(int64_t height, int64_t width, int64_t patch_size, int64_t embed_dim);
   int64_t patch_size;
   // Official layout: a Sequential [unit, GELU, unit, GELU, ...]; LibTorch cannot nest
   // Sequentials, so the outer list is a ModuleList with the same indices.

@@ -37,19 +37,33 @@ std::shared_ptr<Backbone> make_xvit(XViTConfig config, const BackboneOptions& op
   return std::make_shared<XViT>(std::move(config));
 }
 
-const std::map<std::string, Factory>& factories() {
-  static const std::map<std::string, Factory> table = [] {
-    std::map<std::string, Factory> t;
+// One registered name: how to build it, what the papers call it, where its patch size is.
+struct Entry {
+  Factory make;
+  std::function<std::string(int64_t patch_flag)> paper_name;
+  bool patch_from_flag = false;  // DINO's ViTs: --patch_size; the others: in the name
+};
+
+const std::map<std::string, Entry>& entries() {
+  static const std::map<std::string, Entry> table = [] {
+    std::map<std::string, Entry> t;
     for (const auto* table : {&xcit_variants(), &xcit_small_image_variants()})
       for (const XCiTConfig& c : *table)
-        t[c.name] = [c](const BackboneOptions& o) { return make_xcit(c, o); };
+        t[c.name] = {[c](const BackboneOptions& o) { return make_xcit(c, o); },
+                     [c](int64_t) { return c.paper_name; }};
     for (const XViTConfig& c : xvit_variants())
-      t[c.name] = [c](const BackboneOptions& o) { return make_xvit(c, o); };
-    for (const char* name : {"vit_tiny", "vit_small", "vit_base"})
-      t[name] = [n = std::string(name)](const BackboneOptions& o) { return make_vit(n, o); };
-    t["pixels"] = [](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
-      return std::make_shared<Pixels>(o.img_size);
-    };
+      t[c.name] = {[c](const BackboneOptions& o) { return make_xvit(c, o); },
+                   [c](int64_t) { return c.paper_name; }};
+    for (const char* name : {"vit_tiny", "vit_small", "vit_base"}) {
+      const std::string n = name;
+      t[n] = {[n](const BackboneOptions& o) { return make_vit(n, o); },
+              [n](int64_t patch) { return find_vit_variant(n, patch)->paper_name; },
+              /*patch_from_flag=*/true};
+    }
+    t["pixels"] = {[](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
+                     return std::make_shared<Pixels>(o.img_size);
+                   },
+                   [](int64_t) { return std::string("Pixels"); }};
     return t;
   }();
   return table;
@@ -66,8 +80,21 @@ int64_t patch_size_of(const std::string& arch, int64_t flag) {
 
 std::vector<std::string> backbone_names() {
   std::vector<std::string> names;
-  for (const auto& [name, factory] : factories()) names.push_back(name);
+  for (const auto& [name, entry] : entries()) names.push_back(name);
   return names;
+}
+
+std::string paper_name(const std::string& arch, int64_t patch_flag) {
+  const auto it = entries().find(arch);
+  return it == entries().end() ? arch : it->second.paper_name(patch_flag);
+}
+
+std::string patch_size_help() {
+  std::string flag_takers;
+  for (const auto& [name, entry] : entries())
+    if (entry.patch_from_flag) flag_takers += (flag_takers.empty() ? "" : ", ") + name;
+  return "patch size of " + flag_takers + " (DINO's --patch_size); every other --arch carries "
+         "its patch size in its name";
 }
 
 std::string backbone_list(bool with_pixels) {
@@ -78,12 +105,11 @@ std::string backbone_list(bool with_pixels) {
 }
 
 std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
-  const auto& table = factories();
-  const auto it = table.find(arch);
-  if (it == table.end()) {
+  const auto it = entries().find(arch);
+  if (it == entries().end()) {
     XDINO_FAIL_ARG("unknown architecture '", arch, "' (known: ", backbone_list(), ")");
   }
-  return it->second(options);
+  return it->second.make(options);
 }
 
 }  // namespace xdino::models

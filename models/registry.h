@@ -33,5 +33,10 @@ int64_t patch_size_of(const std::string& arch, int64_t flag);
 // The names, comma-separated, for help texts and error messages; `pixels` (no parameters,
 // nothing to train) left out unless asked for.
 std::string backbone_list(bool with_pixels = true);
+// The model as the papers write it ("XCiT-S12/16", "X-ViT-T/16", "ViT-B/8" for vit_base with
+// patch_flag 8, "Pixels"); an unknown name is returned as it is.
+std::string paper_name(const std::string& arch, int64_t patch_flag);
+// The --patch_size help of every command, from the names that take it from the flag.
+std::string patch_size_help();
 
 }  // namespace xdino::models

@@ -17,18 +17,23 @@ std::optional<ViTConfig> find_vit_variant(const std::string& name, int64_t patch
   ViTConfig c;
   c.name = name;
   c.patch_size = patch_size;
+  std::string size;
   if (name == "vit_tiny") {
     c.embed_dim = 192;
     c.num_heads = 3;
+    size = "Ti";
   } else if (name == "vit_small") {
     c.embed_dim = 384;
     c.num_heads = 6;
+    size = "S";
   } else if (name == "vit_base") {
     c.embed_dim = 768;
     c.num_heads = 12;
+    size = "B";
   } else {
     return std::nullopt;
   }
+  c.paper_name = "ViT-" + size + "/" + std::to_string(patch_size);
   return c;
 }
 

@@ -24,6 +24,7 @@ namespace xdino::models {
 
 struct ViTConfig {
   std::string name = "vit_small";
+  std::string paper_name = "ViT-S/16";  // as DINO's paper writes it
   int64_t patch_size = 16;
   int64_t embed_dim = 384;
   int64_t depth = 12;

@@ -14,23 +14,24 @@ using torch::Tensor;
 const std::vector<XCiTConfig>& xcit_variants() {
   static const std::vector<XCiTConfig> table = [] {
     struct Row {
-      const char* size;
+      const char *size, *paper;
       int64_t dim, depth, heads;
       double eta;
       bool tokens_norm;
     };
     // The official family (docs/architecture.md, "XCiT").
     const Row rows[] = {
-        {"nano_12", 128, 12, 4, 1.0, false},   {"tiny_12", 192, 12, 4, 1.0, true},
-        {"small_12", 384, 12, 8, 1.0, true},   {"tiny_24", 192, 24, 4, 1e-5, true},
-        {"small_24", 384, 24, 8, 1e-5, true},  {"medium_24", 512, 24, 8, 1e-5, true},
-        {"large_24", 768, 24, 16, 1e-5, true},
+        {"nano_12", "N12", 128, 12, 4, 1.0, false},   {"tiny_12", "T12", 192, 12, 4, 1.0, true},
+        {"small_12", "S12", 384, 12, 8, 1.0, true},   {"tiny_24", "T24", 192, 24, 4, 1e-5, true},
+        {"small_24", "S24", 384, 24, 8, 1e-5, true},  {"medium_24", "M24", 512, 24, 8, 1e-5, true},
+        {"large_24", "L24", 768, 24, 16, 1e-5, true},
     };
     std::vector<XCiTConfig> out;
     for (int64_t patch : {16, 8}) {
       for (const Row& r : rows) {
         XCiTConfig c;
         c.name = std::string("xcit_") + r.size + "_p" + std::to_string(patch);
+        c.paper_name = std::string("XCiT-") + r.paper + "/" + std::to_string(patch);
         c.patch_size = patch;
         c.embed_dim = r.dim;
         c.depth = r.depth;
@@ -51,15 +52,16 @@ const std::vector<XCiTConfig>& xcit_small_image_variants() {
     // "Small-image XCiT"). nano_12/tiny_12 are the official widths and depths; the shallower
     // rows trade depth for images per second in CPU-budget runs.
     struct Row {
-      const char* size;
+      const char *size, *paper;
       int64_t dim, depth, heads;
     };
-    const Row rows[] = {{"nano_12", 128, 12, 4}, {"tiny_12", 192, 12, 4}, {"nano_6", 128, 6, 4},
-                        {"nano_4", 128, 4, 4}};
+    const Row rows[] = {{"nano_12", "N12", 128, 12, 4}, {"tiny_12", "T12", 192, 12, 4},
+                        {"nano_6", "N6", 128, 6, 4}, {"nano_4", "N4", 128, 4, 4}};
     std::vector<XCiTConfig> out;
     for (const Row& r : rows) {
       XCiTConfig c;
       c.name = std::string("xcit_") + r.size + "_p4";
+      c.paper_name = std::string("XCiT-") + r.paper + "/4";
       c.patch_size = 4;
       c.embed_dim = r.dim;
       c.depth = r.depth;
@@ -83,18 +85,8 @@ std::optional<XCiTConfig> find_xcit_variant(const std::string& name) {
 double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
   const double C = static_cast<double>(c.embed_dim);
   const double d = C / static_cast<double>(c.num_heads);
-  double flops = 0;
-  // Patch embedding: conv (weight numel x output pixels) + eval BN (2 per element).
-  int64_t h = height, w = width;
-  double in = 3, out = C / static_cast<double>(c.patch_size / 2);
-  for (int64_t p = c.patch_size; p > 1; p /= 2) {
-    h = (h + 1) / 2;
-    w = (w + 1) / 2;
-    const double pixels = static_cast<double>(h * w);
-    flops += out * in * 9 * pixels + 2 * out * pixels;
-    in = out;
-    out *= 2;
-  }
+  double flops = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim);
+  const auto [h, w] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
   const double N = static_cast<double>(h * w), T = N + 1;
   flops += 64 * C * N;                                  // pos_embeder 1x1 conv
   const double xca_block = 3 * 5 * N * C                // norm1, norm2, norm3
@@ -116,51 +108,35 @@ double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
   return flops;
 }
 
-XCiT::XCiT(XCiTConfig config) : config_(std::move(config)) {
+XCiT::XCiT(XCiTConfig config)
+    : ClassAttentionBackbone({config.name, config.patch_size, config.embed_dim, config.depth,
+                              config.num_heads, config.cls_attn_layers, config.num_classes},
+                             "XCA", /*unit_queries=*/false),
+      config_(std::move(config)) {
   const XCiTConfig& c = config_;
   XDINO_CHECK_ARG(c.depth > 0 && c.cls_attn_layers > 0 && c.num_heads > 0,
                   "XCiT needs depth, cls_attn_layers and num_heads > 0");
   XDINO_CHECK_ARG(c.drop_path_rate >= 0 && c.drop_path_rate < 1,
                   "drop_path_rate must be in [0, 1), got ", c.drop_path_rate);
   const int64_t C = c.embed_dim;
-  cls_token = register_parameter("cls_token", torch::zeros({1, 1, C}));
-  patch_embed = register_module("patch_embed", ConvPatchEmbed(c.patch_size, C));
-  auto block_list = nn::ModuleList();
-  for (int64_t i = 0; i < c.depth; ++i) {
-    blocks.push_back(
-        XCABlock(XCABlockOptions(C, c.num_heads).eta(c.eta).drop_path_rate(c.drop_path_rate)));
-    block_list->push_back(blocks.back());
-  }
-  register_module("blocks", block_list);
-  auto ca_list = nn::ModuleList();
-  for (int64_t i = 0; i < c.cls_attn_layers; ++i) {
-    cls_attn_blocks.push_back(ClassAttentionBlock(
-        ClassAttentionBlockOptions(C, c.num_heads).eta(c.eta).tokens_norm(c.tokens_norm)));
-    ca_list->push_back(cls_attn_blocks.back());
-  }
-  register_module("cls_attn_blocks", ca_list);
-  norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({C}).eps(1e-6)));
-  if (c.num_classes > 0) head = register_module("head", nn::Linear(C, c.num_classes));
-  pos_embeder = register_module("pos_embeder", FourierPositionalEncoding(C));
-
-  trunc_normal_(cls_token, 0.0, 0.02, -2.0, 2.0);
-  init_linear_and_layernorm(*this);
-}
-
-std::pair<int64_t, int64_t> XCiT::token_grid(int64_t height, int64_t width) const {
-  return ConvPatchEmbedImpl::grid(height, width, config_.patch_size);
+  // The official state_dict order: stem, blocks, norm, head, then the positions.
+  register_stem();
+  register_blocks(
+      [&] {
+        return XCABlock(
+            XCABlockOptions(C, c.num_heads).eta(c.eta).drop_path_rate(c.drop_path_rate));
+      },
+      [&] {
+        return ClassAttentionBlock(
+            ClassAttentionBlockOptions(C, c.num_heads).eta(c.eta).tokens_norm(c.tokens_norm));
+      });
+  register_norm_and_head(nn::LayerNorm(nn::LayerNormOptions({C}).eps(1e-6)));
+  register_positions();
+  init_weights();
 }
 
 double XCiT::flops(int64_t height, int64_t width) const {
   return xcit_flops(config_, height, width);
-}
-
-Probe XCiT::probe(Tensor images, const ProbeRequest& request) {
-  auto [x, grid] = patch_embed(images);
-  const int64_t rows = grid.first, cols = grid.second;
-  const auto steps =
-      class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols, "XCA block");
-  return probe_class_attention_model(x + pos_embeder(rows, cols), cls_token, request, steps);
 }
 
 }  // namespace xdino::models

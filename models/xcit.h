@@ -19,13 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "models/backbone.h"
+#include "models/class_attention_backbone.h"
 #include "models/xcit_layers.h"
 
 namespace xdino::models {
 
 struct XCiTConfig {
   std::string name = "xcit";
+  std::string paper_name = "XCiT";  // as the papers write it: "XCiT-S12/16"
   int64_t patch_size = 16;
   int64_t embed_dim = 384;
   int64_t depth = 12;
@@ -46,28 +47,12 @@ std::optional<XCiTConfig> find_xcit_variant(const std::string& name);
 
 double xcit_flops(const XCiTConfig& config, int64_t height, int64_t width);
 
-class XCiT : public Backbone {
+class XCiT : public ClassAttentionBackbone<XCABlock, ClassAttentionBlock> {
  public:
   explicit XCiT(XCiTConfig config);
 
-  Probe probe(torch::Tensor images, const ProbeRequest& request) override;
-
-  const std::string& arch() const override { return config_.name; }
-  int64_t embed_dim() const override { return config_.embed_dim; }
-  int64_t patch_size() const override { return config_.patch_size; }
-  int64_t num_heads() const override { return config_.num_heads; }
-  int64_t num_blocks() const override { return config_.depth; }
-  std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const override;
   double flops(int64_t height, int64_t width) const override;
   const XCiTConfig& config() const { return config_; }
-
-  torch::Tensor cls_token;
-  ConvPatchEmbed patch_embed{nullptr};
-  std::vector<XCABlock> blocks;
-  std::vector<ClassAttentionBlock> cls_attn_blocks;
-  torch::nn::LayerNorm norm{nullptr};
-  torch::nn::Linear head{nullptr};  // null when num_classes == 0
-  FourierPositionalEncoding pos_embeder{nullptr};
 
  private:
   XCiTConfig config_;

@@ -125,18 +125,21 @@ Tensor XViTClassAttentionBlockImpl::forward(const Tensor& x, Tensor* attention) 
 const std::vector<XViTConfig>& xvit_variants() {
   static const std::vector<XViTConfig> table = [] {
     struct Size {
-      const char* name;
+      const char *name, *paper;
       int64_t dim, depth, heads;
     };
     // See the table in the header: head dim 48, sized to the paper's params and FLOPs.
-    const Size sizes[] = {
-        {"tiny", 192, 20, 4}, {"small", 384, 9, 8}, {"medium", 384, 18, 8}, {"base", 480, 20, 10}};
+    const Size sizes[] = {{"tiny", "T", 192, 20, 4},
+                          {"small", "S", 384, 9, 8},
+                          {"medium", "M", 384, 18, 8},
+                          {"base", "B", 480, 20, 10}};
     std::vector<XViTConfig> out;
     for (const char* suffix : {"", "_p8"}) {
       for (const Size& s : sizes) {
         XViTConfig c;
         c.name = std::string("xvit_") + s.name + suffix;
         c.patch_size = *suffix ? 8 : 16;
+        c.paper_name = std::string("X-ViT-") + s.paper + "/" + std::to_string(c.patch_size);
         c.embed_dim = s.dim;
         c.depth = s.depth;
         c.num_heads = s.heads;
@@ -213,18 +216,8 @@ double xnorm_attention_flops(int64_t num_tokens, int64_t dim, int64_t num_heads)
 double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
   const double C = static_cast<double>(c.embed_dim);
   const double r = static_cast<double>(c.mlp_ratio);
-  double total = 0;
-  // Stem: stride-2 conv3x3 units, widths doubling up to C (ConvPatchEmbed), each + eval BN.
+  double total = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim);
   const auto [rows, cols] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
-  const int64_t units = c.patch_size == 16 ? 4 : c.patch_size == 8 ? 3 : 2;
-  double in = 3;
-  for (int64_t u = 0; u < units; ++u) {
-    const double out = C / static_cast<double>(int64_t{1} << (units - 1 - u));
-    const auto [h, w] = ConvPatchEmbedImpl::grid(height, width, int64_t{2} << u);
-    const double pixels = static_cast<double>(h * w);
-    total += pixels * out * (9 * in + 2);
-    in = out;
-  }
   const double N = static_cast<double>(rows * cols), T = N + 1;
   total += 64 * C * N;  // positional encoding, a 1x1 conv 64 -> C
   const double attention = xnorm_attention_flops(rows * cols, c.embed_dim, c.num_heads);
@@ -248,54 +241,33 @@ double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
 
 // ------------------------------------------------------------------------------------------
 
-XViT::XViT(XViTConfig config) : config_(std::move(config)) {
+XViT::XViT(XViTConfig config)
+    : ClassAttentionBackbone({config.name, config.patch_size, config.embed_dim, config.depth,
+                              config.num_heads, config.cls_attn_layers, config.num_classes},
+                             "XNorm", /*unit_queries=*/true),
+      config_(std::move(config)) {
   const XViTConfig& c = config_;
   XDINO_CHECK_ARG(c.depth > 0 && c.cls_attn_layers > 0 && c.num_heads > 0 && c.mlp_ratio > 0,
                   "X-ViT needs depth, cls_attn_layers, num_heads and mlp_ratio > 0");
   XDINO_CHECK_ARG(c.drop_path_rate >= 0 && c.drop_path_rate < 1,
                   "drop_path_rate must be in [0, 1), got ", c.drop_path_rate);
-  const int64_t C = c.embed_dim;
-  cls_token = register_parameter("cls_token", torch::zeros({1, 1, C}));
-  patch_embed = register_module("patch_embed", ConvPatchEmbed(c.patch_size, C));
-  pos_embeder = register_module("pos_embeder", FourierPositionalEncoding(C));
-  const auto block_options = XViTBlockOptions(C, c.num_heads)
+  const auto block_options = XViTBlockOptions(c.embed_dim, c.num_heads)
                                  .mlp_ratio(c.mlp_ratio)
                                  .affine_init(c.affine_init)
                                  .drop_path_rate(c.drop_path_rate);
-  auto block_list = nn::ModuleList();
-  for (int64_t i = 0; i < c.depth; ++i) {
-    blocks.push_back(XViTBlock(block_options));
-    block_list->push_back(blocks.back());
-  }
-  register_module("blocks", block_list);
-  auto ca_list = nn::ModuleList();
-  for (int64_t i = 0; i < c.cls_attn_layers; ++i) {
-    cls_attn_blocks.push_back(
-        XViTClassAttentionBlock(XViTBlockOptions(block_options).drop_path_rate(0)));
-    ca_list->push_back(cls_attn_blocks.back());
-  }
-  register_module("cls_attn_blocks", ca_list);
-  norm = register_module("norm", pre_norm(C));
-  if (c.num_classes > 0) head = register_module("head", nn::Linear(C, c.num_classes));
-
-  trunc_normal_(cls_token, 0.0, 0.02, -2.0, 2.0);
-  init_linear_and_layernorm(*this);
-}
-
-std::pair<int64_t, int64_t> XViT::token_grid(int64_t height, int64_t width) const {
-  return ConvPatchEmbedImpl::grid(height, width, config_.patch_size);
+  // Our order (no official checkpoint): stem, positions, blocks, norm, head.
+  register_stem();
+  register_positions();
+  register_blocks([&] { return XViTBlock(block_options); },
+                  [&] {
+                    return XViTClassAttentionBlock(XViTBlockOptions(block_options).drop_path_rate(0));
+                  });
+  register_norm_and_head(pre_norm(c.embed_dim));
+  init_weights();
 }
 
 double XViT::flops(int64_t height, int64_t width) const {
   return xvit_flops(config_, height, width);
-}
-
-Probe XViT::probe(Tensor images, const ProbeRequest& request) {
-  auto [tokens, grid] = patch_embed(images);
-  const int64_t rows = grid.first, cols = grid.second;
-  const auto steps =
-      class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols, "XNorm block");
-  return probe_class_attention_model(tokens + pos_embeder(rows, cols), cls_token, request, steps);
 }
 
 }  // namespace xdino::models

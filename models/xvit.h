@@ -79,7 +79,7 @@
 #include <string>
 #include <vector>
 
-#include "models/backbone.h"
+#include "models/class_attention_backbone.h"
 #include "models/xcit_layers.h"
 
 namespace xdino::models {
@@ -155,6 +155,7 @@ TORCH_MODULE(XViTClassAttentionBlock);
 
 struct XViTConfig {
   std::string name = "xvit";
+  std::string paper_name = "X-ViT";  // "X-ViT-S/16" (the paper's size letters)
   int64_t patch_size = 16;
   int64_t embed_dim = 384;
   int64_t depth = 9;
@@ -187,28 +188,12 @@ std::vector<std::string> xvit_info_lines(const std::string& name);
 double xnorm_attention_flops(int64_t num_tokens, int64_t dim, int64_t num_heads);
 double xvit_flops(const XViTConfig& config, int64_t height, int64_t width);
 
-class XViT : public Backbone {
+class XViT : public ClassAttentionBackbone<XViTBlock, XViTClassAttentionBlock> {
  public:
   explicit XViT(XViTConfig config);
 
-  Probe probe(torch::Tensor images, const ProbeRequest& request) override;
-
-  const std::string& arch() const override { return config_.name; }
-  int64_t embed_dim() const override { return config_.embed_dim; }
-  int64_t patch_size() const override { return config_.patch_size; }
-  int64_t num_heads() const override { return config_.num_heads; }
-  int64_t num_blocks() const override { return config_.depth; }
-  std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const override;
   double flops(int64_t height, int64_t width) const override;
   const XViTConfig& config() const { return config_; }
-
-  torch::Tensor cls_token;
-  ConvPatchEmbed patch_embed{nullptr};
-  FourierPositionalEncoding pos_embeder{nullptr};
-  std::vector<XViTBlock> blocks;
-  std::vector<XViTClassAttentionBlock> cls_attn_blocks;
-  torch::nn::LayerNorm norm{nullptr};
-  torch::nn::Linear head{nullptr};  // null when num_classes == 0
 
  private:
   XViTConfig config_;
