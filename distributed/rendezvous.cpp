@@ -107,6 +107,8 @@ DistConfig dist_config_from_env() {
 DistConfig dist_config_from_env(const DistOptions& o) {
   XDINO_CHECK_ARG(o.dist_timeout > 0, "--dist_timeout must be positive (seconds), got ",
                   o.dist_timeout);
+  XDINO_CHECK_ARG(o.dist_url == "env://", "--dist_url ", o.dist_url,
+                  " is not supported: only env:// (torchrun, SLURM or MPI variables)");
   XDINO_CHECK_ARG(o.dist_heartbeat_timeout > 0,
                   "--dist_heartbeat_timeout must be positive (seconds), got ",
                   o.dist_heartbeat_timeout);

@@ -16,7 +16,9 @@
 // a process waits for the others at the rendezvous and in each collective before it names the
 // lost rank and exits 1 (a process that dies is noticed at the next collective, without
 // waiting), and dist_heartbeat_timeout, the seconds without a peer's heartbeat after which
-// it is unreachable (distributed/peer_monitor.h). Not positive: UsageError.
+// it is unreachable (distributed/peer_monitor.h). Not positive: UsageError. dist_url and
+// local_rank are the official scripts' flags: a dist_url other than env:// throws UsageError
+// (the launcher's variables are the one source), local_rank is accepted and ignored.
 #pragma once
 
 #include <functional>
@@ -34,6 +36,8 @@ DistConfig dist_config_from_env();
 struct DistOptions {
   double dist_timeout = 1800;  // torch.distributed's default process-group timeout
   double dist_heartbeat_timeout = 60;  // ours: a silent peer is lost (peer_monitor.h)
+  std::string dist_url = "env://";     // the official flag; env:// is the only rendezvous
+  int64_t local_rank = 0;              // the official flag; ignored (the environment says)
 };
 
 // dist_config_from_env() with the options applied.

@@ -164,7 +164,7 @@ int64_t reported_k(const std::vector<int64_t>& ks) {
   XDINO_CHECK_ARG(!ks.empty(), "no k given for the k-NN classifier (--nb_knn)");
   int64_t best = ks.front();
   for (const int64_t k : ks) {
-    const int64_t d = std::abs(k - 20), db = std::abs(best - 20);
+    const int64_t d = std::abs(k - kReportedK), db = std::abs(best - kReportedK);
     if (d < db || (d == db && k < best)) best = k;
   }
   return best;

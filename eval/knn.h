@@ -30,6 +30,11 @@ namespace xdino::eval {
 
 enum class KnnBackend { kFaiss, kTorch };
 
+// The k papers quote (DINO's protocol): reported_k() picks it, the online monitor uses it.
+constexpr int64_t kReportedK = 20;
+
+// eval_knn.py's defaults live here, once: `dino knn` (knn_eval.h) and the online monitor
+// (online_knn.h) take theirs from a default KnnParams.
 struct KnnParams {
   std::vector<int64_t> ks = {10, 20, 100, 200};
   double temperature = 0.07;
@@ -71,8 +76,8 @@ KnnResult knn_classify(const torch::Tensor& train_features, const torch::Tensor&
                        const torch::Tensor& test_features, const torch::Tensor& test_labels,
                        const KnnParams& params);
 
-// The k whose accuracy papers quote: 20 (DINO protocol) when present, else the k closest to
-// 20 (the smaller one on a tie).
+// The k whose accuracy papers quote: kReportedK when present, else the k closest to it (the
+// smaller one on a tie).
 int64_t reported_k(const std::vector<int64_t>& ks);
 
 const char* backend_name(KnnBackend backend);

@@ -37,14 +37,12 @@ namespace xdino::eval {
 struct KnnEvalOptions {
   BackboneSpec model;
   int64_t batch_size_per_gpu = 128;
-  std::vector<int64_t> nb_knn = {10, 20, 100, 200};
-  double temperature = 0.07;
+  std::vector<int64_t> nb_knn = KnnParams{}.ks;
+  double temperature = KnnParams{}.temperature;
   bool use_cuda = true;  // keep the features on the GPU for the search (when there is one)
   std::string dump_features;
   std::string load_features;
   int64_t num_workers = 10;
-  std::string dist_url = "env://";
-  int64_t local_rank = 0;
   std::string data_path = "/path/to/imagenet/";
   // Ours.
   std::string output_dir = ".";

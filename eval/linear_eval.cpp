@@ -261,11 +261,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
         loader_options(o, true, device), comm.rank(), comm.world_size(), *model, o, device);
   }
 
-  LinearSchedule schedule;
-  schedule.epochs = o.epochs;
-  schedule.lr = o.lr;
-  schedule.batch_size_per_gpu = o.batch_size_per_gpu;
-  schedule.val_freq = o.val_freq;
+  const LinearSchedule& schedule = o;
   const double base_lr = scaled_lr(schedule, comm.world_size());
   auto optimizer = make_linear_optimizer(classifier, base_lr);
   LinearCheckpointInfo info{o.epochs, base_lr, protocol};

@@ -44,18 +44,14 @@
 
 namespace xdino::eval {
 
-struct LinearEvalOptions {
+// The probe's schedule (epochs, lr, batch_size_per_gpu, val_freq) and its defaults are
+// LinearSchedule's (linear.h).
+struct LinearEvalOptions : LinearSchedule {
   int64_t n_last_blocks = 4;
   bool avgpool_patchtokens = false;
   BackboneSpec model;
-  int64_t epochs = 100;
-  double lr = 0.001;
-  int64_t batch_size_per_gpu = 128;
-  std::string dist_url = "env://";
-  int64_t local_rank = 0;
   std::string data_path = "/path/to/imagenet/";
   int64_t num_workers = 10;
-  int64_t val_freq = 1;
   std::string output_dir = ".";
   int64_t num_labels = 1000;
   bool evaluate = false;

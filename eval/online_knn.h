@@ -27,6 +27,7 @@
 
 #include "augment/data/dataset.h"
 #include "distributed/communicator.h"
+#include "eval/knn.h"
 #include "models/backbone.h"
 
 namespace xdino::eval {
@@ -36,8 +37,8 @@ struct OnlineKnnOptions {
   int64_t train_samples = 5000;
   int64_t val_samples = 1000;
   int64_t image_size = 224;
-  int64_t k = 20;
-  double temperature = 0.07;
+  int64_t k = kReportedK;
+  double temperature = KnnParams{}.temperature;
   int64_t batch_size = 256;
   int64_t num_workers = 2;
 };

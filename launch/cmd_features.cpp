@@ -26,12 +26,11 @@ class FeaturesCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    Session s = start_session(dist_);
     const std::filesystem::path parent = std::filesystem::path(opt_.output).parent_path();
-    write_config(flags, parent.empty() ? "." : parent.string(), *s.comm);
-    eval::run_features(opt_, *s.comm, s.device);
-    s.comm->finalize();
-    return 0;
+    return run_in_session(flags, dist_, parent.empty() ? "." : parent.string(),
+                          [&](Communicator& comm, torch::Device device) {
+                            eval::run_features(opt_, comm, device);
+                          });
   }
 
  private:

@@ -23,8 +23,6 @@ class KnnCommand : public Command {
         .add("load_features", &o.load_features,
              "folder of features computed before (our .h5 dumps or eval_knn.py's .pth dumps)")
         .add("num_workers", &o.num_workers, "data loading threads per process")
-        .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
-        .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
         .add("data_path", &o.data_path, "dataset root with both splits: " + augment::dataset_layouts())
         .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
         .add("knn_backend", &o.knn_backend,
@@ -33,11 +31,10 @@ class KnnCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    Session s = start_session(dist_);
-    write_config(flags, opt_.output_dir, *s.comm);
-    eval::run_knn_eval(opt_, *s.comm, s.device);
-    s.comm->finalize();
-    return 0;
+    return run_in_session(flags, dist_, opt_.output_dir,
+                          [&](Communicator& comm, torch::Device device) {
+                            eval::run_knn_eval(opt_, comm, device);
+                          });
   }
 
  private:

@@ -22,8 +22,6 @@ class LinearCommand : public Command {
     f.add("epochs", &o.epochs, "training epochs")
         .add("lr", &o.lr, "learning rate per 256 images (scaled by the total batch size)")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
-        .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
-        .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
         .add("data_path", &o.data_path, "dataset root with both splits: " + augment::dataset_layouts())
         .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("val_freq", &o.val_freq, "validate every this many epochs (and at the last)")
@@ -45,11 +43,11 @@ class LinearCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    Session s = start_session(dist_);
-    if (!opt_.evaluate) write_config(flags, opt_.output_dir, *s.comm);
-    eval::run_linear_eval(opt_, *s.comm, s.device);
-    s.comm->finalize();
-    return 0;
+    // --evaluate only reads: it leaves the training run's config.ini as it is.
+    return run_in_session(flags, dist_, opt_.evaluate ? "" : opt_.output_dir,
+                          [&](Communicator& comm, torch::Device device) {
+                            eval::run_linear_eval(opt_, comm, device);
+                          });
   }
 
  private:

@@ -194,8 +194,6 @@ class TrainCommand : public Command {
         .add("saveckp_freq", &o.saveckp_freq, "keep checkpointNNNN.pth every this many epochs")
         .add("seed", &o.seed, "random seed")
         .add("num_workers", &o.num_workers, "data loading threads per process")
-        .add("dist_url", &o.dist_url, "rendezvous (env:// reads the launcher's variables)")
-        .add("local_rank", &o.local_rank, "ignored; the rank comes from the environment")
         .add("knn_every", &monitor_.knn_every,
              "online k-NN of the teacher every this many epochs and after the last (0: off); "
              "log.txt gets knn_top1, curves.png the curve")
@@ -212,8 +210,6 @@ class TrainCommand : public Command {
     ssl::DinoOptions o = opt_;
     // main_dino.py: "we changed the name DeiT-S for ViT-S to avoid confusions".
     if (o.arch.rfind("deit", 0) == 0) o.arch = "vit" + o.arch.substr(4);
-    XDINO_CHECK_ARG(o.dist_url == "env://", "--dist_url ", o.dist_url,
-                    " is not supported: only env:// (torchrun, SLURM or MPI variables)");
 
     const Session session = start_session(dist_);
     if (o.device == "auto") o.device = session.device.str();

@@ -38,4 +38,14 @@ void write_config(const Flags& flags, const std::string& output_dir, const Commu
   write_file_atomically(std::filesystem::path(output_dir) / "config.ini", flags.to_ini());
 }
 
+int run_in_session(const Flags& flags, const distributed::DistOptions& options,
+                   const std::string& config_dir,
+                   const std::function<void(Communicator&, torch::Device)>& body) {
+  Session s = start_session(options);
+  if (!config_dir.empty()) write_config(flags, config_dir, *s.comm);
+  body(*s.comm, s.device);
+  s.comm->finalize();
+  return 0;
+}
+
 }  // namespace xdino::launch

@@ -9,10 +9,15 @@
 //    logs the BLAS in use and the intra-op thread count (rank 0 only, like every log line).
 //  - write_config() creates output_dir and writes the effective flags to
 //    <output_dir>/config.ini atomically, on rank 0 only.
+//  - run_in_session(flags, options, config_dir, body) is the skeleton of the evaluation
+//    commands: start_session, write_config into config_dir (skipped when empty), body(comm,
+//    device), then finalize (the barrier every process leaves together). Returns 0; what
+//    body throws propagates, without finalize (a failed process does not wait for the rest).
 #pragma once
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,5 +37,9 @@ struct Session {
 Session start_session(const distributed::DistOptions& options);
 
 void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
+
+int run_in_session(const Flags& flags, const distributed::DistOptions& options,
+                   const std::string& config_dir,
+                   const std::function<void(Communicator&, torch::Device)>& body);
 
 }  // namespace xdino::launch

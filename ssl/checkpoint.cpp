@@ -103,8 +103,10 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("saveckp_freq", o.saveckp_freq);
   d.insert("seed", o.seed);
   d.insert("num_workers", o.num_workers);
-  d.insert("dist_url", o.dist_url);
-  d.insert("local_rank", o.local_rank);
+  // What every run has: env:// is the only rendezvous accepted, --local_rank is ignored
+  // (distributed/rendezvous.h); main_dino.py's args carry both.
+  d.insert("dist_url", std::string("env://"));
+  d.insert("local_rank", int64_t{0});
   return d;
 }
 

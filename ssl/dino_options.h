@@ -30,11 +30,9 @@ struct DinoOptions : CropSizes {
   DINOHeadOptions head;
   double momentum_teacher = 0.996;
 
-  // The loss: warmup_teacher_temp, teacher_temp, warmup_teacher_temp_epochs; student_temp and
-  // center_momentum keep main_dino.py's constants (no flag). Its out_dim, ncrops and epochs are
-  // ignored here: the run chooses them once (head.out_dim, local_crops_number + 2 and `epochs`
-  // below, which the lr and weight-decay schedules read too) and the trainer copies them in.
-  DINOLossOptions loss;
+  // The loss's own settings; its out_dim, ncrops and epochs are the run's (head.out_dim,
+  // local_crops_number + 2 and `epochs` below, which the schedules read too).
+  DINOLossSettings loss;
 
   // Optimisation.
   bool use_fp16 = true;             // official: fp16 autocast + loss scaling (CUDA only here)
@@ -68,8 +66,6 @@ struct DinoOptions : CropSizes {
   int64_t saveckp_freq = 20;
   int64_t seed = 0;
   int64_t num_workers = 10;
-  std::string dist_url = "env://";
-  int64_t local_rank = 0;
 };
 
 }  // namespace xdino::ssl

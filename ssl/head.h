@@ -26,9 +26,12 @@
 
 namespace xdino::ssl {
 
+// main_dino.py's --out_dim: the head's output, and so the loss's and the center's width.
+constexpr int64_t kDefaultOutDim = 65536;
+
 struct DINOHeadOptions {
   int64_t in_dim = 384;
-  int64_t out_dim = 65536;
+  int64_t out_dim = kDefaultOutDim;
   bool use_bn = false;
   bool norm_last_layer = true;
   int64_t nlayers = 3;

@@ -25,18 +25,26 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "ssl/head.h"
 
 namespace xdino::ssl {
 
-struct DINOLossOptions {
-  int64_t out_dim = 65536;
-  int64_t ncrops = 10;  // 2 global + local_crops_number
+// What a user sets (`dino train`'s flags of main_dino.py's names; student_temp and
+// center_momentum are main_dino.py's constants, no flag).
+struct DINOLossSettings {
   double warmup_teacher_temp = 0.04;
   double teacher_temp = 0.04;
   int64_t warmup_teacher_temp_epochs = 0;
-  int64_t epochs = 100;  // the run's length, which the temperature schedule covers
   double student_temp = 0.1;
   double center_momentum = 0.9;
+};
+
+// The official DINOLoss constructor's arguments: the settings, plus what the run fixes once
+// elsewhere (the head's out_dim, the crop count, the run's length), which the trainer fills in.
+struct DINOLossOptions : DINOLossSettings {
+  int64_t out_dim = kDefaultOutDim;
+  int64_t ncrops = 10;   // 2 global + local_crops_number
+  int64_t epochs = 100;  // the run's length, which the temperature schedule covers
 };
 
 struct DINOLossStats {

@@ -107,7 +107,8 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   teacher_->train();  // never eval: batch statistics, own running stats (docs/dino.md, "Networks")
   teacher_ddp_prefix_ = has_batchnorms(*student_);
 
-  DINOLossOptions lo = o_.loss;
+  DINOLossOptions lo;
+  static_cast<DINOLossSettings&>(lo) = o_.loss;
   lo.out_dim = o_.head.out_dim;
   lo.ncrops = o_.local_crops_number + 2;
   lo.epochs = o_.epochs;
