@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "augment/data/dataset.h"
 #include "augment/eval_transforms.h"
@@ -115,6 +116,161 @@ Json epoch_line(const EpochStats& e) {
 
 Json nan_null(double v) { return std::isnan(v) ? Json() : Json(v); }
 
+// What a protocol hands to the probe: the facts linear.json records, and how to make the
+// batches (made after the classifier, so that its seeded draw comes first).
+struct ProbeInputs {
+  int64_t classes = 0, dim = 0, num_train = 0, num_val = 0;
+  std::function<std::unique_ptr<FeatureBatches>()> train_batches, val_batches;
+};
+
+// The official protocol: the frozen backbone on augmented training images (RandomResizedCrop +
+// flip) and centre-cropped validation images, every epoch.
+ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm,
+                            torch::Device device) {
+  const std::shared_ptr<models::Backbone> model = load_frozen_backbone(o.model, device);
+  augment::DatasetPtr train_data;
+  if (!o.evaluate) train_data = open_eval_split(o.data_path, "train", o.subset);
+  const augment::DatasetPtr val_data = open_eval_split(o.data_path, "val", o.subset);
+  ProbeInputs in;
+  in.classes = val_data->num_classes();
+  if (train_data) in.classes = std::max(in.classes, train_data->num_classes());
+  {
+    torch::NoGradGuard no_grad;
+    const auto probe = torch::zeros({1, 3, o.model.image_size, o.model.image_size}, device);
+    in.dim = model->linear_features(probe, o.n_last_blocks, o.avgpool_patchtokens).numel();
+  }
+  in.num_train = train_data ? train_data->size() : 0;
+  in.num_val = val_data->size();
+  in.val_batches = [&o, &comm, device, model, val_data]() -> std::unique_ptr<FeatureBatches> {
+    const auto eval_tf = std::make_shared<const augment::EvalTransform>(
+        augment::EvalTransformOptions{o.model.image_size, 0, {}});
+    return std::make_unique<BackboneBatches>(
+        val_shard(val_data, comm),
+        [eval_tf](const augment::Image& im, augment::Rng&) {
+          return std::vector<torch::Tensor>{(*eval_tf)(im)};
+        },
+        loader_options(o, false, device), 0, 1, *model, o, device);
+  };
+  in.train_batches = [&o, &comm, device, model, train_data]() -> std::unique_ptr<FeatureBatches> {
+    augment::LinearTrainOptions lt;
+    lt.crop_size = o.model.image_size;
+    const auto train_tf = std::make_shared<const augment::LinearTrainTransform>(lt);
+    return std::make_unique<BackboneBatches>(
+        train_data,
+        [train_tf](const augment::Image& im, augment::Rng& rng) {
+          return std::vector<torch::Tensor>{(*train_tf)(im, rng)};
+        },
+        loader_options(o, true, device), comm.rank(), comm.world_size(), *model, o, device);
+  };
+  return in;
+}
+
+// The cached-features mode (ours, fast, not the official protocol): features of both splits
+// computed once without augmentation (or read with --load_features; dumped with
+// --dump_features), held by every process.
+ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex,
+                          Communicator& comm, torch::Device device) {
+  FeatureSet train_set, val_set;
+  if (!o.load_features.empty()) {
+    if (comm.is_main()) {
+      train_set = read_features(fs::path(o.load_features) / "trainfeat.h5");
+      val_set = read_features(fs::path(o.load_features) / "testfeat.h5");
+      XDINO_CHECK_ARG(!train_set.attributes.normalized,
+                      "--load_features ", o.load_features, " holds L2-normalised (k-NN) features; "
+                      "the linear probe takes unnormalised ones (dino linear --cached_features "
+                      "true --dump_features DIR)");
+    }
+  } else {
+    const auto model = load_frozen_backbone(o.model, device);
+    const auto train_data = open_eval_split(o.data_path, "train", o.subset);
+    const auto val_data = open_eval_split(o.data_path, "val", o.subset);
+    train_set = extract_features(*model, train_data, ex, comm, device);
+    val_set = extract_features(*model, val_data, ex, comm, device);
+    if (comm.is_main() && !o.dump_features.empty()) {
+      fs::create_directories(o.dump_features);
+      for (FeatureSet* s : {&train_set, &val_set}) {
+        s->attributes.arch = o.model.arch;
+        s->attributes.checkpoint = o.model.pretrained_weights;
+        s->attributes.checkpoint_key = o.model.checkpoint_key;
+        s->attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
+      }
+      train_set.attributes.split = "train";
+      val_set.attributes.split = "val";
+      write_features(fs::path(o.dump_features) / "trainfeat.h5", train_set);
+      write_features(fs::path(o.dump_features) / "testfeat.h5", val_set);
+    }
+  }
+  auto train = std::make_shared<FeatureSet>(share(std::move(train_set), comm, device));
+  auto val = std::make_shared<FeatureSet>(share(std::move(val_set), comm, device));
+  ProbeInputs in;
+  in.classes = std::max(train->labels.max().item<int64_t>(),
+                        val->labels.max().item<int64_t>()) + 1;
+  in.dim = train->features.size(1);
+  in.num_train = train->features.size(0);
+  in.num_val = val->features.size(0);
+  in.val_batches = [&o, &comm, device, val]() -> std::unique_ptr<FeatureBatches> {
+    return std::make_unique<CachedBatches>(val->features, val->labels, o.batch_size_per_gpu,
+                                           false, 0, comm.rank(), comm.world_size(), device);
+  };
+  in.train_batches = [&o, &comm, device, train]() -> std::unique_ptr<FeatureBatches> {
+    return std::make_unique<CachedBatches>(train->features, train->labels,
+                                           o.batch_size_per_gpu, true, o.seed, comm.rank(),
+                                           comm.world_size(), device);
+  };
+  return in;
+}
+
+// --evaluate: the stored classifier on the validation batches.
+LinearEvalResult evaluate_stored(const LinearEvalOptions& o, LinearClassifier& classifier,
+                                 FeatureBatches& val, Communicator& comm) {
+  const fs::path weights = o.linear_weights.empty() ? fs::path(o.output_dir) / "checkpoint.pth"
+                                                    : fs::path(o.linear_weights);
+  const std::string problem = file_problem(weights);
+  XDINO_CHECK_ARG(problem.empty(), "--evaluate: linear weights '", weights.string(), "' ",
+                  problem, " (--linear_weights; eval_linear.py would download reference "
+                  "weights, this build never downloads)");
+  load_linear_weights(weights, classifier);
+  const ValidationStats s = validate_linear(classifier, val, comm);
+  log::info("Accuracy of the network on the ", s.samples, " test images: ", s.acc1, "%");
+  LinearEvalResult result;
+  result.outcome.best_acc = s.acc1;
+  result.outcome.best_acc5 = s.acc5;
+  return result;
+}
+
+// linear.json: the protocol, the model, the data's sizes, the schedule, best and last epochs.
+Json result_json(const LinearEvalOptions& o, const ExtractOptions& ex, const ProbeInputs& in,
+                 const char* protocol, const LinearOutcome& r, int world_size, double base_lr,
+                 double seconds) {
+  Json j = Json::object();
+  j["protocol"] = protocol;
+  add_model_fields(j, o.model);
+  j["feature"] = feature_description(ex);
+  j["feature_dim"] = in.dim;
+  j["num_labels"] = o.num_labels;
+  j["num_train"] = in.num_train;
+  j["num_val"] = in.num_val;
+  j["epochs"] = o.epochs;
+  j["lr"] = o.lr;
+  j["batch_size_per_gpu"] = o.batch_size_per_gpu;
+  j["world_size"] = world_size;
+  j["scaled_lr"] = base_lr;
+  j["best"] = Json{{"epoch", r.best_epoch}, {"acc1", r.best_acc}, {"acc5", nan_null(r.best_acc5)}};
+  Json last = Json::object();
+  if (r.last) {
+    last["epoch"] = r.last->epoch;
+    last["train_loss"] = r.last->train_loss;
+    if (r.last->test) {
+      last["test_loss"] = r.last->test->loss;
+      last["acc1"] = r.last->test->acc1;
+      last["acc5"] = nan_null(r.last->test->acc5);
+    }
+  }
+  j["last"] = last;
+  j["seconds"] = seconds;
+  return j;
+}
+
 }  // namespace
 
 LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
@@ -125,13 +281,10 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
                   "--load_features needs --cached_features true (the official protocol "
                   "augments images, so it cannot start from stored features)");
   const bool cached = o.cached_features;
-  const std::string protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
+  const char* protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
   if (cached)
     log::warn("--cached_features: training on features computed once without augmentation. "
               "This is a fast approximation, NOT the official linear protocol.");
-
-  std::shared_ptr<models::Backbone> model;
-  if (o.load_features.empty()) model = load_frozen_backbone(o.model, device);
 
   ExtractOptions ex;
   ex.batch_size = o.batch_size_per_gpu;
@@ -141,131 +294,35 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   ex.kind = FeatureKind::kLinear;
   ex.n_last_blocks = o.n_last_blocks;
   ex.avgpool_patchtokens = o.avgpool_patchtokens;
-
-  // Data: image datasets (official), or cached features of both splits.
-  augment::DatasetPtr train_data, val_data;
-  FeatureSet train_set, val_set;
-  int64_t classes = 0, dim = 0, num_train = 0, num_val = 0;
-  if (cached && !o.load_features.empty()) {
-    if (comm.is_main()) {
-      train_set = read_features(fs::path(o.load_features) / "trainfeat.h5");
-      val_set = read_features(fs::path(o.load_features) / "testfeat.h5");
-      XDINO_CHECK_ARG(!train_set.attributes.normalized,
-                      "--load_features ", o.load_features, " holds L2-normalised (k-NN) features; "
-                      "the linear probe takes unnormalised ones (dino linear --cached_features "
-                      "true --dump_features DIR)");
-    }
-  } else {
-    if (!o.evaluate || cached) train_data = open_eval_split(o.data_path, "train", o.subset);
-    val_data = open_eval_split(o.data_path, "val", o.subset);
-    if (cached) {
-      train_set = extract_features(*model, train_data, ex, comm, device);
-      val_set = extract_features(*model, val_data, ex, comm, device);
-      if (comm.is_main() && !o.dump_features.empty()) {
-        fs::create_directories(o.dump_features);
-        for (FeatureSet* s : {&train_set, &val_set}) {
-          s->attributes.arch = o.model.arch;
-          s->attributes.checkpoint = o.model.pretrained_weights;
-          s->attributes.checkpoint_key = o.model.checkpoint_key;
-          s->attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
-        }
-        train_set.attributes.split = "train";
-        val_set.attributes.split = "val";
-        write_features(fs::path(o.dump_features) / "trainfeat.h5", train_set);
-        write_features(fs::path(o.dump_features) / "testfeat.h5", val_set);
-      }
-    }
-  }
-  if (cached) {
-    train_set = share(std::move(train_set), comm, device);
-    val_set = share(std::move(val_set), comm, device);
-    classes = std::max(train_set.labels.max().item<int64_t>(),
-                       val_set.labels.max().item<int64_t>()) + 1;
-    dim = train_set.features.size(1);
-    num_train = train_set.features.size(0);
-    num_val = val_set.features.size(0);
-  } else {
-    classes = val_data->num_classes();
-    if (train_data) classes = std::max(classes, train_data->num_classes());
-    torch::NoGradGuard no_grad;
-    const auto probe = torch::zeros({1, 3, o.model.image_size, o.model.image_size}, device);
-    dim = model->linear_features(probe, o.n_last_blocks, o.avgpool_patchtokens).numel();
-    num_train = train_data ? train_data->size() : 0;
-    num_val = val_data->size();
-  }
-  XDINO_CHECK_ARG(classes <= o.num_labels, "the data has ", classes, " classes but --num_labels is ",
-                  o.num_labels, ": raise --num_labels");
-  if (classes < o.num_labels)
-    log::info("the data has ", classes, " classes; the classifier has --num_labels ",
+  const ProbeInputs in = cached ? cached_inputs(o, ex, comm, device)
+                                : official_inputs(o, comm, device);
+  XDINO_CHECK_ARG(in.classes <= o.num_labels, "the data has ", in.classes,
+                  " classes but --num_labels is ", o.num_labels, ": raise --num_labels");
+  if (in.classes < o.num_labels)
+    log::info("the data has ", in.classes, " classes; the classifier has --num_labels ",
               o.num_labels, " outputs, as eval_linear.py would");
 
   torch::manual_seed(static_cast<uint64_t>(o.seed));  // the classifier's N(0, 0.01^2) draw
-  LinearClassifier classifier(dim, o.num_labels);
+  LinearClassifier classifier(in.dim, o.num_labels);
   classifier->to(device);
   {  // DDP starts every process from rank 0's initial weights
     std::vector<torch::Tensor> p{classifier->linear->weight.detach(),
                                  classifier->linear->bias.detach()};
     comm.broadcast(p, 0);
   }
-  log::info("Linear classifier ", dim, " -> ", o.num_labels, " on ", device.str(), " (",
+  log::info("Linear classifier ", in.dim, " -> ", o.num_labels, " on ", device.str(), " (",
             cached ? "cached features" : "features of augmented images", ")");
 
-  // Validation batches (both modes and --evaluate).
-  std::unique_ptr<FeatureBatches> val;
-  if (cached) {
-    val = std::make_unique<CachedBatches>(val_set.features, val_set.labels, o.batch_size_per_gpu,
-                                          false, 0, comm.rank(), comm.world_size(), device);
-  } else {
-    const auto eval_tf =
-        std::make_shared<const augment::EvalTransform>(augment::EvalTransformOptions{
-            o.model.image_size, 0, {}});
-    val = std::make_unique<BackboneBatches>(
-        val_shard(val_data, comm),
-        [eval_tf](const augment::Image& im, augment::Rng&) {
-          return std::vector<torch::Tensor>{(*eval_tf)(im)};
-        },
-        loader_options(o, false, device), 0, 1, *model, o, device);
-  }
-
-  LinearEvalResult result;
-  const fs::path out_dir(o.output_dir);
-  if (o.evaluate) {
-    const fs::path weights = o.linear_weights.empty() ? out_dir / "checkpoint.pth"
-                                                      : fs::path(o.linear_weights);
-    const std::string problem = file_problem(weights);
-    XDINO_CHECK_ARG(problem.empty(), "--evaluate: linear weights '", weights.string(), "' ",
-                    problem, " (--linear_weights; eval_linear.py would download reference "
-                    "weights, this build never downloads)");
-    load_linear_weights(weights, classifier);
-    const ValidationStats s = validate_linear(classifier, *val, comm);
-    log::info("Accuracy of the network on the ", s.samples, " test images: ", s.acc1, "%");
-    result.outcome.best_acc = s.acc1;
-    result.outcome.best_acc5 = s.acc5;
-    return result;
-  }
-
-  std::unique_ptr<FeatureBatches> train;
-  if (cached) {
-    train = std::make_unique<CachedBatches>(train_set.features, train_set.labels,
-                                            o.batch_size_per_gpu, true, o.seed, comm.rank(),
-                                            comm.world_size(), device);
-  } else {
-    augment::LinearTrainOptions lt;
-    lt.crop_size = o.model.image_size;
-    const auto train_tf = std::make_shared<const augment::LinearTrainTransform>(lt);
-    train = std::make_unique<BackboneBatches>(
-        train_data,
-        [train_tf](const augment::Image& im, augment::Rng& rng) {
-          return std::vector<torch::Tensor>{(*train_tf)(im, rng)};
-        },
-        loader_options(o, true, device), comm.rank(), comm.world_size(), *model, o, device);
-  }
+  const std::unique_ptr<FeatureBatches> val = in.val_batches();
+  if (o.evaluate) return evaluate_stored(o, classifier, *val, comm);
+  const std::unique_ptr<FeatureBatches> train = in.train_batches();
 
   const LinearSchedule& schedule = o;
   const double base_lr = scaled_lr(schedule, comm.world_size());
   auto optimizer = make_linear_optimizer(classifier, base_lr);
   LinearCheckpointInfo info{o.epochs, base_lr, protocol};
 
+  const fs::path out_dir(o.output_dir);
   int64_t start_epoch = 0;
   LinearOutcome resumed;
   const fs::path ckpt = out_dir / "checkpoint.pth";
@@ -276,6 +333,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   }
   if (comm.is_main()) fs::create_directories(out_dir);
 
+  LinearEvalResult result;
   result.outcome = train_linear(
       classifier, *optimizer, *train, *val, schedule, comm, start_epoch, resumed,
       [&](const EpochStats& e, const LinearOutcome& so_far) {
@@ -287,38 +345,14 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
       });
 
   if (comm.is_main()) {
-    const LinearOutcome& r = result.outcome;
-    Json& j = result.json = Json::object();
-    j["protocol"] = protocol;
-    add_model_fields(j, o.model);
-    j["feature"] = feature_description(ex);
-    j["feature_dim"] = dim;
-    j["num_labels"] = o.num_labels;
-    j["num_train"] = num_train;
-    j["num_val"] = num_val;
-    j["epochs"] = o.epochs;
-    j["lr"] = o.lr;
-    j["batch_size_per_gpu"] = o.batch_size_per_gpu;
-    j["world_size"] = comm.world_size();
-    j["scaled_lr"] = base_lr;
-    j["best"] =
-        Json{{"epoch", r.best_epoch}, {"acc1", r.best_acc}, {"acc5", nan_null(r.best_acc5)}};
-    Json last = Json::object();
-    if (r.last) {
-      last["epoch"] = r.last->epoch;
-      last["train_loss"] = r.last->train_loss;
-      if (r.last->test) {
-        last["test_loss"] = r.last->test->loss;
-        last["acc1"] = r.last->test->acc1;
-        last["acc5"] = nan_null(r.last->test->acc5);
-      }
-    }
-    j["last"] = last;
-    j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    write_file_atomically(out_dir / "linear.json", python_dumps(j, 2) + "\n");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    result.json = result_json(o, ex, in, protocol, result.outcome, comm.world_size(), base_lr,
+                              seconds);
+    write_file_atomically(out_dir / "linear.json", python_dumps(result.json, 2) + "\n");
     log::info("Training of the supervised linear classifier on frozen features completed.");
     char acc[32];
-    std::snprintf(acc, sizeof acc, "%.1f", r.best_acc);
+    std::snprintf(acc, sizeof acc, "%.1f", result.outcome.best_acc);
     log::info("Top-1 test accuracy: ", acc,
               cached ? " (cached features, not the official protocol)" : "");
   }
