@@ -1,7 +1,8 @@
 // The XCiT paper's Table 3 from evaluation run folders (`dino report`).
 //
 // Contract:
-//  - Columns: SSL Method | Model | #params | FLOPs | Linear | k-NN (eval.md section 4), plus
+//  - Columns: SSL Method | Model | #params | FLOPs | Linear | k-NN (the XCiT paper's Table 3;
+//    README, "Evaluation and pictures"), plus
 //    Source (ours / published) when published rows are appended.
 //  - A run folder DIR yields one row. Its results are DIR/knn.json and DIR/linear.json, else
 //    DIR/knn/knn.json and DIR/linear/linear.json, else the only such file one folder below
@@ -20,7 +21,8 @@
 //    by the extension of `output`:
 //    .md/.markdown, .tex, .csv, .json; anything else throws xdino::UsageError.
 //    `output` "-" prints Markdown to stdout.
-//  - with_published appends the paper's rows (eval.md section 4), Source "published".
+//  - with_published appends the rows of the XCiT paper's Table 3 (published_rows() in
+//    report.cpp), Source "published".
 //  - A row whose weights file has a curves.png beside it (`dino train` writes one) gets it
 //    linked: Markdown embeds it below the table (path relative to the report), JSON has
 //    "curves"; the other formats leave it out.

@@ -1,6 +1,6 @@
 // Attention visualisations: what DINO's visualize_attention.py / video_generation.py draw for
-// ViT, and their XCiT counterparts (class-attention maps, |Q^| / |K^| maps; spec
-// visualize.md), as PNG files, an overview grid and raw .npy maps.
+// ViT, and their XCiT and X-ViT counterparts (class-attention maps, |Q^| / |K^| maps; README,
+// "Evaluation and pictures"), as PNG files, an overview grid and raw .npy maps.
 //
 // Contract:
 //  - Each image is read as RGB, resized to image_size (H, W) with PIL's bilinear filter unless

@@ -11,7 +11,9 @@
 //  - probe()/forward(): see models/backbone.h. CLS token appended after the XCA blocks, never
 //    given a position encoding; forward returns norm(CLS) after the class-attention blocks
 //    (then head when num_classes > 0).
-//  - xcit_flops(config, H, W): fvcore-convention FLOPs of one eval-mode forward (eval.md 6).
+//  - xcit_flops(config, H, W): FLOPs of one eval-mode forward in fvcore's convention (one
+//    multiply-add = 1; LayerNorm 5, eval BatchNorm 2 per element), as the XCiT paper's tables
+//    count them (tests/test_xcit_model.cpp holds the published figures).
 //  - Bad configurations (patch not 4/8/16, C not divisible by heads or 8) throw UsageError.
 #pragma once
 

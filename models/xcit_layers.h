@@ -10,6 +10,16 @@
 // autocast does for the official model.
 // Optional capture pointers (nullptr: no capture) let one forward implementation also return
 // attention maps and |Q|/|K| statistics (see models/backbone.h).
+//
+// Contract:
+//  - Patch-token layers (XCA, LPI, XCABlock) map x (B, N, C) -> (B, N, C); those that see the
+//    grid take (Hp, Wp) with Hp * Wp = N. `norms`, when given, receives the |Q|/|K| maps
+//    (B, h, N). ClassAttention maps u (B, T, C) -> the CLS row (B, 1, C); ClassAttentionBlock
+//    x (B, T, C) -> (B, T, C); `attention`, when given, receives the CLS weights (B, h, T).
+//    FourierPositionalEncoding(Hp, Wp) gives (1, N, C). Outputs are in the input's dtype (or
+//    autocast's).
+//  - Blocks take options structs (TORCH_ARG). C not divisible by the heads throws
+//    xdino::UsageError; other shape mismatches fail in LibTorch's own checks (c10::Error).
 #pragma once
 
 #include <torch/torch.h>
