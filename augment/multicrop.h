@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "augment/ops/color.h"
-#include "core/crop_sizes.h"
 #include "augment/ops/image.h"
 #include "augment/ops/random.h"
 #include "augment/ops/tensor.h"
+#include "core/crop_sizes.h"
 
 namespace xdino::augment {
 

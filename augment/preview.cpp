@@ -2,16 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "augment/data/encode.h"
+#include "augment/data/open_dataset.h"
 #include "augment/sample_transforms.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::augment {
 

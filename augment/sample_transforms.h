@@ -10,9 +10,9 @@
 //  - Bad options throw xdino::UsageError (from the transforms' constructors).
 #pragma once
 
+#include "augment/data/sample_transform.h"
 #include "augment/eval_transforms.h"
 #include "augment/multicrop.h"
-#include "augment/data/sample_transform.h"
 
 namespace xdino::augment {
 

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "launch/local_launcher.h"
-#include "distributed/rendezvous.h"
 #include "distributed/distributed.h"
+#include "distributed/rendezvous.h"
+#include "launch/local_launcher.h"
 
 using namespace xdino;
 

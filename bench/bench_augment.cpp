@@ -9,30 +9,29 @@
 // JPEGs (500x375) are cut from real photos by the Python script into a temporary folder.
 #include <zlib.h>
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "augment/multicrop.h"
 #include "augment/ops/blur.h"
 #include "augment/ops/color.h"
 #include "augment/ops/crop.h"
-#include "augment/multicrop.h"
-#include "augment/ops/resize.h"
 #include "augment/ops/random.h"
+#include "augment/ops/resize.h"
 
 namespace fs = std::filesystem;
 namespace xa = xdino::augment;

@@ -11,16 +11,15 @@
 // transform (a tensor per sample, collated by copy). Wall-clock rates depend on what else
 // runs on the machine; images per CPU-second of the whole process (workers and consumer) do
 // not, and their ratio loader / direct is the loader's efficiency: 1.0 means it adds nothing.
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-
-#include <algorithm>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <thread>
 #include <tuple>
 

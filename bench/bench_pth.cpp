@@ -3,11 +3,11 @@
 //   build/bench/bench_pth [folder=/tmp] [repeats=5]
 // The file is read from the page cache after the first pass, so the numbers are the cost beyond
 // disk reads.
-#include <zlib.h>
 #include <fcntl.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>

@@ -15,12 +15,15 @@
 // profiler), to see which operators the time goes to.
 // bench/official_dino_step.py times the official PyTorch step with the same settings; run
 // both and compare (bench/RESULTS.md).
-#include <ATen/Parallel.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
 #include <torch/csrc/autograd/profiler_legacy.h>
 #define XDINO_HAVE_RECORD_PROFILE 1
 #endif
+
+#include <malloc.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -30,9 +33,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <malloc.h>
-#include <unistd.h>
 
 #include "core/blas.h"
 #include "core/check.h"

@@ -37,8 +37,6 @@
 //    may be blocked on a dead connection must be leaked instead (the communicator does).
 #pragma once
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -46,6 +44,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "distributed/distributed.h"

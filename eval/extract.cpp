@@ -2,12 +2,12 @@
 
 #include <filesystem>
 
-#include "augment/eval_transforms.h"
 #include "augment/data/loader.h"
+#include "augment/data/open_dataset.h"
+#include "augment/eval_transforms.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/progress.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::eval {
 

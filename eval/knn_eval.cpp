@@ -7,9 +7,9 @@
 #include "augment/data/dataset.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
-#include "core/python_format.h"
 #include "core/log.h"
 #include "core/pth.h"
+#include "core/python_format.h"
 #include "eval/extract.h"
 #include "eval/features_io.h"
 

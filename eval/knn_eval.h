@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "distributed/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
-#include "core/json.h"
 #include "eval/knn.h"
 
 namespace xdino::eval {

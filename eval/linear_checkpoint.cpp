@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "core/pth.h"
 #include "core/ivalue.h"
+#include "core/pth.h"
 
 namespace xdino::eval {
 namespace {

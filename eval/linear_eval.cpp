@@ -1,15 +1,15 @@
 #include "eval/linear_eval.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
 #include "augment/data/dataset.h"
-#include "augment/eval_transforms.h"
 #include "augment/data/loader.h"
+#include "augment/eval_transforms.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"

@@ -36,10 +36,10 @@
 
 #include <string>
 
+#include "core/json.h"
 #include "distributed/communicator.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
-#include "core/json.h"
 #include "eval/linear.h"
 
 namespace xdino::eval {

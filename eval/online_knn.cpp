@@ -4,12 +4,12 @@
 #include <cmath>
 #include <limits>
 
+#include "augment/data/open_dataset.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "eval/extract.h"
 #include "eval/knn.h"
 #include "models/pixels.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::eval {
 

@@ -1,18 +1,18 @@
 #include "eval/report.h"
 
+#include <boost/property_tree/ini_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <boost/property_tree/ini_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <map>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
-#include "eval/frozen_backbone.h"
 #include "core/json.h"
+#include "eval/frozen_backbone.h"
 #include "models/registry.h"
 
 namespace xdino::eval {

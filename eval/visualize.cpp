@@ -6,8 +6,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "augment/data/open_dataset.h"
 #include "augment/data/decode.h"
+#include "augment/data/open_dataset.h"
 #include "augment/ops/resize.h"
 #include "augment/ops/tensor.h"
 #include "core/atomic_file.h"

@@ -26,12 +26,12 @@
 // refuses the description (the target then has nothing to read: a rejected input).
 #pragma once
 
+#include <hdf5.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <hdf5.h>
 
 namespace xdino::fuzz {
 

@@ -1,10 +1,10 @@
 // `dino features`: L2-normalised features of one split to an HDF5 file.
 #include <filesystem>
 
+#include "augment/data/open_dataset.h"
 #include "eval/extract.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {

@@ -1,8 +1,8 @@
 // `dino knn`: weighted k-NN on frozen features. Flags keep eval_knn.py's names and defaults.
+#include "augment/data/open_dataset.h"
 #include "eval/knn_eval.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {

@@ -1,9 +1,9 @@
 // `dino linear`: linear probe on a frozen backbone. Flags keep eval_linear.py's names and
 // defaults; --cached_features selects the fast (non-official) mode.
+#include "augment/data/open_dataset.h"
 #include "eval/linear_eval.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {

@@ -1,8 +1,8 @@
 // `dino pack`: an image folder split → encoded-image HDF5 shards (layout in augment/data/h5_dataset.h).
+#include "augment/data/open_dataset.h"
 #include "augment/data/pack.h"
 #include "core/log.h"
 #include "launch/command.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {

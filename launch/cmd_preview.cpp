@@ -1,9 +1,9 @@
 // `dino preview`: a PNG of the augmented views of a few images, one row per image, so that an
 // augmentation can be checked by eye. Multi-crop flags keep main_dino.py's names.
+#include "augment/data/open_dataset.h"
 #include "augment/preview.h"
 #include "core/log.h"
 #include "launch/command.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {

@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "augment/data/open_dataset.h"
 #include "augment/data/loader.h"
+#include "augment/data/open_dataset.h"
 #include "augment/sample_transforms.h"
-#include "core/check.h"
 #include "core/atomic_file.h"
+#include "core/check.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "eval/curves.h"

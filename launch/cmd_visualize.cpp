@@ -1,11 +1,11 @@
 // `dino visualize`: attention maps, masks and |Q|/|K| maps as pictures
 // (flags of visualize_attention.py, plus the XCiT-specific ones).
+#include "augment/data/open_dataset.h"
 #include "core/blas.h"
 #include "core/log.h"
 #include "eval/visualize.h"
 #include "launch/command.h"
 #include "launch/eval_common.h"
-#include "augment/data/open_dataset.h"
 
 namespace xdino::launch {
 namespace {

@@ -1,5 +1,6 @@
 #include "launch/flags.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <charconv>
@@ -8,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <sstream>
 

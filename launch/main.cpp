@@ -1,9 +1,8 @@
 // `dino`: parses the subcommand, runs it, and turns every failure into one line + exit code
 // (2: usage or configuration, 1: runtime).
+#include <c10/util/Exception.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <c10/util/Exception.h>
 
 #include <cstdlib>
 #include <cstring>

@@ -34,13 +34,13 @@
 
 #include <vector>
 
-#include "train/grad_scaler.h"
 #include "core/ivalue.h"
+#include "ssl/dino_options.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
-#include "train/optim.h"
-#include "ssl/dino_options.h"
 #include "ssl/training_state.h"
+#include "train/grad_scaler.h"
+#include "train/optim.h"
 
 namespace xdino::ssl {
 

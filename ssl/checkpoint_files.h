@@ -32,8 +32,8 @@
 
 #include "distributed/communicator.h"
 #include "ssl/checkpoint.h"
-#include "ssl/metrics.h"
 #include "ssl/dino_options.h"
+#include "ssl/metrics.h"
 #include "ssl/training_state.h"
 
 namespace xdino::ssl {

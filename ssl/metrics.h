@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <string>
 
-#include "distributed/communicator.h"
 #include "core/ivalue.h"
 #include "core/json.h"
+#include "distributed/communicator.h"
 
 namespace xdino::ssl {
 

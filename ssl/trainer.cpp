@@ -11,12 +11,12 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "models/batch_norm.h"
-#include "train/gradients.h"
-#include "train/schedules.h"
-#include "train/stop_signal.h"
 #include "ssl/checkpoint_files.h"
 #include "ssl/student_update.h"
 #include "ssl/teacher.h"
+#include "train/gradients.h"
+#include "train/schedules.h"
+#include "train/stop_signal.h"
 
 namespace xdino::ssl {
 namespace fs = std::filesystem;

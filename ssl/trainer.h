@@ -24,19 +24,19 @@
 #include <functional>
 #include <memory>
 
-#include "distributed/communicator.h"
 #include "core/json.h"
+#include "distributed/communicator.h"
+#include "distributed/grad_sync.h"
 #include "models/registry.h"
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
-#include "train/grad_scaler.h"
-#include "distributed/grad_sync.h"
+#include "ssl/dino_options.h"
 #include "ssl/head.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
+#include "train/grad_scaler.h"
 #include "train/optim.h"
 #include "train/precision.h"
-#include "ssl/dino_options.h"
 
 namespace xdino::ssl {
 

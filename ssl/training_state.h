@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "core/ivalue.h"
 #include "distributed/communicator.h"
 #include "ssl/metrics.h"
-#include "core/ivalue.h"
 
 namespace xdino::ssl {
 

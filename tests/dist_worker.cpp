@@ -10,12 +10,12 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/ivalue.h"
 #include "core/pth.h"
-#include "distributed/rendezvous.h"
-#include "models/batch_norm.h"
 #include "distributed/distributed.h"
 #include "distributed/grad_sync.h"
-#include "core/ivalue.h"
+#include "distributed/rendezvous.h"
+#include "models/batch_norm.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"
 

@@ -2,20 +2,19 @@
 // (goldens and the script that made them: tests/data/augment/make_golden.py, cases.txt).
 #include <gtest/gtest.h>
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-
 #include <cmath>
 #include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "augment/eval_transforms.h"
+#include "augment/multicrop.h"
 #include "augment/ops/blur.h"
 #include "augment/ops/color.h"
 #include "augment/ops/crop.h"
-#include "augment/eval_transforms.h"
-#include "augment/multicrop.h"
 #include "augment/ops/resize.h"
 #include "augment/ops/tensor.h"
 #include "support/process.h"

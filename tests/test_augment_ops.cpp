@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#include "augment/eval_transforms.h"
 #include "augment/ops/blur.h"
 #include "augment/ops/color.h"
 #include "augment/ops/crop.h"
-#include "augment/eval_transforms.h"
 #include "augment/ops/hue.h"
 #include "augment/ops/resize.h"
 #include "augment/ops/tensor.h"

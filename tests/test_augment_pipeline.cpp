@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "augment/ops/crop.h"
 #include "augment/eval_transforms.h"
 #include "augment/multicrop.h"
+#include "augment/ops/crop.h"
 #include "augment/ops/resize.h"
 #include "core/check.h"
 

@@ -6,12 +6,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/support/require.h"
-#include "augment/data/open_dataset.h"
 #include "augment/data/idx_dataset.h"
 #include "augment/data/image_folder.h"
+#include "augment/data/open_dataset.h"
 #include "core/check.h"
 #include "tests/support/files.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using namespace xdino::augment;

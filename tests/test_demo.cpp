@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 
-#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/json.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using xdino::testing::dino_binary;

@@ -6,11 +6,11 @@
 
 #include <filesystem>
 
-#include "tests/support/require.h"
 #include "core/pth.h"
 #include "ssl/trainer.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 #include "tests/support/train_fixture.h"
 
 using namespace xdino::ssl;

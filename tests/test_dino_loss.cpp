@@ -3,10 +3,9 @@
 // temperature and the cross-process center average.
 #include <gtest/gtest.h>
 
-#include "core/check.h"
-
 #include <cmath>
 
+#include "core/check.h"
 #include "ssl/loss.h"
 
 using namespace xdino::ssl;

@@ -10,8 +10,8 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
-#include "core/pth.h"
 #include "core/ivalue.h"
+#include "core/pth.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"
 #include "tests/support/tiny_backbone.h"

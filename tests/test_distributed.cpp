@@ -3,17 +3,17 @@
 // process with the whole batch, and a lost peer reported by rank within the timeout.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <future>
 #include <iostream>
 
-#include "tests/support/require.h"
 #include "core/pth.h"
-#include "distributed/rendezvous.h"
 #include "distributed/distributed.h"
+#include "distributed/rendezvous.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 
 using xdino::testing::ProcessResult;
 using xdino::testing::run_process;

@@ -16,13 +16,13 @@
 #include <thread>
 #include <vector>
 
-#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/pth.h"
 #include "distributed/distributed.h"
 #include "distributed/rendezvous.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using xdino::read_file;

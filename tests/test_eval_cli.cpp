@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "eval/features_io.h"
 #include "core/json.h"
+#include "eval/features_io.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;

@@ -9,14 +9,14 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "augment/data/open_dataset.h"
 #include "augment/data/decode.h"
+#include "augment/data/open_dataset.h"
 #include "augment/eval_transforms.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/json.h"
 #include "core/pth.h"
 #include "eval/extract.h"
-#include "core/json.h"
 #include "eval/knn_eval.h"
 #include "models/weights.h"
 #include "tests/support/process.h"

@@ -4,15 +4,14 @@
 #include <unistd.h>
 
 #include <csignal>
-
 #include <filesystem>
 #include <fstream>
 
-#include "tests/support/require.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 #include "eval/features_io.h"
-#include "core/atomic_file.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using xdino::testing::fresh_temp_dir;

@@ -2,10 +2,9 @@
 // tensors, and the precision plan (--device / --precision / --use_fp16).
 #include <gtest/gtest.h>
 
-#include "core/check.h"
-
 #include <limits>
 
+#include "core/check.h"
 #include "core/compat.h"
 #include "train/grad_scaler.h"
 #include "train/precision.h"

@@ -4,15 +4,15 @@
 
 #include <fstream>
 
-#include "tests/support/require.h"
 #include "augment/data/h5_dataset.h"
 #include "augment/data/image_folder.h"
+#include "augment/data/open_dataset.h"
 #include "augment/data/pack.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
-#include "augment/data/open_dataset.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using namespace xdino::augment;

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "tests/support/require.h"
 #include "core/check.h"
 #include "core/json.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 
 using xdino::Json;
 using xdino::parse_json;

@@ -3,9 +3,8 @@
 // below asserts one limit of the LibTorch we build against (1.13 on Debian 12) and that our
 // code does not have it. When a LibTorch upgrade makes one of these tests fail, the limit is
 // gone and the matching part of core/pth can be replaced (docs/checkpoints.md).
-#include <gtest/gtest.h>
-
 #include <caffe2/serialize/inline_container.h>
+#include <gtest/gtest.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/torch.h>
 
@@ -13,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/ivalue.h"
 #include "core/pth.h"
 #include "tests/support/pth_testing.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 

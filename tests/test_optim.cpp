@@ -2,15 +2,14 @@
 // layout, per-parameter clipping and last-layer freezing (docs/dino.md, "Schedules and optimiser").
 #include <gtest/gtest.h>
 
-#include "core/check.h"
-
 #include <cmath>
 
-#include "train/gradients.h"
+#include "core/check.h"
 #include "ssl/head.h"
-#include "train/optim.h"
 #include "ssl/student_update.h"
 #include "tests/support/tiny_backbone.h"
+#include "train/gradients.h"
+#include "train/optim.h"
 
 using namespace xdino::ssl;
 using xdino::ssl::cancel_gradients_last_layer;

@@ -4,11 +4,10 @@
 #include <signal.h>
 
 #include <chrono>
-#include <thread>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/files.h"

@@ -1,9 +1,9 @@
 // load_pth / save_pth: official files read as torch.load reads them (golden descriptions made
 // by tests/data/pickle/pth_tool.py), bit-exact round trips, and one-line errors naming the file.
-#include <gtest/gtest.h>
-#include <zlib.h>
 #include <caffe2/serialize/inline_container.h>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <filesystem>

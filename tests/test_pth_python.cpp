@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "tests/support/require.h"
 #include "core/pth.h"
 #include "core/pth/pickle.h"
 #include "core/pth/zip.h"
 #include "tests/support/pth_testing.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using c10::IValue;

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/support/require.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "eval/report.h"
 #include "tests/support/process.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using xdino::testing::fresh_temp_dir;

@@ -1,7 +1,7 @@
 // XDINO_SKIP_MISSING: a skip without XDINO_REQUIRE_ALL, a failure naming what is missing with it.
 // The truth is gtest's own record of the test part, read back through a spy reporter.
-#include <gtest/gtest.h>
 #include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 

@@ -4,11 +4,11 @@
 
 #include "augment/data/decode.h"
 #include "augment/data/loader.h"
-#include "augment/sample_transforms.h"
+#include "augment/data/open_dataset.h"
 #include "augment/preview.h"
+#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "tests/support/files.h"
-#include "augment/data/open_dataset.h"
 
 using namespace xdino::augment;
 

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
-
 #include "ssl/head.h"
 #include "ssl/teacher.h"
 #include "tests/support/tiny_backbone.h"

@@ -13,13 +13,12 @@
 #include <string>
 
 #include "core/check.h"
-
-#include "train/grad_scaler.h"
-#include "train/gradients.h"
-#include "train/optim.h"
 #include "ssl/student_update.h"
 #include "ssl/teacher.h"
 #include "tests/support/tiny_backbone.h"
+#include "train/grad_scaler.h"
+#include "train/gradients.h"
+#include "train/optim.h"
 
 using namespace xdino::ssl;
 using xdino::ssl::cancel_gradients_last_layer;

@@ -5,11 +5,11 @@
 
 #include <filesystem>
 
-#include "tests/support/require.h"
 #include "core/check.h"
 #include "core/pth.h"
 #include "models/weights.h"
 #include "tests/support/pth_testing.h"
+#include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 namespace nn = torch::nn;

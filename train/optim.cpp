@@ -4,8 +4,8 @@
 #include <tuple>
 
 #include "core/check.h"
-#include "kernels/cpu/fused_cpu.h"
 #include "core/ivalue.h"
+#include "kernels/cpu/fused_cpu.h"
 
 namespace xdino::train {
 

@@ -2,10 +2,9 @@
 
 #include <climits>
 #include <cstdint>
-#include <utility>
-
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <utility>
 
 #include "core/atomic_file.h"
 #include "core/check.h"

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-
 #include <opencv2/imgproc.hpp>
 
 #include "core/check.h"

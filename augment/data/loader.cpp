@@ -1,8 +1,7 @@
 #include "augment/data/loader.h"
 
-#include <dlfcn.h>
-
 #include <c10/util/Exception.h>
+#include <dlfcn.h>
 
 #include <chrono>
 #include <cstring>

@@ -48,9 +48,9 @@
 #include <vector>
 
 #include "augment/data/dataset.h"
-#include "augment/ops/random.h"
 #include "augment/data/sample_transform.h"
 #include "augment/data/sampler.h"
+#include "augment/ops/random.h"
 
 namespace xdino::augment {
 

@@ -6,11 +6,11 @@
 #include <regex>
 #include <thread>
 
-#include "augment/data/open_dataset.h"
 #include "augment/data/decode.h"
 #include "augment/data/h5.h"
 #include "augment/data/h5_dataset.h"
 #include "augment/data/image_folder.h"
+#include "augment/data/open_dataset.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"

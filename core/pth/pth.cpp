@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <caffe2/serialize/inline_container.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +12,6 @@
 #include <fstream>
 #include <unordered_map>
 #include <vector>
-#include <zlib.h>
 
 #include "core/atomic_file.h"
 #include "core/check.h"

@@ -1,5 +1,3 @@
-#include <zlib.h>
-
 #include "core/pth/zip.h"
 
 #include <fcntl.h>

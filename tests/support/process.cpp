@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 extern char** environ;
