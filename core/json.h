@@ -12,8 +12,9 @@
 //  - parse_json(text, what) reads RFC 8259 JSON (no NaN, no leading zeros, no lone
 //    surrogates); a syntax error throws xdino::Error naming `what` (e.g. the file) and the
 //    byte. So does a text nesting arrays/objects deeper than kMaxJsonNesting (checked before
-//    parsing: nlohmann's parser and destructor recurse per level). Access errors (a missing key, a wrong type) are nlohmann's exceptions
-//    (std::exception); callers that read user files name the file around them.
+//    parsing: nlohmann's parser and destructor recurse per level). Access errors (a missing
+//    key, a wrong type) are nlohmann's exceptions (std::exception); callers that read user
+//    files name the file around them.
 #pragma once
 
 #include <nlohmann/json.hpp>

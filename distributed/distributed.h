@@ -25,23 +25,9 @@
 #include <string>
 
 #include "distributed/communicator.h"
+#include "distributed/dist_config.h"
 
 namespace xdino::distributed {
-
-struct DistConfig {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;        // index on this node: picks the GPU
-  int local_world_size = 1;  // processes on this node: splits the CPU threads
-  std::string master_addr = "127.0.0.1";
-  int master_port = 29500;
-  std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
-  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-  // A peer whose heartbeat has not moved for this long is unreachable (distributed/peer_monitor.h).
-  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(60)};
-  torch::Device device = torch::kCPU;
-  int64_t bucket_bytes = 25 << 20;  // DDP's default bucket_cap_mb = 25
-};
 
 std::shared_ptr<Communicator> connect(const DistConfig& config);
 

@@ -23,7 +23,8 @@ class KnnCommand : public Command {
         .add("load_features", &o.load_features,
              "folder of features computed before (our .h5 dumps or eval_knn.py's .pth dumps)")
         .add("num_workers", &o.num_workers, "data loading threads per process")
-        .add("data_path", &o.data_path, "dataset root with both splits: " + augment::dataset_layouts())
+        .add("data_path", &o.data_path,
+             "dataset root with both splits: " + augment::dataset_layouts())
         .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
         .add("knn_backend", &o.knn_backend,
              "faiss (exact search, bounded memory) or torch (eval_knn.py's mm + topk)");

@@ -22,7 +22,8 @@ class LinearCommand : public Command {
     f.add("epochs", &o.epochs, "training epochs")
         .add("lr", &o.lr, "learning rate per 256 images (scaled by the total batch size)")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
-        .add("data_path", &o.data_path, "dataset root with both splits: " + augment::dataset_layouts())
+        .add("data_path", &o.data_path,
+             "dataset root with both splits: " + augment::dataset_layouts())
         .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("val_freq", &o.val_freq, "validate every this many epochs (and at the last)")
         .add("output_dir", &o.output_dir, "where log.txt, checkpoint.pth and linear.json go")

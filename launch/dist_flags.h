@@ -1,5 +1,7 @@
-// The --dist_timeout flag of every subcommand that connects processes (train, knn, linear,
-// features), bound to distributed::DistOptions so its default lives in one place (distributed/rendezvous.h).
+// The flags of every subcommand that connects processes (train, knn, linear, features):
+// --dist_timeout, --dist_heartbeat_timeout and the official --dist_url / --local_rank, bound
+// to distributed::DistOptions so their defaults and checks live in one place
+// (distributed/rendezvous.h).
 //
 // Contract: declare_dist_flags() adds the flags to `flags`, writing into `options`.
 #pragma once

@@ -73,7 +73,8 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
   XDINO_CHECK_ARG(!child_args.empty(),
                   "nothing to launch: give the subcommand after '--', e.g. "
                   "dino launch --nproc 2 -- train --config my.ini");
-  const int port = o.master_port > 0 ? static_cast<int>(o.master_port) : distributed::free_tcp_port();
+  const int port =
+      o.master_port > 0 ? static_cast<int>(o.master_port) : distributed::free_tcp_port();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max<unsigned>(1, cores / o.nproc));
 

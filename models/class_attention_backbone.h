@@ -46,10 +46,9 @@ class ClassAttentionBackbone : public Backbone {
   Probe probe(torch::Tensor images, const ProbeRequest& request) override {
     auto [tokens, grid] = patch_embed(images);
     const auto [rows, cols] = grid;
-    const auto steps = class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols,
-                                             block_kind_.c_str());
-    return probe_class_attention_model(tokens + pos_embeder(rows, cols), cls_token, request,
-                                       steps);
+    const auto steps =
+        class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols, block_kind_.c_str());
+    return probe_class_attention_model(tokens + pos_embeder(rows, cols), cls_token, request, steps);
   }
 
   const std::string& arch() const override { return shape_.name; }
@@ -85,8 +84,8 @@ class ClassAttentionBackbone : public Backbone {
   // cls_token, then patch_embed: both families start so.
   void register_stem() {
     cls_token = register_parameter("cls_token", torch::zeros({1, 1, shape_.embed_dim}));
-    patch_embed = register_module("patch_embed", ConvPatchEmbed(shape_.patch_size,
-                                                                shape_.embed_dim));
+    patch_embed =
+        register_module("patch_embed", ConvPatchEmbed(shape_.patch_size, shape_.embed_dim));
   }
   void register_positions() {
     pos_embeder = register_module("pos_embeder", FourierPositionalEncoding(shape_.embed_dim));

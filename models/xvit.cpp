@@ -260,7 +260,8 @@ XViT::XViT(XViTConfig config)
   register_positions();
   register_blocks([&] { return XViTBlock(block_options); },
                   [&] {
-                    return XViTClassAttentionBlock(XViTBlockOptions(block_options).drop_path_rate(0));
+                    return XViTClassAttentionBlock(
+                        XViTBlockOptions(block_options).drop_path_rate(0));
                   });
   register_norm_and_head(pre_norm(c.embed_dim));
   init_weights();

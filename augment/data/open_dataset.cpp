@@ -55,8 +55,9 @@ DatasetPtr detect(const fs::path& root, const std::string& split, const DatasetO
   if (fs::is_regular_file(root)) {
     XDINO_CHECK_ARG(root.extension() == ".h5", "data path ", root,
                     " is a file but not an HDF5 (.h5) pack; give a folder or a .h5 file");
-    XDINO_CHECK_ARG(split == "train", "data path ", root, " is a single HDF5 file, which serves "
-                    "as the training set only; give the folder holding ", split, ".h5");
+    XDINO_CHECK_ARG(split == "train", "data path ", root,
+                    " is a single HDF5 file, which serves as the training set only; give the "
+                    "folder holding ", split, ".h5");
     return std::make_shared<H5Dataset>(std::vector<fs::path>{root}, o.exif_orientation);
   }
   if (fs::is_directory(root / split)) return open_folder(root / split, o);
@@ -76,8 +77,7 @@ DatasetPtr open_dataset(const std::string& root, const std::string& split,
                         const DatasetOptions& options) {
   XDINO_CHECK_ARG(split == "train" || split == "val", "split must be train or val, not '", split,
                   "'");
-  XDINO_CHECK_ARG(options.max_samples >= 0, "max_samples must be >= 0, got ",
-                  options.max_samples);
+  XDINO_CHECK_ARG(options.max_samples >= 0, "max_samples must be >= 0, got ", options.max_samples);
   XDINO_CHECK_ARG(fs::exists(root), "data path ", root, " does not exist");
   DatasetPtr dataset = detect(fs::path(root), split, options);
   if (options.max_samples > 0 && options.max_samples < dataset->size()) {
@@ -94,6 +94,5 @@ std::string dataset_layouts() {
          "(HDF5), {train,t10k}-images-idx3-ubyte[.gz] (IDX); for training also a .h5 file or "
          "ROOT itself (ImageFolder or a flat folder of images)";
 }
-
 
 }  // namespace xdino::augment

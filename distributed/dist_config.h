@@ -1,0 +1,32 @@
+// Where one process sits in a run and how it reaches the others: the plain value that the
+// rendezvous fills from the launcher's environment (distributed/rendezvous.h) and that
+// connect() (distributed/distributed.h) and the peer monitor (distributed/peer_monitor.h) read.
+//
+// Contract: a value type; 0 <= rank < world_size is checked by connect(), the port by the
+// rendezvous. Timeouts are wall-clock durations.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace xdino::distributed {
+
+struct DistConfig {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;        // index on this node: picks the GPU
+  int local_world_size = 1;  // processes on this node: splits the CPU threads
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  // A peer whose heartbeat has not moved for this long is unreachable (distributed/peer_monitor.h).
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(60)};
+  torch::Device device = torch::kCPU;
+  int64_t bucket_bytes = 25 << 20;  // DDP's default bucket_cap_mb = 25
+};
+
+}  // namespace xdino::distributed
