@@ -25,7 +25,8 @@ std::string interface_address(const char* ifname) {
   if (getifaddrs(&list) != 0) return "";
   std::string address;
   for (ifaddrs* a = list; a != nullptr && address.empty(); a = a->ifa_next)
-    if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET && a->ifa_name == std::string(ifname)) {
+    if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET &&
+        a->ifa_name == std::string(ifname)) {
       char text[INET_ADDRSTRLEN] = {};
       const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
       if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) address = text;
@@ -60,30 +61,48 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 int64_t whole_seconds(std::chrono::milliseconds d) { return (d.count() + 999) / 1000; }
 
+// "rank 2, 3 on host b 10.0.0.2" (grouped by host, in rank order).
+std::string ranks_on_hosts(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+  std::map<std::string, std::vector<int>> by_host;
+  std::vector<std::string> order;
+  for (int r : ranks) {
+    auto& list = by_host[hosts[r]];
+    if (list.empty()) order.push_back(hosts[r]);
+    list.push_back(r);
+  }
+  std::string out;
+  for (const auto& host : order)
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + join_ranks(by_host[host]) +
+           " on host " + host;
+  return out;
+}
+
 // Reads every rank's heartbeat twice, kHeartbeat * 5 apart, after a collective failed. Throws
 // if the store is gone.
-std::string probe(c10d::TCPStore& store, const DistConfig& config) {
-  std::vector<int64_t> beats0(config.world_size), beats1(config.world_size),
-      seq(config.world_size);
+std::string probe(c10d::TCPStore& store, const DistConfig& config,
+                  const std::vector<std::string>& hosts) {
+  std::vector<int64_t> beats0(config.world_size), beats1(config.world_size), seq(config.world_size);
   for (int r = 0; r < config.world_size; ++r) beats0[r] = store.add(store_key("beat", r), 0);
   std::this_thread::sleep_for(kHeartbeat * 5);
   for (int r = 0; r < config.world_size; ++r) {
     beats1[r] = store.add(store_key("beat", r), 0);
     seq[r] = store.add(store_key("seq", r), 0);
   }
-  std::ostringstream dead, hung;
+  std::ostringstream hung;
+  std::vector<int> dead;
   const int64_t max_seq = *std::max_element(seq.begin(), seq.end());
   for (int r = 0; r < config.world_size; ++r) {
     if (r == config.rank) continue;
     if (store.add(store_key("done", r), 0) > 0) continue;
     if (beats1[r] == beats0[r])
-      dead << (dead.tellp() > 0 ? ", " : "") << r;
+      dead.push_back(r);
     else if (seq[r] < max_seq)
       hung << (hung.tellp() > 0 ? ", " : "") << r << " (at collective " << seq[r] << " of "
            << max_seq << ")";
   }
-  if (dead.tellp() > 0)
-    return "lost rank " + dead.str() + ": the process died or is stopped (no heartbeat)";
+  if (!dead.empty())
+    return "lost rank " + join_ranks(dead) + ": the process died or is stopped (no heartbeat; " +
+           ranks_on_hosts(dead, hosts) + ")";
   if (hung.tellp() > 0) return "lost rank " + hung.str() + ": the process is alive but hung";
   return "a peer failed, but every rank still answers (network trouble?)";
 }
@@ -105,16 +124,15 @@ PeerMonitor::PeerMonitor(const DistConfig& config, const StoreFactory& connect_s
   beat_store_ = connect_store();
   probe_store_ = connect_store();
   const std::string mine = host_label();
-  beat_store_->set(store_key("host", config_.rank),
-                   std::vector<uint8_t>(mine.begin(), mine.end()));
+  beat_store_->set(store_key("host", config_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
   for (int r = 0; r < config_.world_size; ++r) {
     const auto bytes = beat_store_->get(store_key("host", r));  // waits for rank r to publish
     hosts_.emplace_back(bytes.begin(), bytes.end());
   }
   // Read the peers' counters at least 4 times per window: a counter is only seen to move at a
   // read, so reads further apart than the window would call a beating peer silent.
-  check_every_ = static_cast<int>(std::clamp<int64_t>(
-      config_.heartbeat_timeout / (4 * kHeartbeat), 1, kPeerCheckBeats));
+  check_every_ = static_cast<int>(
+      std::clamp<int64_t>(config_.heartbeat_timeout / (4 * kHeartbeat), 1, kPeerCheckBeats));
   last_round_trip_ = Clock::now();
   last_beat_.assign(config_.world_size, -1);
   last_moved_.assign(config_.world_size, last_round_trip_);
@@ -160,22 +178,6 @@ void PeerMonitor::set_verdict(std::string verdict) {
   cv_.notify_all();
 }
 
-// "rank 2, 3 on host b 10.0.0.2" (grouped by host, in rank order).
-std::string PeerMonitor::ranks_on_hosts(const std::vector<int>& ranks) const {
-  std::map<std::string, std::vector<int>> by_host;
-  std::vector<std::string> order;
-  for (int r : ranks) {
-    auto& list = by_host[hosts_[r]];
-    if (list.empty()) order.push_back(hosts_[r]);
-    list.push_back(r);
-  }
-  std::string out;
-  for (const auto& host : order)
-    out += (out.empty() ? "" : "; ") + std::string("rank ") + join_ranks(by_host[host]) +
-           " on host " + host;
-  return out;
-}
-
 std::string PeerMonitor::diagnose() const {
   const std::string store_host = "lost rank 0: its rendezvous store at " + config_.master_addr +
                                  ":" + std::to_string(config_.master_port);
@@ -186,9 +188,9 @@ std::string PeerMonitor::diagnose() const {
     }
     auto answer = std::make_shared<std::promise<std::string>>();
     auto future = answer->get_future();
-    std::thread([store = probe_store_, config = config_, answer, store_host] {
+    std::thread([store = probe_store_, config = config_, hosts = hosts_, answer, store_host] {
       try {
-        answer->set_value(probe(*store, config));
+        answer->set_value(probe(*store, config, hosts));
       } catch (const std::exception&) {
         answer->set_value(store_host + " no longer answers (the process died)");
       }
@@ -245,7 +247,7 @@ void PeerMonitor::check_peers(c10d::TCPStore& store) {
   for (int r : silent)  // a rank that finished stops beating: not lost
     if (store.add(store_key("done", r), 0) == 0) lost.push_back(r);
   if (!lost.empty())
-    set_verdict("lost " + ranks_on_hosts(lost) + ": no heartbeat for " +
+    set_verdict("lost " + ranks_on_hosts(lost, hosts_) + ": no heartbeat for " +
                 std::to_string(whole_seconds(config_.heartbeat_timeout)) +
                 " s (the host is unreachable, or the process died or is stopped)");
 }
@@ -264,12 +266,11 @@ void PeerMonitor::watch_loop() {
   auto last_pass = Clock::now();
   while (!cv_.wait_for(lock, kWatch, [this] { return stopped_; })) {
     if (was_frozen(last_pass)) last_round_trip_ = Clock::now();
-    if (!verdict_.empty() || Clock::now() - last_round_trip_ <= config_.heartbeat_timeout)
-      continue;
+    if (!verdict_.empty() || Clock::now() - last_round_trip_ <= config_.heartbeat_timeout) continue;
     std::vector<int> there;
     for (int r = 0; r < config_.world_size; ++r)
       if (hosts_[r] == hosts_[0] && r != config_.rank) there.push_back(r);
-    verdict_ = "lost " + ranks_on_hosts(there) + ": rank 0's rendezvous store at " +
+    verdict_ = "lost " + ranks_on_hosts(there, hosts_) + ": rank 0's rendezvous store at " +
                config_.master_addr + ":" + std::to_string(config_.master_port) +
                " has not answered for " + std::to_string(whole_seconds(config_.heartbeat_timeout)) +
                " s (that host is unreachable from here, or rank 0 is stopped)";

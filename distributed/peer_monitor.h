@@ -47,7 +47,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
-#include "distributed/distributed.h"
+#include "distributed/dist_config.h"
 
 namespace xdino::distributed {
 
@@ -77,7 +77,6 @@ class PeerMonitor {
   void beat_loop();
   void watch_loop();
   void check_peers(c10d::TCPStore& store);
-  std::string ranks_on_hosts(const std::vector<int>& ranks) const;
   void set_verdict(std::string verdict);
   bool was_frozen(Clock::time_point& last_pass) const;
 
@@ -92,8 +91,8 @@ class PeerMonitor {
   std::condition_variable cv_;
   bool stopped_ = false;
   std::string verdict_;
-  Clock::time_point last_round_trip_;       // of the heartbeat thread's store requests
-  std::vector<int64_t> last_beat_;          // per rank, as last read
+  Clock::time_point last_round_trip_;          // of the heartbeat thread's store requests
+  std::vector<int64_t> last_beat_;             // per rank, as last read
   std::vector<Clock::time_point> last_moved_;  // when that counter last changed
 
   std::thread beat_thread_, watch_thread_;
