@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
 
@@ -81,6 +83,40 @@ void write_file_atomically(const fs::path& path, std::string_view bytes) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
     if (!out.good()) throw_write_error(path, errno);
+  });
+}
+
+namespace {
+// Closes a file descriptor on every path out of a scope.
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+}  // namespace
+
+void copy_file_atomically(const fs::path& from, const fs::path& to) {
+  write_atomically(to, [&](const fs::path& tmp) {
+    FileDescriptor in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)};
+    XDINO_CHECK(in.fd >= 0, "cannot open ", from, ": ", std::strerror(errno));
+    FileDescriptor out{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    XDINO_CHECK(out.fd >= 0, "cannot create ", tmp, ": ", std::strerror(errno));
+    std::vector<char> buffer(1 << 20);
+    for (;;) {
+      const ssize_t got = ::read(in.fd, buffer.data(), buffer.size());
+      if (got < 0 && errno == EINTR) continue;
+      XDINO_CHECK(got >= 0, "cannot read ", from, ": ", std::strerror(errno));
+      if (got == 0) break;
+      for (ssize_t done = 0; done < got;) {
+        const ssize_t put = ::write(out.fd, buffer.data() + done, static_cast<size_t>(got - done));
+        if (put < 0 && errno == EINTR) continue;
+        if (put < 0) throw_write_error(to, errno);
+        done += put;
+      }
+    }
+    if (::close(out.release()) != 0) throw_write_error(to, errno);
   });
 }
 

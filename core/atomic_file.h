@@ -20,6 +20,11 @@ void write_atomically(const std::filesystem::path& path,
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 
+// `to` becomes a copy of `from`, atomically. Copies with read(2)/write(2) rather than
+// std::filesystem::copy_file, whose in-kernel copy reports a full tmpfs as EIO: a full disk
+// must read "No space left on device" (throw_write_error). A missing `from` throws xdino::Error.
+void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to);
+
 // What every atomic writer says when a write fails with errno `err` (ENOSPC, EFBIG, EDQUOT,
 // EIO; 0 reads "write failed"): throws xdino::Error "cannot write '<path>': <reason> (the
 // previous file is left as it was)", naming the file the user asked for, not the temporary.

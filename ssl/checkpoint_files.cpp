@@ -40,9 +40,7 @@ void write_epoch_files(const fs::path& dir, int64_t epoch, int64_t saveckp_freq,
   const fs::path numbered = dir / name;
   if (saveckp_freq > 0 && epoch % saveckp_freq == 0 && !(resuming && fs::exists(numbered))) {
     if (resuming) log::info("Writing ", numbered.string(), ", which the interrupted run did not");
-    write_atomically(numbered, [&](const fs::path& tmp) {
-      fs::copy_file(dir / "checkpoint.pth", tmp, fs::copy_options::overwrite_existing);
-    });
+    copy_file_atomically(dir / "checkpoint.pth", numbered);
   }
   if (log_line.empty()) return;
   const fs::path log_path = dir / "log.txt";

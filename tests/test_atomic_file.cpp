@@ -1,8 +1,11 @@
 // Atomic writes: a failing writer never damages the existing file nor leaves litter.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -75,4 +78,43 @@ TEST(AtomicFile, ReadMissingFileNamesPath) {
   } catch (const xdino::Error& e) {
     EXPECT_NE(std::string(e.what()).find("nonexistent_xdino_file"), std::string::npos);
   }
+}
+
+// A copy crossing the 1 MiB buffer several times is the same bytes; a copy that meets a full
+// disk (a file-size limit: EFBIG, SIGXFSZ ignored as `dino` does) names the file and the
+// reason, keeps the previous file and leaves no temporary.
+TEST(AtomicFile, CopyIsExactAndAFailedCopyKeepsThePreviousFile) {
+  const fs::path dir = fresh_dir("copy");
+  std::string bytes(3 * (1 << 20) + 12345, '\0');
+  std::mt19937 rng(7);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  xdino::write_file_atomically(dir / "from", bytes);
+  xdino::copy_file_atomically(dir / "from", dir / "to");
+  EXPECT_EQ(xdino::read_file(dir / "to"), bytes);
+
+  xdino::write_file_atomically(dir / "to", "previous");
+  std::string message;
+  {
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 1 << 20;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    try {
+      xdino::copy_file_atomically(dir / "from", dir / "to");
+    } catch (const xdino::Error& e) {
+      message = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, previous_handler);
+  }
+  EXPECT_NE(message.find("cannot write '" + (dir / "to").string() +
+                         "': File too large (the previous file is left as it was)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(xdino::read_file(dir / "to"), "previous");
+  EXPECT_EQ(count_files(dir), 2u);  // from, to: no temporary
+  EXPECT_THROW(xdino::copy_file_atomically(dir / "missing", dir / "to2"), xdino::Error);
+  fs::remove_all(dir);
 }
