@@ -3,8 +3,8 @@
 # link the test can cut. Sourced by tests/multinode/test_*.sh.
 #
 # Contract:
-#  - hosts_require: exits 77 (ctest: skipped) without root or `ip`, or exits 1 naming what is
-#    missing when XDINO_REQUIRE_ALL=1 (CI), as tests/support/require.h does for C++ tests.
+#  - hosts_require: without root, `ip` or `unshare`, skips the test or fails it under
+#    XDINO_REQUIRE_ALL=1 (CI), naming what is missing (tests/support/require.sh).
 #  - hosts_up: makes namespaces $HOST_A and $HOST_B (names carry this shell's PID, so parallel
 #    runs never collide; namespaces left by a killed run, whose PID is gone, are removed
 #    first), links them (a veth pair whose ends are called eth0 on both hosts, as on a cluster
@@ -13,22 +13,18 @@
 #    resolves the names as a cluster's DNS would. Registers hosts_down on EXIT, INT and TERM.
 #  - on_host A|B CMD...: runs CMD inside that host's namespace, under host name node01 / node02.
 #  - cut_link / restore_link: the link down / up, from host A's side.
-#  - tbf_link RATE / open_link: both ends of the link held to RATE (tc tbf) / unlimited again.
+#  - tbf_link RATE: both ends of the link held to RATE (tc tbf: the slow link a kernel without
+#    netem can make).
 #  - hosts_down: kills every process left in the namespaces, deletes them and their
 #    /etc/netns folders. Idempotent; runs on every exit path.
 # Traffic never leaves the two namespaces: no address outside them is used.
 
+source "$(dirname "${BASH_SOURCE[0]}")/../support/require.sh"
+
 hosts_require() {
-  local missing=""
-  [[ $(id -u) -eq 0 ]] || missing="root (network namespaces)"
-  command -v ip >/dev/null || missing="${missing:+$missing, }iproute2's ip"
-  [[ -z "$missing" ]] && return 0
-  if [[ -n "${XDINO_REQUIRE_ALL:-}" && "${XDINO_REQUIRE_ALL}" != "0" ]]; then
-    echo "FAIL: this test needs $missing (XDINO_REQUIRE_ALL=1)" >&2
-    exit 1
-  fi
-  echo "SKIP: this test needs $missing" >&2
-  exit 77
+  require_root "network namespaces"
+  require_command ip iproute2
+  require_command unshare util-linux
 }
 
 hosts_down() {
@@ -108,8 +104,4 @@ tbf_link() {
   for ns in "$HOST_A" "$HOST_B"; do
     ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$1" burst 256kb latency 50ms
   done
-}
-open_link() {
-  local ns
-  for ns in "$HOST_A" "$HOST_B"; do ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true; done
 }

@@ -19,14 +19,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/hosts.sh"
 dino=$(readlink -f "$1")
-data=/usr/share/datasets/fashion-mnist
 hosts_require
-if [[ ! -e $data/train-images-idx3-ubyte.gz ]]; then
-  [[ -n "${XDINO_REQUIRE_ALL:-}" && "${XDINO_REQUIRE_ALL}" != "0" ]] && {
-    echo "FAIL: $data is missing (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
-  echo "SKIP: $data is missing" >&2
-  exit 77
-fi
+require_fashion_mnist
+data=$fashion_mnist
 hosts_up
 work=$(mktemp -d /tmp/xdino_two_hosts.XXXXXX)
 # On a failure the logs stay, and the line says where.
@@ -49,6 +44,18 @@ launch_node() {  # A|B NODE_RANK OUTPUT_DIR EPOCHS LOG
     --node_rank "$node" --master_addr node01 --master_port "$port" --grace_seconds 5 \
     -- $(train_args "$out" "$epochs") >"$log" 2>&1 &
 }
+# A 4-epoch 2-host run, started in the background (pids $a, $b), returning once epoch 2 is
+# under way (log.txt has epoch 1's line, so checkpoint.pth holds 2 complete epochs).
+start_into_epoch_2() {  # LOG_SUFFIX
+  launch_node B 1 "$run" 4 "$work/b$1.log"; b=$!
+  launch_node A 0 "$run" 4 "$work/a$1.log"; a=$!
+  local deadline=$((SECONDS + 120))
+  until grep -q '"epoch": 1' "$run/log.txt" 2>/dev/null; do
+    ((SECONDS < deadline)) || fail "the 2-host run did not finish 2 epochs: $(tail -3 "$work/a$1.log")"
+    kill -0 $a 2>/dev/null || fail "node 0 ended early: $(tail -3 "$work/a$1.log")"
+    sleep 0.2
+  done
+}
 # Sets $code: PID's exit status, or 124 (after killing it) when it runs past SECONDS. Not for
 # $(...): a subshell cannot wait for this shell's children.
 wait_for() {  # PID SECONDS
@@ -59,6 +66,13 @@ wait_for() {  # PID SECONDS
   done
   code=0
   wait "$pid" || code=$?
+}
+# Both nodes of one 2-host run, to the end; fails naming WHAT and the node's last lines.
+run_two_hosts() {  # EPOCHS LOG_SUFFIX WHAT
+  launch_node B 1 "$run" "$1" "$work/b$2.log"; local b=$!
+  launch_node A 0 "$run" "$1" "$work/a$2.log"; local a=$!
+  wait_for $a 300; [[ $code == 0 ]] || fail "$3, node 0: $(tail -3 "$work/a$2.log")"
+  wait_for $b 300; [[ $code == 0 ]] || fail "$3, node 1: $(tail -3 "$work/b$2.log")"
 }
 same_checkpoint() {  # DIR_A DIR_B WHAT
   cmp -s "$1/checkpoint.pth" "$2/checkpoint.pth" || fail "$3: checkpoint.pth differs"
@@ -94,10 +108,7 @@ start_mpi_ranks() {  # EPOCHS; pids in the array `pids`
   fail "1 x 4 run: $(tail -3 "$work/ref.log")"
 keep ref2
 
-launch_node B 1 "$run" 2 "$work/b.log"; b=$!
-launch_node A 0 "$run" 2 "$work/a.log"; a=$!
-wait_for $a 300; [[ $code == 0 ]] || fail "2 x 2 (dino launch), node 0: $(tail -3 "$work/a.log")"
-wait_for $b 300; [[ $code == 0 ]] || fail "2 x 2 (dino launch), node 1: $(tail -3 "$work/b.log")"
+run_two_hosts 2 "" "2 x 2 (dino launch)"
 grep -q "launched ranks 2-3 of 4 on node 1 of 2" "$work/b.log" ||
   fail "node 1 did not start ranks 2-3: $(head -3 "$work/b.log")"
 same_checkpoint "$work/ref2" "$run" "2 hosts x 2 ranks (dino launch --nnodes 2) vs 1 x 4"
@@ -121,49 +132,33 @@ echo "ok: 2 hosts x 2 ranks (Open MPI's variables) = 1 host x 4 ranks"
 "$dino" launch --nproc 4 -- $(train_args "$run" 4) >"$work/ref4.log" 2>&1 ||
   fail "1 x 4 run of 4 epochs: $(tail -3 "$work/ref4.log")"
 keep ref4
-launch_node B 1 "$run" 4 "$work/b.log"; b=$!
-launch_node A 0 "$run" 4 "$work/a.log"; a=$!
-deadline=$((SECONDS + 120))
-until grep -q '"epoch": 1' "$run/log.txt" 2>/dev/null; do  # epoch 1 done: into epoch 2
-  ((SECONDS < deadline)) || fail "the 2-host run did not finish 2 epochs: $(tail -3 "$work/a.log")"
-  kill -0 $a 2>/dev/null || fail "node 0 ended early: $(tail -3 "$work/a.log")"
-  sleep 0.2
-done
+start_into_epoch_2 1
 cp "$run/checkpoint.pth" "$work/before_cut.pth"
 cut_at=$SECONDS
 cut_link
 wait_for $a 120; code_a=$code
 wait_for $b 120; code_b=$code
 took=$((SECONDS - cut_at))
-[[ $code_a != 0 && $code_a != 124 ]] || fail "node 0 after the cut: exit $code_a: $(tail -5 "$work/a.log")"
-[[ $code_b != 0 && $code_b != 124 ]] || fail "node 1 after the cut: exit $code_b: $(tail -5 "$work/b.log")"
+[[ $code_a != 0 && $code_a != 124 ]] || fail "node 0 after the cut: exit $code_a: $(tail -5 "$work/a1.log")"
+[[ $code_b != 0 && $code_b != 124 ]] || fail "node 1 after the cut: exit $code_b: $(tail -5 "$work/b1.log")"
 ((took < 60)) || fail "the cut took $took s to end the run (--dist_heartbeat_timeout 8)"
-grep -q "lost rank 2, 3 on host node02 $ADDR_B: no heartbeat for 8 s" "$work/a.log" ||
-  fail "node 0 does not name ranks 2, 3 on $ADDR_B: $(grep error "$work/a.log" | head -2)"
-grep -q "lost rank 0, 1 on host node01 $ADDR_A: rank 0's rendezvous store at node01:$port has not answered for 8 s" "$work/b.log" ||
-  fail "node 1 does not name ranks 0, 1 on $ADDR_A: $(grep error "$work/b.log" | head -2)"
+grep -q "lost rank 2, 3 on host node02 $ADDR_B: no heartbeat for 8 s" "$work/a1.log" ||
+  fail "node 0 does not name ranks 2, 3 on $ADDR_B: $(grep error "$work/a1.log" | head -2)"
+grep -q "lost rank 0, 1 on host node01 $ADDR_A: rank 0's rendezvous store at node01:$port has not answered for 8 s" "$work/b1.log" ||
+  fail "node 1 does not name ranks 0, 1 on $ADDR_A: $(grep error "$work/b1.log" | head -2)"
 cmp -s "$run/checkpoint.pth" "$work/before_cut.pth" || fail "checkpoint.pth changed after the cut"
 echo "ok: a cut link ends both hosts in $took s, each naming the other's ranks; checkpoint intact"
 
 # --- 3. the link returns: the same commands resume to the uninterrupted run ----------------
 restore_link
-launch_node B 1 "$run" 4 "$work/b2.log"; b=$!
-launch_node A 0 "$run" 4 "$work/a2.log"; a=$!
-wait_for $a 300; [[ $code == 0 ]] || fail "rerun, node 0: $(tail -3 "$work/a2.log")"
-wait_for $b 300; [[ $code == 0 ]] || fail "rerun, node 1: $(tail -3 "$work/b2.log")"
+run_two_hosts 4 2 "rerun"
 grep -q "Found checkpoint" "$work/a2.log" || fail "the rerun did not resume: $(head -5 "$work/a2.log")"
 same_checkpoint "$work/ref4" "$run" "interrupted and resumed vs uninterrupted"
 echo "ok: after the link returns, rerunning both hosts ends with the uninterrupted run's checkpoint"
 keep resumed_after_cut
 
 # --- 4. host B dies (every process on it SIGKILLed): the same outcome ------------------------
-launch_node B 1 "$run" 4 "$work/b3.log"; b=$!
-launch_node A 0 "$run" 4 "$work/a3.log"; a=$!
-deadline=$((SECONDS + 120))
-until grep -q '"epoch": 1' "$run/log.txt" 2>/dev/null; do
-  ((SECONDS < deadline)) || fail "the 2-host run did not finish 2 epochs: $(tail -3 "$work/a3.log")"
-  sleep 0.2
-done
+start_into_epoch_2 3
 cp "$run/checkpoint.pth" "$work/before_death.pth"
 died_at=$SECONDS
 ip netns pids "$HOST_B" | xargs -r kill -9
@@ -175,10 +170,7 @@ grep -q "lost rank 2, 3: the process died or is stopped (no heartbeat; rank 2, 3
   "$work/a3.log" || fail "node 0 does not name ranks 2, 3 on $ADDR_B: $(grep error "$work/a3.log" | head -2)"
 cmp -s "$run/checkpoint.pth" "$work/before_death.pth" || fail "checkpoint.pth changed after host B died"
 wait $b 2>/dev/null || true
-launch_node B 1 "$run" 4 "$work/b4.log"; b=$!
-launch_node A 0 "$run" 4 "$work/a4.log"; a=$!
-wait_for $a 300; [[ $code == 0 ]] || fail "rerun after the death, node 0: $(tail -3 "$work/a4.log")"
-wait_for $b 300; [[ $code == 0 ]] || fail "rerun after the death, node 1: $(tail -3 "$work/b4.log")"
+run_two_hosts 4 4 "rerun after the death"
 same_checkpoint "$work/ref4" "$run" "resumed after host B died vs uninterrupted"
 echo "ok: host B dies: node 0 ends in $took s naming ranks 2, 3 and their host; the rerun resumes"
 keep resumed_after_death
@@ -193,9 +185,6 @@ else
   slow="100 Mbit/s (tbf)"
 fi
 slow_at=$SECONDS
-launch_node B 1 "$run" 2 "$work/b5.log"; b=$!
-launch_node A 0 "$run" 2 "$work/a5.log"; a=$!
-wait_for $a 300; [[ $code == 0 ]] || fail "slow link, node 0: $(tail -3 "$work/a5.log")"
-wait_for $b 300; [[ $code == 0 ]] || fail "slow link, node 1: $(tail -3 "$work/b5.log")"
+run_two_hosts 2 5 "slow link"
 same_checkpoint "$work/ref2" "$run" "2 hosts x 2 ranks over a slow link vs 1 x 4"
 echo "ok: over a link with $slow the 2 x 2 run ends with the 1 x 4 checkpoint ($((SECONDS - slow_at)) s)"
