@@ -2,6 +2,7 @@
 // The same rows make up README.md's bad-input table (between the `bad-inputs` markers); the
 // last test checks that each row there says what the binary says here, so the table cannot
 // drift from the code.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -69,6 +70,16 @@ class BadInputs : public ::testing::Test {
     std::string damaged = read_file(root_ / "run" / "checkpoint.pth");
     damaged[damaged.size() / 2] ^= 0x40;  // inside a tensor record: only its CRC-32 can tell
     write_file(root_ / "damaged.pth", damaged);
+    // 10^6 nested lists in data.pkl (PROTO 2, MARK x 10^6, LIST x 10^6, STOP): 2 MB, made
+    // here rather than stored. Once a stack overflow (SIGSEGV) in LibTorch's IValue code.
+    {
+      const size_t depth = 1000000;
+      const std::string pkl =
+          std::string("\x80\x02") + std::string(depth, '(') + std::string(depth, 'l') + ".";
+      caffe2::serialize::PyTorchStreamWriter zip((root_ / "deep.pth").string());
+      zip.writeRecord("data.pkl", pkl.data(), pkl.size());
+      zip.writeEndOfFile();
+    }
     write_file(root_ / "a_file", "x");
 
     // IDX: one with a wrong magic number, one whose gzipped images are cut in half.
@@ -141,6 +152,9 @@ const std::vector<BadInput>& table() {
        [](const fs::path& r) { return features_of(r / "idx_magic", r / "f.h5", "pixels"); }},
       {"a damaged checkpoint (one byte flipped)", 1, "fails its CRC-32 check",
        [](const fs::path& r) { return knn_with(r, (r / "damaged.pth").string()); }},
+      {"a checkpoint whose data.pkl nests 10^6 lists", 1,
+       "containers nest deeper than 256 levels",
+       [](const fs::path& r) { return knn_with(r, (r / "deep.pth").string()); }},
       {"a truncated checkpoint", 1,
        "has no zip directory at its end: the file is truncated or is not a torch.save file",
        [](const fs::path& r) {
