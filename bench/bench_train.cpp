@@ -11,10 +11,17 @@
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
 // data pipeline). On CUDA every step ends with a device synchronise, so the phase split is
 // only indicative there but the step time is exact, and the JSON adds the peak allocated
-// device memory; on the CPU it adds the heap memory the forward leaves alive for backward. --profile writes a Chrome trace of the timed steps (LibTorch's autograd
-// profiler), to see which operators the time goes to.
+// device memory; on the CPU it adds the heap memory the forward leaves alive for backward.
+// --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
+// which operators the time goes to.
 // bench/official_dino_step.py times the official PyTorch step with the same settings; run
 // both and compare (bench/RESULTS.md).
+// Started with a launcher's variables (torchrun's RANK, WORLD_SIZE, ...; SLURM's; Open MPI's)
+// each process is one rank of a distributed step, as in `dino train`: gradients averaged in
+// buckets that overlap backward. Rank 0 prints, adding "world", "allreduce_bytes_per_step"
+// (what each rank hands to all-reduce per step: gradients, the loss's center, the step's
+// flags) and "grad_wait_sec" (the gradient all-reduce backward did not hide).
+// bench/multinode_step.sh runs it across two simulated hosts.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
@@ -38,6 +45,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/log.h"
+#include "distributed/rendezvous.h"
 #include "models/registry.h"
 #include "ssl/trainer.h"
 
@@ -102,6 +110,7 @@ StepTimes minus(const StepTimes& a, const StepTimes& b) {
   d.backward = a.backward - b.backward;
   d.optimizer = a.optimizer - b.optimizer;
   d.ema = a.ema - b.ema;
+  d.grad_wait = a.grad_wait - b.grad_wait;
   d.steps = a.steps - b.steps;
   return d;
 }
@@ -136,8 +145,11 @@ int run(int argc, char** argv) {
   // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
   const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
   xdino::log::set_level(xdino::log::Level::kWarn);
-  std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
-              at::get_num_threads(), plan.describe().c_str());
+  // A world of 1 without a launcher's variables.
+  const auto comm = xdino::distributed::connect(xdino::distributed::dist_config_from_env());
+  if (comm->is_main())
+    std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
+                at::get_num_threads(), plan.describe().c_str());
   const auto out = std::filesystem::temp_directory_path() /
                    ("xdino_bench_train." + std::to_string(::getpid()));
   for (const auto& arch : split(archs)) {
@@ -164,7 +176,11 @@ int run(int argc, char** argv) {
       xdino::compat::reset_peak_memory(plan.device);
       xdino::ssl::Trainer trainer(o, [&](const xdino::models::BackboneOptions& bo) {
         return xdino::models::create_backbone(arch, bo);
-      }, data);
+      }, data, comm);
+      // Each step all-reduces every trainable gradient (fp32), the center and two flags.
+      int64_t allreduce_bytes = (o.head.out_dim + 2) * 4;
+      for (const auto& p : trainer.student()->parameters())
+        if (p.requires_grad()) allreduce_bytes += p.numel() * 4;
       StepTimes at_warmup;
 #ifdef XDINO_HAVE_RECORD_PROFILE
       std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
@@ -206,6 +222,11 @@ int run(int argc, char** argv) {
         extra = ", \"peak_allocated_mib\": " + std::to_string(peak / (1024 * 1024));
       if (plan.device.is_cpu())
         extra = ", \"forward_retained_mib\": " + std::to_string(retained / (1024 * 1024));
+      if (!comm->is_main()) continue;
+      if (comm->world_size() > 1)
+        extra += ", \"world\": " + std::to_string(comm->world_size()) +
+                 ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +
+                 ", \"grad_wait_sec\": " + std::to_string(t.grad_wait / n);
       std::printf(
           "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, "
           "\"device\": \"%s\", \"precision\": \"%s\", "
@@ -220,6 +241,7 @@ int run(int argc, char** argv) {
     }
   }
   std::filesystem::remove_all(out);
+  comm->finalize();
   return 0;
 }
 

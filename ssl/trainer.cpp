@@ -230,7 +230,9 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   optimizer_->zero_grad();
   grad_sync_->begin();
   (scaler_ ? scaler_->scale(loss) : loss).backward();
+  auto waiting = Clock::now();
   grad_sync_->finish();
+  times_.grad_wait += seconds_since(waiting);
   times_.backward += seconds_since(t);
 
   if (o_.clip_grad > 0) {

@@ -53,9 +53,11 @@ struct TrainerHooks {
 };
 
 // Wall-clock seconds spent per phase since construction (CPU-accurate; CUDA work is
-// asynchronous and lands in whichever phase synchronises).
+// asynchronous and lands in whichever phase synchronises). grad_wait is the part of backward
+// spent waiting for the gradient all-reduce after autograd is done: the communication that
+// the bucketed overlap did not hide (0 in a single process).
 struct StepTimes {
-  double data = 0, forward = 0, backward = 0, optimizer = 0, ema = 0;
+  double data = 0, forward = 0, backward = 0, optimizer = 0, ema = 0, grad_wait = 0;
   int64_t steps = 0;
 };
 
