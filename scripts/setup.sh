@@ -4,6 +4,7 @@
 #                              Boost (program_options, property_tree), GoogleTest, Fashion-MNIST,
 #                              cmake, g++)
 #   scripts/setup.sh --tests   the same, plus what the tests compare against (Python torch/h5py)
+#                              and iproute2 (the multi-host tests' network namespaces)
 set -euo pipefail
 
 packages=(
@@ -24,6 +25,8 @@ packages=(
 if [[ "${1:-}" == "--tests" ]]; then
   # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards)
   packages+=(python3-torch python3-h5py python3-numpy python3-pil)
+  # ip and tc: the simulated hosts of tests/multinode (network namespaces, veth, tbf)
+  packages+=(iproute2)
 elif [[ -n "${1:-}" ]]; then
   echo "usage: scripts/setup.sh [--tests]" >&2
   exit 2
