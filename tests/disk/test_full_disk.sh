@@ -96,16 +96,15 @@ mount -o remount,size=$((total * 3)) "$disk"
 check_rerun "full during training" "$work/train.rerun.log"
 umount "$disk"
 
-# 2. The disk fills during the evaluations, report and pictures: training done once on a large
-#    disk; then, for each case, their outputs removed and a file taking all but PERCENT% of
+# 2. The disk fills during the evaluations, report and pictures: the uninterrupted run's
+#    training (its folder holds no absolute path) on a large disk; then, for each case, their outputs removed and a file taking all but PERCENT% of
 #    what they occupy (in the disk's blocks): 1% fails in the first k-NN run, 5% in the
 #    linear probe, 90% in the pictures.
 eval_bytes=$(($(du -B1 -s "$work/ref/runs" | cut -f1) -
               $(du -B1 -s "$work/ref/runs/fashion_mnist_smoke/train" | cut -f1)))
 mount -t tmpfs -o size=$((total * 3)) xdino_full_disk "$disk"
-(cd "$disk" && "$dino" pipeline --config "$root/configs/fashion_mnist.ini" \
-  --config "$root/configs/fashion_mnist_smoke.ini" --stages train) >"$work/eval.train.log" 2>&1 ||
-  fail "training on a large disk: $(tail -3 "$work/eval.train.log")"
+mkdir -p "$disk/runs/fashion_mnist_smoke"
+cp -a "$work/ref/runs/fashion_mnist_smoke/train" "$disk/runs/fashion_mnist_smoke/"
 for percent in 1 5 90; do
   find "$disk/runs/fashion_mnist_smoke" -mindepth 1 -maxdepth 1 ! -name train -exec rm -rf {} +
   avail=$(df -B1 --output=avail "$disk" | tail -1)
