@@ -25,9 +25,12 @@ namespace xdino {
 
 using Json = nlohmann::ordered_json;
 
-// Our files nest 3 levels. nlohmann copes with ~3*10^5 (10^6 crashed it), our writers recurse
-// too: 10^4 keeps every reader far from the stack's end and loads the fuzzers' deep seeds.
-constexpr int kMaxJsonNesting = 10000;
+// Our files nest 3 levels. nlohmann's parser and destructor and our python_dumps recurse once
+// per level: nlohmann copes with ~3*10^5 (10^6 crashed it), but python_dumps of 10^4 levels
+// overflowed the stack under AddressSanitizer (fuzz_json with -max_len 1 MB; its frames are
+// larger there, as they are on a thread with a small stack). 1000 levels keep every reader and
+// writer far from the stack's end.
+constexpr int kMaxJsonNesting = 1000;
 
 std::string python_dumps(const Json& j, int indent = -1);
 Json parse_json(std::string_view text, const std::string& what);

@@ -5,7 +5,7 @@ size limits, which libFuzzer cannot grow to from the small seeds in fuzz/corpus/
 -max_len is 4096 bytes). Generated at fuzz time by scripts/fuzz.sh, not stored: they are up to
 1 MB each.
     python3 fuzz/make_deep_seeds.py OUT
-Bounds (core/json.h kMaxJsonNesting = 10000; core/pth/unpickle.cpp kMaxNesting = 256): each
+Bounds (core/json.h kMaxJsonNesting = 1000; core/pth/unpickle.cpp kMaxNesting = 256): each
 deep seed comes as one level under the bound (accepted) and one over (refused with one line).
 """
 import io
@@ -14,7 +14,7 @@ import struct
 import sys
 import zipfile
 
-JSON_BOUND, PICKLE_BOUND = 10000, 256
+JSON_BOUND, PICKLE_BOUND = 1000, 256
 
 
 def write(out, target, name, data):
