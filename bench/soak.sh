@@ -5,8 +5,8 @@
 #    images, 187 iterations per epoch, the online k-NN and a checkpoint after every epoch), its
 #    epochs raised so that it outlives MINUTES; then SIGTERM, which saves and exits 0. VmRSS and
 #    VmHWM of the process are sampled every 5 s into OUT/train_rss.csv (seconds, rss_kib,
-#    epochs done). Printed: the largest RSS of each epoch, and the growth from epoch 2 (after
-#    warm-up) to the last whole epoch, in % per 1000 iterations (goal: < 1%).
+#    epochs done). Printed: the largest RSS of each epoch, and the least-squares trend of those
+#    peaks after warm-up (epoch 0), in % per 1000 iterations (goal: < 1%).
 # 2. `dino knn --load_features` over a bank of 10^6 x 128 synthetic unit features (512 MB) and
 #    10^5 queries (bench_knn writes them): peak RSS against the bank's bytes (eval/knn.h: the
 #    search never holds more than faiss's block of similarities beside the features).
@@ -43,10 +43,17 @@ echo "train: stopped by SIGTERM after $((SECONDS - start)) s, exit $code, peak R
 awk -F, 'NR > 1 {peak[$3] = ($2 > peak[$3] ? $2 : peak[$3]); last = $3}
   END {
     for (e = 0; e < last; ++e) printf "epoch %d: largest RSS %.1f MiB\n", e, peak[e] / 1024
-    if (last >= 4) {
-      first = peak[2]; final = peak[last - 1]; iters = (last - 3) * 187
-      printf "growth from epoch 2 to epoch %d (%d iterations): %.1f MiB, %.3f%% per 1000 iterations\n",
-             last - 1, iters, (final - first) / 1024, 100 * (final - first) / first / iters * 1000
+    # Least-squares slope of the per-epoch peaks after warm-up (epochs 1 .. last-1), against
+    # iterations: one noisy epoch moves it less than it moves a first-to-last difference.
+    n = 0; sx = sy = sxx = sxy = 0
+    for (e = 1; e < last; ++e) {
+      x = e * 187; y = peak[e] / 1024; ++n; sx += x; sy += y; sxx += x * x; sxy += x * y
+      lo = (n == 1 || y < lo) ? y : lo; hi = (n == 1 || y > hi) ? y : hi
+    }
+    if (n >= 3) {
+      slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+      printf "epochs 1-%d: peaks %.1f-%.1f MiB; trend %+.1f MiB = %+.2f%% per 1000 iterations\n",
+             last - 1, lo, hi, slope * 1000, 100 * slope * 1000 / (sy / n)
     }
   }' "$out/train_rss.csv" | tee "$out/train_summary.txt"
 
