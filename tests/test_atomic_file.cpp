@@ -1,14 +1,13 @@
 // Atomic writes: a failing writer never damages the existing file nor leaves litter.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "tests/support/files.h"
 
 namespace fs = std::filesystem;
 
@@ -93,22 +92,8 @@ TEST(AtomicFile, CopyIsExactAndAFailedCopyKeepsThePreviousFile) {
   EXPECT_EQ(xdino::read_file(dir / "to"), bytes);
 
   xdino::write_file_atomically(dir / "to", "previous");
-  std::string message;
-  {
-    rlimit old{};
-    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-    const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit small = old;
-    small.rlim_cur = 1 << 20;
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-    try {
-      xdino::copy_file_atomically(dir / "from", dir / "to");
-    } catch (const xdino::Error& e) {
-      message = e.what();
-    }
-    setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, previous_handler);
-  }
+  const std::string message = xdino::testing::error_under_file_size_limit(
+      1 << 20, [&] { xdino::copy_file_atomically(dir / "from", dir / "to"); });
   EXPECT_NE(message.find("cannot write '" + (dir / "to").string() +
                          "': File too large (the previous file is left as it was)"),
             std::string::npos)

@@ -1,15 +1,14 @@
 // Feature files (HDF5): round trips, h5py reading our files, errors.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "eval/features_io.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 
@@ -122,22 +121,8 @@ TEST(FeaturesIo, AFailedWriteNamesTheFileAndKeepsThePreviousOne) {
   big.features = torch::rand({20000, 128});  // 10 MB
   big.labels = torch::zeros({20000}, torch::kInt64);
   big.paths.clear();
-  std::string message;
-  {
-    rlimit old{};
-    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
-    const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit small = old;
-    small.rlim_cur = 1 << 20;
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-    try {
-      write_features(path, big);
-    } catch (const xdino::Error& e) {
-      message = e.what();
-    }
-    setrlimit(RLIMIT_FSIZE, &old);
-    std::signal(SIGXFSZ, previous_handler);
-  }
+  const std::string message =
+      xdino::testing::error_under_file_size_limit(1 << 20, [&] { write_features(path, big); });
   EXPECT_NE(message.find("cannot write '" + path.string() +
                          "': File too large (the previous file is left as it was)"),
             std::string::npos)

@@ -1,11 +1,15 @@
 #include "tests/support/files.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstring>
 #include <fstream>
 #include <random>
 
 #include "core/atomic_file.h"
+#include "core/check.h"
 #include "tests/support/process.h"
 
 namespace xdino::testing {
@@ -80,6 +84,24 @@ std::string differences_from(const std::filesystem::path& ref, const std::filesy
     if (e.path().filename().string().find(".tmp-") != std::string::npos)
       out += e.path().filename().string() + ": temporary file left\n";
   return out;
+}
+
+std::string error_under_file_size_limit(size_t bytes, const std::function<void()>& fn) {
+  rlimit old{};
+  XDINO_CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit: ", std::strerror(errno));
+  rlimit small = old;
+  small.rlim_cur = bytes;
+  const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+  XDINO_CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit: ", std::strerror(errno));
+  std::string message;
+  try {
+    fn();
+  } catch (const xdino::Error& e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous_handler);
+  return message;
 }
 
 }  // namespace xdino::testing

@@ -12,9 +12,15 @@
 // differences_from(ref, run) compares a run folder with an uninterrupted run's: one line per
 // file of `ref` that `run` lacks or holds with other bytes, and per temporary (".tmp-") file
 // left in `run`; empty when they agree (the crash-consistency tests' criterion).
+// error_under_file_size_limit(bytes, fn) runs fn with the process's file-size limit at `bytes`
+// (a full disk as a write sees it: EFBIG, with SIGXFSZ ignored as `dino` ignores it) and
+// returns the message of the xdino::Error fn threw, or "" if none; limit and handler are
+// restored. Other exceptions propagate.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace xdino::testing {
@@ -25,5 +31,6 @@ bool python_has(const std::string& module);
 void write_random_idx(const std::filesystem::path& dir, int n);
 void write_ppm_folder(const std::filesystem::path& root, int per_class, int width, int height);
 std::string differences_from(const std::filesystem::path& ref, const std::filesystem::path& run);
+std::string error_under_file_size_limit(size_t bytes, const std::function<void()>& fn);
 
 }  // namespace xdino::testing
