@@ -1,5 +1,8 @@
 #include "augment/eval_transforms.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "augment/ops/crop.h"
 #include "augment/ops/resize.h"
 #include "core/check.h"
@@ -94,6 +97,51 @@ torch::Tensor LinearTrainTransform::operator()(const Image& image, Rng& rng) con
   torch::Tensor t = torch::empty({3, options_.crop_size, options_.crop_size}, torch::kFloat32);
   (*this)(image, rng, t.data_ptr<float>());
   return t;
+}
+
+cv::Size thumbnail_size(int width, int height, int max_size) {
+  XDINO_CHECK_ARG(max_size >= 1, "thumbnail size must be >= 1, got ", max_size);
+  int x = max_size, y = max_size;
+  if (x >= width && y >= height) return {width, height};
+  const double aspect = static_cast<double>(width) / height;
+  // Pillow's round_aspect: of floor and ceil, the one whose aspect is nearer (floor on a tie),
+  // at least 1.
+  const auto round_aspect = [](double number, auto distance) {
+    const double lo = std::floor(number), hi = std::ceil(number);
+    return static_cast<int>(std::max(distance(hi) < distance(lo) ? hi : lo, 1.0));
+  };
+  if (static_cast<double>(x) / y >= aspect) {
+    x = round_aspect(y * aspect, [&](double n) { return std::abs(aspect - n / y); });
+  } else {
+    y = round_aspect(x / aspect,
+                     [&](double n) { return n == 0 ? 0.0 : std::abs(aspect - x / n); });
+  }
+  return {x, y};
+}
+
+Image thumbnail(const Image& image, int max_size) {
+  const cv::Size size = thumbnail_size(image.cols, image.rows, max_size);
+  if (size == image.size()) return image.clone();
+  // Image.resize(size, LANCZOS, reducing_gap=2.0): reduce first by the integer factor that
+  // keeps at least twice the target size, then resample the rest.
+  constexpr double kReducingGap = 2.0;
+  const int fx = std::max(1, static_cast<int>(image.cols / static_cast<double>(size.width) /
+                                              kReducingGap));
+  const int fy = std::max(1, static_cast<int>(image.rows / static_cast<double>(size.height) /
+                                              kReducingGap));
+  Image out;
+  if (fx > 1 || fy > 1) {
+    const Image reduced = reduce(image, fx, fy);
+    resize_pillow_box(reduced,
+                      {0.0, 0.0, static_cast<double>(image.cols) / fx,
+                       static_cast<double>(image.rows) / fy},
+                      size, Interpolation::kLanczos, out);
+  } else {
+    resize_pillow_box(image, {0.0, 0.0, static_cast<double>(image.cols),
+                              static_cast<double>(image.rows)},
+                      size, Interpolation::kLanczos, out);
+  }
+  return out;
 }
 
 }  // namespace xdino::augment

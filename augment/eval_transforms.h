@@ -9,6 +9,12 @@
 //  - LinearTrainTransform: RandomResizedCrop(crop_size, scale (0.08, 1), ratio (3/4, 4/3),
 //    BILINEAR), flip if u < 0.5, ToTensor, Normalize. Rng order: the box
 //    (random_resized_crop_box's order), then u for the flip.
+//  - thumbnail(image, s): what eval_image_retrieval.py's loader does, Pillow 9's
+//    Image.thumbnail((s, s), ANTIALIAS) on a decoded image (convert("RGB") came first, so no
+//    JPEG draft): never enlarges; the size keeps the aspect ratio with Pillow's rounding (the
+//    floor or ceil whose aspect is nearer, at least 1); Image.reduce by int(side / target / 2)
+//    when that is >= 2 (reducing_gap 2.0), then a Lanczos resample of the float box.
+//    Bit-exact with Pillow 9.4 (tests/test_thumbnail.cpp runs PIL on the same pixels).
 //  - Outputs are float32 (3, crop_size, crop_size); the float* overloads write 3*S*S floats the
 //    caller owns, the tensor overloads check shape/dtype/contiguity (xdino::Error). Bad options
 //    throw xdino::UsageError from the constructors. Const methods are thread-safe.
@@ -48,6 +54,10 @@ class EvalTransform {
   int64_t resize_size_;
   Normalizer normalizer_;
 };
+
+// The size thumbnail() gives a width x height image.
+cv::Size thumbnail_size(int width, int height, int max_size);
+Image thumbnail(const Image& image, int max_size);
 
 struct LinearTrainOptions {
   int64_t crop_size = 224;

@@ -23,8 +23,9 @@ packages=(
   dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist
 )
 if [[ "${1:-}" == "--tests" ]]; then
-  # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards)
-  packages+=(python3-torch python3-h5py python3-numpy python3-pil)
+  # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards);
+  # skimage ships the photos the retrieval and copy-detection tests build their sets from
+  packages+=(python3-torch python3-h5py python3-numpy python3-pil python3-skimage)
   # ip and tc: the simulated hosts of tests/multinode (network namespaces, veth, tbf)
   packages+=(iproute2)
 elif [[ -n "${1:-}" ]]; then

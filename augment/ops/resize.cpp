@@ -28,6 +28,17 @@ double bicubic_kernel(double x) {
   return 0.0;
 }
 
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x = x * M_PI;
+  return std::sin(x) / x;
+}
+
+double lanczos_kernel(double x) {
+  if (-3.0 <= x && x < 3.0) return sinc(x) * sinc(x / 3);
+  return 0.0;
+}
+
 // Per output index: the first input index, the number of taps and their fixed-point weights
 // (`ksize` per index, zero-padded).
 struct Taps {
@@ -37,11 +48,19 @@ struct Taps {
   std::vector<int32_t> k;
 };
 
-void compute_taps(int in_size, int out_size, Interpolation filter, Taps& taps) {
-  double (*kernel)(double) = filter == Interpolation::kBicubic ? bicubic_kernel : bilinear_kernel;
-  const double filter_support = filter == Interpolation::kBicubic ? 2.0 : 1.0;
-  // Pillow takes the box edges as floats; in0 = 0 here.
-  const double scale = static_cast<double>(static_cast<float>(in_size)) / out_size;
+// Input span [in0, in1) of an input of in_size samples (Pillow passes the box edges as floats;
+// taps may read past in1 up to in_size).
+void compute_taps(int in_size, double in0, double in1, int out_size, Interpolation filter,
+                  Taps& taps) {
+  double (*kernel)(double) = filter == Interpolation::kBicubic    ? bicubic_kernel
+                             : filter == Interpolation::kLanczos ? lanczos_kernel
+                                                                 : bilinear_kernel;
+  const double filter_support = filter == Interpolation::kBicubic    ? 2.0
+                                : filter == Interpolation::kLanczos ? 3.0
+                                                                    : 1.0;
+  in0 = static_cast<float>(in0);
+  in1 = static_cast<float>(in1);
+  const double scale = (in1 - in0) / out_size;
   const double filterscale = std::max(scale, 1.0);
   const double support = filter_support * filterscale;
   const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
@@ -54,7 +73,7 @@ void compute_taps(int in_size, int out_size, Interpolation filter, Taps& taps) {
   thread_local std::vector<double> w;
   w.resize(ksize);
   for (int xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
+    const double center = in0 + (xx + 0.5) * scale;
     const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
     const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size);
     const int n = xmax - xmin;
@@ -126,11 +145,91 @@ void vertical_pass(const uint8_t* src, size_t src_step, int src_row0, const Taps
   }
 }
 
+void compute_taps(int in_size, int out_size, Interpolation filter, Taps& taps) {
+  compute_taps(in_size, 0.0, in_size, out_size, filter, taps);
+}
+
 }  // namespace
 
 void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter,
             Image& dst) {
   resize_window(src, box, size, cv::Rect(0, 0, size.width, size.height), filter, dst);
+}
+
+void resize_pillow_box(const Image& src, const std::array<double, 4>& box, cv::Size size,
+                       Interpolation filter, Image& dst) {
+  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ",
+              src.type());
+  XDINO_CHECK(box[0] >= 0 && box[1] >= 0 && box[2] > box[0] && box[3] > box[1] &&
+                  box[2] <= src.cols && box[3] <= src.rows,
+              "resize box is empty or outside the ", src.cols, "x", src.rows, " image");
+  XDINO_CHECK(size.width > 0 && size.height > 0, "resize to an empty size ", size);
+  XDINO_CHECK(dst.data != src.data || dst.empty(), "resize cannot write into its input");
+  const bool need_horizontal = size.width != src.cols || box[0] != 0 || box[2] != src.cols;
+  const bool need_vertical = size.height != src.rows || box[1] != 0 || box[3] != src.rows;
+  if (!need_horizontal && !need_vertical) {
+    dst = src.clone();
+    return;
+  }
+  thread_local Taps htaps, vtaps;
+  thread_local std::vector<uint8_t> temp;
+  if (need_horizontal)
+    compute_taps(src.cols, box[0], box[2], size.width, filter, htaps);
+  if (need_vertical) compute_taps(src.rows, box[1], box[3], size.height, filter, vtaps);
+  // Pillow's order: the horizontal pass over the rows the vertical one reads, then vertical.
+  const int first = need_vertical ? vtaps.start[0] : 0;
+  const int last = need_vertical ? vtaps.start[size.height - 1] + vtaps.count[size.height - 1]
+                                 : src.rows;
+  const int width = need_horizontal ? size.width : src.cols;
+  const size_t temp_step = 3 * static_cast<size_t>(width);
+  temp.resize(temp_step * (last - first));
+  if (need_horizontal) {
+    horizontal_pass(src.ptr<uint8_t>(first), src.step[0], last - first, src.cols, htaps, 0,
+                    width, temp.data(), temp_step);
+  } else {
+    for (int y = first; y < last; ++y)
+      std::memcpy(temp.data() + (y - first) * temp_step, src.ptr<uint8_t>(y), temp_step);
+  }
+  dst.create(need_vertical ? size.height : last - first, width, CV_8UC3);
+  if (!need_vertical) {
+    for (int y = 0; y < dst.rows; ++y)
+      std::memcpy(dst.ptr<uint8_t>(y), temp.data() + y * temp_step, temp_step);
+    return;
+  }
+  vertical_pass(temp.data(), temp_step, first, vtaps, 0, size.height, width, dst.data,
+                dst.step[0]);
+}
+
+Image reduce(const Image& src, int factor_x, int factor_y) {
+  XDINO_CHECK(src.type() == CV_8UC3, "reduce expects an RGB uint8 image, got cv type ",
+              src.type());
+  XDINO_CHECK(factor_x >= 1 && factor_y >= 1, "reduce factors must be >= 1, got ", factor_x,
+              "x", factor_y);
+  const int out_w = (src.cols + factor_x - 1) / factor_x;
+  const int out_h = (src.rows + factor_y - 1) / factor_y;
+  Image dst(out_h, out_w, CV_8UC3);
+  for (int y = 0; y < out_h; ++y) {
+    const int y0 = y * factor_y, y1 = std::min(y0 + factor_y, src.rows);
+    uint8_t* out = dst.ptr<uint8_t>(y);
+    for (int x = 0; x < out_w; ++x) {
+      const int x0 = x * factor_x, x1 = std::min(x0 + factor_x, src.cols);
+      // Pillow's Reduce.c: the block's pixel count n (smaller at the right and bottom edges),
+      // sum + n/2, times floor(2^32 / (256 n)) computed in float, shifted by 24: uint32
+      // arithmetic throughout, as there.
+      const uint32_t n = static_cast<uint32_t>((x1 - x0) * (y1 - y0));
+      const uint32_t multiplier = static_cast<uint32_t>(
+          static_cast<float>(1u << 30) * 4.0f / static_cast<float>((1u << 8) * n));
+      for (int c = 0; c < 3; ++c) {
+        uint32_t sum = n / 2;
+        for (int yy = y0; yy < y1; ++yy) {
+          const uint8_t* row = src.ptr<uint8_t>(yy);
+          for (int xx = x0; xx < x1; ++xx) sum += row[3 * xx + c];
+        }
+        out[3 * x + c] = static_cast<uint8_t>((sum * multiplier) >> 24);
+      }
+    }
+  }
+  return dst;
 }
 
 void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const cv::Rect& window,

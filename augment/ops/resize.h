@@ -1,4 +1,5 @@
-// PIL-exact resampling of RGB images (Pillow's Image.resize with BILINEAR or BICUBIC).
+// PIL-exact resampling of RGB images (Pillow's Image.resize with BILINEAR, BICUBIC or LANCZOS,
+// and Image.reduce).
 // Hand-written on purpose: cv::resize uses other filter supports and fixed-point rounding, so
 // its crops differ from torchvision's by a few levels (docs/architecture.md).
 //
@@ -10,7 +11,15 @@
 //  - Pillow's algorithm: separable, horizontal pass then vertical pass, each skipped when that
 //    dimension keeps its size, uint8 rounding after each pass; antialiased when downscaling
 //    (the filter is stretched by in/out); coefficients normalised in double precision and
-//    rounded to 22 fractional bits; bicubic uses a = -0.5 (not OpenCV's or LibTorch's -0.75).
+//    rounded to 22 fractional bits; bicubic uses a = -0.5 (not OpenCV's or LibTorch's -0.75);
+//    lanczos (Pillow's ANTIALIAS) is sinc(x) sinc(x/3) on [-3, 3).
+//  - resize_pillow_box(src, box, size, filter, dst) is Pillow's own resize(size, filter, box=):
+//    the box edges are floats (rounded to float32, as Pillow parses them) and the filter taps
+//    read the pixels around the box, up to the image's edges. Used after reduce() by
+//    thumbnail (augment/eval_transforms.h).
+//  - reduce(src, fx, fy) is Pillow's Image.reduce((fx, fy)): the mean of each fx x fy block
+//    (partial blocks at the right and bottom edges average what they have), rounded with
+//    Pillow's fixed-point multiplier; output ceil(W/fx) x ceil(H/fy).
 //  - src and dst are Images (CV_8UC3, continuous); dst is (re)allocated to `size` and must not
 //    share memory with src. box must lie inside src and be non-empty, size positive, window
 //    inside size: violations throw xdino::Error.
@@ -19,12 +28,14 @@
 
 #include <opencv2/core.hpp>
 
+#include <array>
+
 #include "augment/ops/image.h"
 
 namespace xdino::augment {
 
-// Pillow's filter ids: BILINEAR = 2, BICUBIC = 3.
-enum class Interpolation { kBilinear, kBicubic };
+// Pillow's filter ids: LANCZOS (ANTIALIAS) = 1, BILINEAR = 2, BICUBIC = 3.
+enum class Interpolation { kBilinear, kBicubic, kLanczos };
 
 void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter,
             Image& dst);
@@ -33,6 +44,12 @@ void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation 
 // without the rest: resize-then-crop at the cost of the crop. dst gets window.size().
 void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const cv::Rect& window,
                    Interpolation filter, Image& dst);
+
+// box = (x0, y0, x1, y1) in src pixels.
+void resize_pillow_box(const Image& src, const std::array<double, 4>& box, cv::Size size,
+                       Interpolation filter, Image& dst);
+
+Image reduce(const Image& src, int factor_x, int factor_y);
 
 inline Image resize(const Image& src, cv::Size size, Interpolation filter) {
   Image dst;
