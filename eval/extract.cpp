@@ -19,6 +19,7 @@ augment::DatasetPtr open_eval_split(const std::string& data_path, const std::str
 }
 
 std::string feature_description(const ExtractOptions& options) {
+  if (options.rows) return options.description;
   if (options.kind == FeatureKind::kBackbone) return "backbone";
   return "linear n=" + std::to_string(options.n_last_blocks) +
          " avgpool=" + (options.avgpool_patchtokens ? "true" : "false");
@@ -37,12 +38,14 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   lo.shuffle = false;
   lo.drop_last = false;
   lo.pin_memory = device.is_cuda();
-  augment::DataLoader loader(
-      dataset,
-      [transform](const augment::Image& image, augment::Rng&) {
-        return std::vector<torch::Tensor>{(*transform)(image)};
-      },
-      lo, comm.rank(), comm.world_size());
+  augment::SampleTransform sample_transform =
+      options.transform ? options.transform
+                        : augment::SampleTransform([transform](const augment::Image& image,
+                                                               augment::Rng&) {
+                            return std::vector<torch::Tensor>{(*transform)(image)};
+                          });
+  augment::DataLoader loader(dataset, std::move(sample_transform), lo, comm.rank(),
+                             comm.world_size());
   loader.start_epoch(0);
 
   const int64_t n = dataset->size();
@@ -53,10 +56,11 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   Progress progress("features " + dataset->location(), loader.samples_per_epoch());
   while (std::optional<augment::Batch> batch = loader.next()) {
     const torch::Tensor x = batch->views[0].to(device, torch::kFloat32, /*non_blocking=*/true);
-    torch::Tensor f = options.kind == FeatureKind::kBackbone
-                          ? model.forward(x)
-                          : model.linear_features(x, options.n_last_blocks,
-                                                  options.avgpool_patchtokens);
+    torch::Tensor f = options.rows                            ? options.rows(model, x)
+                      : options.kind == FeatureKind::kBackbone ? model.forward(x)
+                                                               : model.linear_features(
+                                                                     x, options.n_last_blocks,
+                                                                     options.avgpool_patchtokens);
     f = f.reshape({f.size(0), -1}).to(torch::kFloat32);
     if (options.normalize)
       f = torch::nn::functional::normalize(

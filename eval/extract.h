@@ -19,8 +19,11 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "augment/data/dataset.h"
+#include "augment/data/sample_transform.h"
 #include "distributed/communicator.h"
 #include "eval/features_io.h"
 #include "eval/frozen_backbone.h"
@@ -38,6 +41,12 @@ struct ExtractOptions {
   FeatureKind kind = FeatureKind::kBackbone;
   int64_t n_last_blocks = 4;         // kLinear only
   bool avgpool_patchtokens = false;  // kLinear only
+  // The retrieval-style evaluations (eval/retrieval/) set these: `transform` replaces the
+  // EvalTransform (images of any size need batch_size 1), `rows` replaces the kind's feature,
+  // and `description` says what a row is in the file attributes.
+  augment::SampleTransform transform;
+  std::function<torch::Tensor(models::Backbone&, const torch::Tensor&)> rows;
+  std::string description;
 };
 
 FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& dataset,

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -14,6 +15,10 @@ const std::vector<CommandInfo>& commands() {
        make_knn_command},
       {"linear", "linear probe on a frozen backbone (eval_linear.py flags)", make_linear_command},
       {"features", "extract L2-normalised features of one split to HDF5", make_features_command},
+      {"copy_detection", "copy detection mAP on Copydays (eval_copy_detection.py flags)",
+       make_copy_detection_command},
+      {"retrieval", "image retrieval mAP on revisited Oxford/Paris (eval_image_retrieval.py flags)",
+       make_retrieval_command},
       {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
        make_visualize_command},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders",
@@ -36,7 +41,7 @@ void print_usage(std::ostream& os) {
      << "Subcommands:\n";
   for (const CommandInfo& c : commands()) {
     std::string name = "  " + c.name;
-    name.resize(14, ' ');
+    name.resize(std::max<size_t>(name.size() + 2, 18), ' ');
     os << name << c.summary << "\n";
   }
   os << "\n'dino <subcommand> --help' lists every flag with its default.\n";
