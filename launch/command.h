@@ -58,6 +58,7 @@ std::unique_ptr<Command> make_report_command();
 std::unique_ptr<Command> make_features_command();
 std::unique_ptr<Command> make_copy_detection_command();
 std::unique_ptr<Command> make_retrieval_command();
+std::unique_ptr<Command> make_video_segmentation_command();
 std::unique_ptr<Command> make_knn_command();
 std::unique_ptr<Command> make_linear_command();
 

@@ -14,6 +14,7 @@ packages=(
   libopencv-dev           # image decoding and resampling
   libhdf5-dev             # feature files and dataset shards
   zlib1g-dev              # CRC-32 of .pth records, gzip'd IDX files
+  libpng-dev              # DAVIS palette masks (eval/video/indexed_png.h)
   nlohmann-json3-dev      # JSON (core/json.h)
   libfaiss-dev            # k-NN
   libgloo-dev             # headers of the Gloo backend that Debian's libtorch is built with
