@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "eval/heatmap.h"
+#include "eval/video/attention_video.h"
 #include "models/registry.h"
 #include "models/weights.h"
 
@@ -242,19 +243,51 @@ int64_t visualize_samples(const VisualizeOptions& o) {
   return static_cast<int64_t>(o.sample_indices.size());
 }
 
+// The attention pictures of every frame of `dir`, written as out/attn-<frame name>.
+int64_t visualize_frames(models::Backbone& model, const fs::path& dir, const fs::path& out,
+                         const VisualizeOptions& o) {
+  std::vector<fs::path> frames;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && is_image_file(e.path())) frames.push_back(e.path());
+  std::sort(frames.begin(), frames.end());
+  XDINO_CHECK_ARG(!frames.empty(), "frame folder '", dir.string(), "' has no images");
+  fs::create_directories(out);
+  for (const fs::path& f : frames) {
+    write_frame(compute_maps(model, augment::read_image(f), o, f.filename().string()),
+                out / ("attn-" + f.filename().string()));
+  }
+  log::info("wrote ", frames.size(), " attention frames from ", dir, " to ", out);
+  return static_cast<int64_t>(frames.size());
+}
+
+void make_video(const fs::path& pictures, const fs::path& out, double fps,
+                const VisualizeOptions& o) {
+  const fs::path file = out / ("video." + o.video_format);
+  const int64_t n = video::write_video(pictures, file, fps, o.video_format);
+  log::info("wrote ", file, " (", n, " frames, ", fps, " fps)");
+}
+
 }  // namespace
 
 int64_t visualize(const VisualizeOptions& o) {
   if (!o.data_path.empty()) return visualize_samples(o);
+  if (o.video_only) {
+    XDINO_CHECK_ARG(o.image_path.size() == 1 && fs::is_directory(o.image_path[0]),
+                    "--video_only needs --image_path to be one folder of attn-*.jpg pictures");
+    fs::create_directories(o.output_dir);
+    make_video(o.image_path[0], o.output_dir, o.fps, o);
+    return 0;
+  }
   XDINO_CHECK_ARG(!o.image_path.empty(),
                   "--image_path is required (one or more images, or a folder of video frames), "
                   "or --data_path with --sample_indices");
-  std::vector<fs::path> images;
-  std::vector<fs::path> frame_dirs;
+  std::vector<fs::path> images, frame_dirs, videos;
   for (const std::string& p : o.image_path) {
     XDINO_CHECK_ARG(fs::exists(p), "--image_path '", p, "' does not exist");
-    (fs::is_directory(p) ? frame_dirs : images).push_back(p);
+    (fs::is_directory(p) ? frame_dirs : video::is_video_file(p) ? videos : images).push_back(p);
   }
+  XDINO_CHECK_ARG(o.video_format == "mp4" || o.video_format == "avi",
+                  "--video_format must be mp4 or avi, got '", o.video_format, "'");
   auto model = load_model(o);
   const fs::path out(o.output_dir);
   fs::create_directories(out);
@@ -268,17 +301,15 @@ int64_t visualize(const VisualizeOptions& o) {
     ++count;
   }
   for (const fs::path& dir : frame_dirs) {
-    std::vector<fs::path> frames;
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.is_regular_file() && is_image_file(e.path())) frames.push_back(e.path());
-    std::sort(frames.begin(), frames.end());
-    XDINO_CHECK_ARG(!frames.empty(), "frame folder '", dir.string(), "' has no images");
-    for (const fs::path& f : frames) {
-      write_frame(compute_maps(*model, augment::read_image(f), o, f.filename().string()),
-                  out / ("attn-" + f.filename().string()));
-      ++count;
-    }
-    log::info("wrote ", frames.size(), " attention frames from ", dir, " to ", out);
+    count += visualize_frames(*model, dir, out, o);
+    make_video(out, out, o.fps, o);
+  }
+  for (const fs::path& file : videos) {
+    const fs::path root = videos.size() == 1 ? out : out / file.stem();
+    const double source_fps = video::extract_frames(file, root / "frames");
+    log::info("Video: ", file, " (", source_fps, " fps)");
+    count += visualize_frames(*model, root / "frames", root / "attention", o);
+    make_video(root / "attention", root, source_fps > 0 ? source_fps : o.fps, o);
   }
   return count;
 }

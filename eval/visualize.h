@@ -20,8 +20,13 @@
 //  - visualize(options) does all of it: one image writes into output_dir (the official
 //    layout), several into output_dir/<image stem>/; a folder given as image_path is a video's
 //    frames: each becomes output_dir/attn-<frame name>, the mean over heads in the inferno
-//    colormap (video_generation.py's frames). With data_path set, the chosen samples of a
-//    dataset are visualised instead of files. Returns the number of images processed.
+//    colormap (video_generation.py's frames), and output_dir/video.<video_format> is made of
+//    them at `fps` (eval/video/attention_video.h). A video file as image_path is cut into
+//    output_dir/frames/frame-NNNN.jpg, its attention pictures go to output_dir/attention/, and
+//    output_dir/video.<video_format> gets the source's frame rate (--fps when it has none).
+//    video_only: image_path is one folder of attn-*.jpg pictures, only the video is made.
+//    With data_path set, the chosen samples of a dataset are visualised instead of files.
+//    Returns the number of images processed.
 //  - Unreadable images, unknown archs and out-of-range layers throw with one line naming them.
 #pragma once
 
@@ -51,6 +56,10 @@ struct VisualizeOptions {
   int64_t ca_layer = -1;      // XCiT class-attention layer of the attention maps
   int64_t qk_block = -1;      // XCiT XCA block of the |Q|/|K| maps
   std::string qk_norms = "both";  // hat, raw, both or none
+  // Attention videos (video_generation.py's flags).
+  double fps = 30.0;
+  std::string video_format = "mp4";  // mp4 | avi
+  bool video_only = false;
 };
 
 struct ImageMaps {

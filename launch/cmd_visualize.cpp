@@ -16,7 +16,8 @@ class VisualizeCommand : public Command {
     eval::VisualizeOptions& o = opt_;
     declare_backbone_flags(f, o.arch, o.patch_size, o.pretrained_weights, o.checkpoint_key);
     f.add("image_path", &o.image_path,
-             "images to visualise; a folder is a video's frames (one attn-<frame> each)")
+             "images to visualise; a folder is a video's frames (one attn-<frame> each, then "
+             "video.mp4); a video file is cut into frames first (video_generation.py)")
         .add("data_path", &o.data_path,
              "instead of --image_path: a dataset to take --sample_indices from: " +
                  augment::dataset_layouts())
@@ -30,7 +31,13 @@ class VisualizeCommand : public Command {
              "class-attention layer shown (XCiT, X-ViT), or block (ViT); negative: from the end")
         .add("qk_block", &o.qk_block,
              "block of the |Q|/|K| maps (XCiT's XCA, X-ViT's XNorm); negative: from the end")
-        .add("qk_norms", &o.qk_norms, "|Q|/|K| maps after normalisation (hat), raw, both or none");
+        .add("qk_norms", &o.qk_norms, "|Q|/|K| maps after normalisation (hat), raw, both or none")
+        .add("fps", &o.fps,
+             "frame rate of the attention video made from a folder of frames (a video file "
+             "gives its own)")
+        .add("video_format", &o.video_format, "attention video format: mp4 or avi")
+        .add_switch("video_only", &o.video_only,
+                    "--image_path is a folder of attn-*.jpg pictures: only make the video");
   }
 
   int run(const Flags& flags) override {

@@ -143,6 +143,7 @@ TEST(Visualize, CommandWritesFramesAndExplainsMistakes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "out" / "attn-f000.png"));
   EXPECT_TRUE(fs::exists(dir / "out" / "attn-f001.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "video.mp4"));  // video_generation.py's last step
   EXPECT_TRUE(fs::exists(dir / "out" / "overview.png"));
   EXPECT_NE(r.err.find("random"), std::string::npos) << "random weights must be announced";
   const auto missing = xdino::testing::run_process(
