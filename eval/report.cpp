@@ -2,6 +2,7 @@
 
 #include <boost/property_tree/ini_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -52,6 +53,26 @@ std::vector<std::string> cells(const ReportRow& r) {
           format_acc(r.linear, r.linear_cached), format_acc(r.knn)};
 }
 
+std::vector<std::string> transfer_cells(const ReportRow& r) {
+  return {r.method,
+          r.model,
+          format_acc(r.copydays_strong),
+          format_acc(r.roxford_m),
+          format_acc(r.roxford_h),
+          format_acc(r.rparis_m),
+          format_acc(r.rparis_h),
+          format_acc(r.davis_jf),
+          format_acc(r.davis_j),
+          format_acc(r.davis_f)};
+}
+
+const std::vector<std::string>& transfer_header() {
+  static const std::vector<std::string> h = {
+      "SSL Method", "Model", "Copydays (strong mAP)", "ROx M", "ROx H", "RPar M", "RPar H",
+      "DAVIS (J&F)m", "Jm", "Fm"};
+  return h;
+}
+
 const std::vector<std::string>& header() {
   static const std::vector<std::string> h = {"SSL Method", "Model", "#params",
                                              "FLOPs",      "Linear", "k-NN"};
@@ -100,7 +121,9 @@ struct ModelKey {  // unset fields are filled from config.ini, then defaults
   std::optional<bool> pretrained;
 };
 
-void merge_model(ModelKey& key, const Json& j, const fs::path& file) {
+// resolution false: the file's image_size is an evaluation input size (copy detection,
+// retrieval), not the model resolution of the first table.
+void merge_model(ModelKey& key, const Json& j, const fs::path& file, bool resolution = true) {
   if (j.contains("arch")) {
     const auto arch = j.at("arch").get<std::string>();
     XDINO_CHECK_ARG(key.arch.empty() || key.arch == arch,
@@ -109,7 +132,7 @@ void merge_model(ModelKey& key, const Json& j, const fs::path& file) {
     key.arch = arch;
   }
   if (j.contains("patch_size")) key.patch_size = j.at("patch_size").get<int64_t>();
-  if (j.contains("image_size")) key.image_size = j.at("image_size").get<int64_t>();
+  if (resolution && j.contains("image_size")) key.image_size = j.at("image_size").get<int64_t>();
   if (j.contains("weights")) key.pretrained = j.at("weights").get<std::string>() == "pretrained";
 }
 
@@ -181,17 +204,32 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   XDINO_CHECK_ARG(fs::is_directory(dir), "run folder '", dir_text, "' not found (--runs)");
   const auto knn_file = find_result(dir, "knn.json", "knn");
   const auto linear_file = find_result(dir, "linear.json", "linear");
-  XDINO_CHECK_ARG(knn_file || linear_file, "run folder '", dir_text,
-                  "' has no knn.json or linear.json: run 'dino knn' / 'dino linear' with "
-                  "--output_dir there first");
+  const auto copy_file = find_result(dir, "copy_detection.json", "copy_detection");
+  const auto davis_file = find_result(dir, "video_segmentation.json", "video_segmentation");
+  std::vector<fs::path> retrieval_files;  // one per dataset
+  if (fs::is_regular_file(dir / "retrieval.json")) retrieval_files.push_back(dir / "retrieval.json");
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && fs::is_regular_file(e.path() / "retrieval.json"))
+      retrieval_files.push_back(e.path() / "retrieval.json");
+  std::sort(retrieval_files.begin(), retrieval_files.end());
+  const std::optional<fs::path> any_file =
+      knn_file ? knn_file
+      : linear_file ? linear_file
+      : copy_file ? copy_file
+      : davis_file ? davis_file
+      : retrieval_files.empty() ? std::nullopt
+                                : std::optional<fs::path>(retrieval_files.front());
+  XDINO_CHECK_ARG(any_file, "run folder '", dir_text,
+                  "' has no knn.json, linear.json, copy_detection.json, retrieval.json or "
+                  "video_segmentation.json: run an evaluation with --output_dir there first");
   ReportRow row;
   row.run = dir_text;
   ModelKey key;
   // A missing key or a value of the wrong type names the file.
-  const auto read_result = [&](const fs::path& file, const auto& use) {
+  const auto read_result = [&](const fs::path& file, const auto& use, bool resolution = true) {
     const Json j = parse_json(read_file(file), file.string());
     try {
-      merge_model(key, j, file);
+      merge_model(key, j, file, resolution);
       use(j);
     } catch (const Json::exception& e) {
       XDINO_FAIL_ARG("unexpected content in ", file.string(), ": ", e.what());
@@ -211,8 +249,31 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
           j.at("protocol").get<std::string>().rfind("cached-features", 0) == 0;
     });
   }
+  if (copy_file)
+    read_result(
+        *copy_file, [&](const Json& j) { row.copydays_strong = j.at("strong_mAP").get<double>(); },
+        false);
+  for (const fs::path& f : retrieval_files) {
+    read_result(f, [&](const Json& j) {
+      const std::string dataset = j.at("dataset").get<std::string>();
+      auto& m = dataset == "roxford5k" ? row.roxford_m : row.rparis_m;
+      auto& h = dataset == "roxford5k" ? row.roxford_h : row.rparis_h;
+      XDINO_CHECK_ARG(!m, "run folder '", dir_text, "' holds two retrieval.json files for ",
+                      dataset, ": give each its own --runs folder");
+      m = j.at("mAP_M").get<double>();
+      h = j.at("mAP_H").get<double>();
+    }, false);
+  }
+  if (davis_file) {
+    read_result(*davis_file, [&](const Json& j) {
+      if (!j.contains("J&F-Mean")) return;  // segmented without --evaluate
+      row.davis_jf = 100.0 * j.at("J&F-Mean").get<double>();
+      row.davis_j = 100.0 * j.at("J-Mean").get<double>();
+      row.davis_f = 100.0 * j.at("F-Mean").get<double>();
+    }, false);
+  }
   // Results written by older or other tools may lack fields: the run's config.ini has them.
-  const fs::path ini = (knn_file ? *knn_file : *linear_file).parent_path() / "config.ini";
+  const fs::path ini = any_file->parent_path() / "config.ini";
   const auto kv = read_ini(fs::exists(ini) ? ini : dir / "config.ini");
   const auto int_of = [&](const std::string& k) -> std::optional<int64_t> {
     if (!kv.count(k)) return std::nullopt;
@@ -283,10 +344,11 @@ std::vector<ReportRow> published_rows() {
 }
 
 std::string render_report(const std::vector<ReportRow>& rows, ReportFormat format) {
-  bool with_source = false, any_cached = false;
+  bool with_source = false, any_cached = false, any_transfer = false;
   for (const ReportRow& r : rows) {
     with_source |= r.source != "ours";
     any_cached |= r.linear_cached;
+    any_transfer |= r.has_transfer();
   }
   std::vector<std::string> head = header();
   if (with_source) head.push_back("Source");
@@ -306,6 +368,13 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     out += "|---|---|--:|--:|--:|--:|" + std::string(with_source ? "---|" : "") + "\n";
     for (const ReportRow& r : rows) line(row_cells(r));
     if (any_cached) out += std::string("\n") + kCachedNote + "\n";
+    if (any_transfer) {
+      out += "\nTransfer (DINO paper layout: retrieval mAP, copy detection mAP, DAVIS 2017):\n\n";
+      line(transfer_header());
+      out += "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+      for (const ReportRow& r : rows)
+        if (r.has_transfer()) line(transfer_cells(r));
+    }
     for (const ReportRow& r : rows)
       if (!r.curves.empty())
         out += "\nTraining curves of " + r.method + " " + r.model + ":\n\n![training curves](" +
@@ -323,6 +392,14 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     for (const ReportRow& r : rows) line(row_cells(r));
     out += "\\bottomrule\n\\end{tabular}\n";
     if (any_cached) out += std::string("% ") + kCachedNote + "\n";
+    if (any_transfer) {
+      out += "% Transfer: DINO paper layout\n\\begin{tabular}{llrrrrrrrr}\n\\toprule\n";
+      line(transfer_header());
+      out += "\\midrule\n";
+      for (const ReportRow& r : rows)
+        if (r.has_transfer()) line(transfer_cells(r));
+      out += "\\bottomrule\n\\end{tabular}\n";
+    }
   } else if (format == ReportFormat::kCsv) {
     auto line = [&](const std::vector<std::string>& c) {
       for (size_t i = 0; i < c.size(); ++i) out += (i ? "," : "") + csv_cell(c[i]);
@@ -330,6 +407,12 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     };
     line(head);
     for (const ReportRow& r : rows) line(row_cells(r));
+    if (any_transfer) {
+      out += "\n";
+      line(transfer_header());
+      for (const ReportRow& r : rows)
+        if (r.has_transfer()) line(transfer_cells(r));
+    }
   } else {
     Json j = Json::object();
     j["columns"] = head;
@@ -351,6 +434,16 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
       o["source"] = r.source;
       o["run"] = r.run;
       if (!r.curves.empty()) o["curves"] = r.curves;
+      if (r.has_transfer()) {
+        o["transfer"] = Json{{"copydays_strong_mAP", number_or_null(r.copydays_strong)},
+                             {"roxford5k_mAP_M", number_or_null(r.roxford_m)},
+                             {"roxford5k_mAP_H", number_or_null(r.roxford_h)},
+                             {"rparis6k_mAP_M", number_or_null(r.rparis_m)},
+                             {"rparis6k_mAP_H", number_or_null(r.rparis_h)},
+                             {"davis_JF_mean", number_or_null(r.davis_jf)},
+                             {"davis_J_mean", number_or_null(r.davis_j)},
+                             {"davis_F_mean", number_or_null(r.davis_f)}};
+      }
       o["cells"] = [&] {
         Json c = Json::array();
         for (const auto& s : cells(r)) c.push_back(s);

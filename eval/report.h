@@ -23,6 +23,13 @@
 //    `output` "-" prints Markdown to stdout.
 //  - with_published appends the rows of the XCiT paper's Table 3 (published_rows() in
 //    report.cpp), Source "published".
+//  - The second table, in the DINO paper's layout for the transfer evaluations (its Tables 3-5:
+//    SSL Method | Model | Copydays (strong mAP) | ROx M | ROx H | RPar M | RPar H |
+//    DAVIS (J&F)m | Jm | Fm), comes after the first when any run has copy_detection.json,
+//    retrieval.json (one per dataset: roxford5k or rparis6k, at DIR or one folder below) or
+//    video_segmentation.json; percentages, one decimal, "–" when missing. Markdown and LaTeX
+//    print it as a second table, CSV after a blank line, JSON as "transfer" fields of each
+//    row. A run folder needs at least one result of either table.
 //  - A row whose weights file has a curves.png beside it (`dino train` writes one) gets it
 //    linked: Markdown embeds it below the table (path relative to the report), JSON has
 //    "curves"; the other formats leave it out.
@@ -64,6 +71,12 @@ struct ReportRow {
   int64_t image_size = 224;
   int64_t knn_k = 0;  // k of the k-NN column (0: none)
   std::string curves;  // the training run's curves.png next to the evaluated weights, if any
+  // The transfer table (percent).
+  std::optional<double> copydays_strong, roxford_m, roxford_h, rparis_m, rparis_h, davis_jf,
+      davis_j, davis_f;
+  bool has_transfer() const {
+    return copydays_strong || roxford_m || rparis_m || davis_jf;
+  }
 };
 
 enum class ReportFormat { kMarkdown, kLatex, kCsv, kJson };
