@@ -116,11 +116,7 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   e.image_size = o.model.image_size;
   FeatureSet set = extract_features(*model, data, e, comm, device);
   if (comm.is_main()) {
-    set.attributes.arch = o.model.arch;
-    set.attributes.checkpoint = o.model.pretrained_weights;
-    set.attributes.checkpoint_key = o.model.checkpoint_key;
-    set.attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
-    set.attributes.split = o.split;
+    set_model_attributes(set.attributes, o.model, o.split);
     const std::filesystem::path out(o.output);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     write_features(out, set);

@@ -63,4 +63,13 @@ void add_model_fields(Json& json, const BackboneSpec& spec) {
   json["weights"] = weights_kind(spec);
 }
 
+void set_model_attributes(FeatureAttributes& attributes, const BackboneSpec& spec,
+                          const std::string& split) {
+  attributes.arch = spec.arch;
+  attributes.checkpoint = spec.pretrained_weights;
+  attributes.checkpoint_key = spec.checkpoint_key;
+  attributes.patch_size = models::patch_size_of(spec.arch, spec.patch_size);
+  attributes.split = split;
+}
+
 }  // namespace xdino::eval

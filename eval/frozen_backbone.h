@@ -15,7 +15,7 @@
 //    A missing weights file is a UsageError.
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
 //    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size, pretrained_weights, checkpoint_key, weights
-//    ("pretrained" | "random" | "none").
+//    ("pretrained" | "random" | "none"); set_model_attributes() the same in a feature file.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,6 +24,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "eval/features_io.h"
 #include "models/backbone.h"
 #include "models/registry.h"
 
@@ -51,5 +52,10 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
 std::string weights_kind(const BackboneSpec& spec);
 
 void add_model_fields(Json& json, const BackboneSpec& spec);
+
+// The model fields of a feature file (features_io.h): arch, checkpoint, checkpoint_key, the
+// model's patch size; `split` names the set ("val", "queries", ...).
+void set_model_attributes(FeatureAttributes& attributes, const BackboneSpec& spec,
+                          const std::string& split);
 
 }  // namespace xdino::eval

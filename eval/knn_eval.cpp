@@ -70,11 +70,7 @@ FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o,
   e.image_size = o.model.image_size;
   log::info("Extracting features for ", split, " set...");
   FeatureSet f = extract_features(model, data, e, comm, device);
-  f.attributes.arch = o.model.arch;
-  f.attributes.checkpoint = o.model.pretrained_weights;
-  f.attributes.checkpoint_key = o.model.checkpoint_key;
-  f.attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
-  f.attributes.split = split;
+  set_model_attributes(f.attributes, o.model, split);
   return f;
 }
 

@@ -188,14 +188,8 @@ ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex,
     val_set = extract_features(*model, val_data, ex, comm, device);
     if (comm.is_main() && !o.dump_features.empty()) {
       fs::create_directories(o.dump_features);
-      for (FeatureSet* s : {&train_set, &val_set}) {
-        s->attributes.arch = o.model.arch;
-        s->attributes.checkpoint = o.model.pretrained_weights;
-        s->attributes.checkpoint_key = o.model.checkpoint_key;
-        s->attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
-      }
-      train_set.attributes.split = "train";
-      val_set.attributes.split = "val";
+      set_model_attributes(train_set.attributes, o.model, "train");
+      set_model_attributes(val_set.attributes, o.model, "val");
       write_features(fs::path(o.dump_features) / "trainfeat.h5", train_set);
       write_features(fs::path(o.dump_features) / "testfeat.h5", val_set);
     }

@@ -182,11 +182,7 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
   if (comm.is_main()) {
     fs::create_directories(dump);
     for (auto& [name, set] : sets) {
-      set.attributes.arch = o.model.arch;
-      set.attributes.checkpoint = o.model.pretrained_weights;
-      set.attributes.checkpoint_key = o.model.checkpoint_key;
-      set.attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
-      set.attributes.split = name;
+      set_model_attributes(set.attributes, spec, name);
       write_features(dump / (name + ".h5"), set);
     }
     torch::Tensor queries = sets[0].second.features;

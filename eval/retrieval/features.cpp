@@ -29,6 +29,17 @@ FeatureSet extract_list(models::Backbone& model, const std::vector<std::string>&
   return set;
 }
 
+// What both extractions share: raw rows (normalised later, after any whitening).
+ExtractOptions list_options(const ListExtraction& options, int64_t batch_size) {
+  XDINO_CHECK_ARG(options.imsize >= 1, "--imsize must be >= 1, got ", options.imsize);
+  ExtractOptions e;
+  e.batch_size = batch_size;
+  e.num_workers = options.num_workers;
+  e.image_size = options.imsize;
+  e.normalize = false;
+  return e;
+}
+
 }  // namespace
 
 torch::Tensor gem(const torch::Tensor& tokens, double p) {
@@ -56,12 +67,7 @@ torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& 
 FeatureSet copy_detection_features(models::Backbone& model, const std::vector<std::string>& paths,
                                    const std::string& what, const ListExtraction& options,
                                    Communicator& comm, torch::Device device) {
-  XDINO_CHECK_ARG(options.imsize >= 1, "--imsize must be >= 1, got ", options.imsize);
-  ExtractOptions e;
-  e.batch_size = options.batch_size;
-  e.num_workers = options.num_workers;
-  e.image_size = options.imsize;
-  e.normalize = false;
+  ExtractOptions e = list_options(options, options.batch_size);
   const int side = static_cast<int>(options.imsize);
   const auto normalizer = std::make_shared<const augment::Normalizer>();
   e.transform = augment::SampleTransform(
@@ -85,12 +91,7 @@ FeatureSet copy_detection_features(models::Backbone& model, const std::vector<st
 FeatureSet retrieval_features(models::Backbone& model, const std::vector<std::string>& paths,
                               const std::string& what, const ListExtraction& options,
                               bool multiscale, Communicator& comm, torch::Device device) {
-  XDINO_CHECK_ARG(options.imsize >= 1, "--imsize must be >= 1, got ", options.imsize);
-  ExtractOptions e;
-  e.batch_size = 1;  // thumbnails keep each image's aspect ratio
-  e.num_workers = options.num_workers;
-  e.image_size = options.imsize;
-  e.normalize = false;
+  ExtractOptions e = list_options(options, 1);  // thumbnails keep each image's aspect ratio
   const int side = static_cast<int>(options.imsize);
   const auto normalizer = std::make_shared<const augment::Normalizer>();
   e.transform = augment::SampleTransform(

@@ -157,11 +157,7 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     fs::create_directories(dump);
     for (FeatureSet* set : {&database, &queries}) {
       const std::string name = set == &database ? "database" : "queries";
-      set->attributes.arch = o.model.arch;
-      set->attributes.checkpoint = o.model.pretrained_weights;
-      set->attributes.checkpoint_key = o.model.checkpoint_key;
-      set->attributes.patch_size = models::patch_size_of(o.model.arch, o.model.patch_size);
-      set->attributes.split = name;
+      set_model_attributes(set->attributes, spec, name);
       write_features(dump / (name + ".h5"), *set);
     }
     namespace F = torch::nn::functional;
