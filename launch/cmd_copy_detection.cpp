@@ -20,10 +20,8 @@ class CopyDetectionCommand : public Command {
              "images); empty: none")
         .add("imsize", &o.imsize, "image size (square image)")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "per-process batch size");
-    declare_backbone_flags(f, o.model.arch, o.model.patch_size, o.model.pretrained_weights,
-                           o.model.checkpoint_key);
+    declare_model_flags(f, o.model);
     f.add("num_workers", &o.num_workers, "data loading threads per process")
-        .add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)")
         .add("output_dir", &o.output_dir,
              "where copy_detection.json, the feature files and config.ini go");
     declare_dist_flags(f, dist_);

@@ -16,10 +16,8 @@ class RetrievalCommand : public Command {
         .add("multiscale", &o.multiscale,
              "average the features at scales 1, 1/sqrt(2), 1/2 (utils.multi_scale)")
         .add("imsize", &o.imsize, "image size: the longer side of each thumbnail");
-    declare_backbone_flags(f, o.model.arch, o.model.patch_size, o.model.pretrained_weights,
-                           o.model.checkpoint_key);
+    declare_model_flags(f, o.model);
     f.add("num_workers", &o.num_workers, "data loading threads per process")
-        .add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)")
         .add("output_dir", &o.output_dir,
              "where retrieval.json, the feature files and config.ini go");
     declare_dist_flags(f, dist_);

@@ -12,8 +12,7 @@ class VideoSegmentationCommand : public Command {
  public:
   void declare(Flags& f) override {
     eval::video::VideoSegmentationOptions& o = opt_;
-    declare_backbone_flags(f, o.model.arch, o.model.patch_size, o.model.pretrained_weights,
-                           o.model.checkpoint_key);
+    declare_model_flags(f, o.model);
     f.add("output_dir", &o.output_dir,
           "where the segmentations (<video>/<frame>.png), video_segmentation.json and "
           "config.ini go")
@@ -25,8 +24,7 @@ class VideoSegmentationCommand : public Command {
         .add("topk", &o.topk, "accumulate the label from the top k neighbours")
         .add("bs", &o.bs, "batch size (accepted; the official script does not use it either)")
         .add("evaluate", &o.evaluate,
-             "compute J&F (davis2017-evaluation's definitions) on the written masks")
-        .add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
+             "compute J&F (davis2017-evaluation's definitions) on the written masks");
     declare_dist_flags(f, dist_);
   }
 

@@ -21,6 +21,11 @@ void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
         "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }
 
+void declare_model_flags(Flags& f, eval::BackboneSpec& s) {
+  declare_backbone_flags(f, s.arch, s.patch_size, s.pretrained_weights, s.checkpoint_key);
+  f.add("seed", &s.seed, "seed of the random initial weights (no --pretrained_weights)");
+}
+
 void declare_subset_flags(Flags& f, eval::EvalSubset& s) {
   f.add("max_train_samples", &s.max_train_samples,
         "use a class-balanced subset of this many training images (0: all; quick runs only)")

@@ -23,6 +23,9 @@ namespace xdino::launch {
 void declare_backbone_flags(Flags& flags, eval::BackboneSpec& spec);
 void declare_backbone_flags(Flags& flags, std::string& arch, int64_t& patch_size,
                             std::string& pretrained_weights, std::string& checkpoint_key);
+// The four model flags and --seed (random weights), without --image_size: for the tools whose
+// input size is a flag of their own (copy detection, retrieval, video segmentation).
+void declare_model_flags(Flags& flags, eval::BackboneSpec& spec);
 // --max_train_samples, --max_val_samples (ours): class-balanced subsets for quick runs.
 void declare_subset_flags(Flags& flags, eval::EvalSubset& subset);
 
