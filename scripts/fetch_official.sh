@@ -1,8 +1,9 @@
 #!/bin/bash
-# Fetches the official DINO code that bench/official_step.py times (the reference of
-# bench/compare_train.py) into bench/official/, which git ignores: facebookresearch/dino,
-# facebookresearch/xcit, and timm 0.4.9 (the release xcit.py was written against). It is never
-# part of this project. Also installs python3-torchvision (main_dino.py imports it).
+# Fetches the official code that the benchmarks time and the golden generators call into
+# bench/official/, which git ignores: facebookresearch/dino, facebookresearch/xcit, timm 0.4.9
+# (the release xcit.py was written against) and davisvideochallenge/davis2017-evaluation (J&F,
+# for tests/data/eval_goldens/make_official_goldens.py). It is never part of this project. Also
+# installs python3-torchvision, -opencv and -tqdm, which the official scripts import.
 #   scripts/fetch_official.sh            # needs network access to github.com
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,8 @@ fetch() {  # fetch <url> <folder> [<tag>]
 fetch https://github.com/facebookresearch/dino dino
 fetch https://github.com/facebookresearch/xcit xcit
 fetch https://github.com/huggingface/pytorch-image-models timm-0.4.9 v0.4.9
-if ! /usr/bin/python3 -c 'import torchvision' 2>/dev/null; then
+fetch https://github.com/davisvideochallenge/davis2017-evaluation davis2017-evaluation
+if ! /usr/bin/python3 -c 'import torchvision, cv2, tqdm' 2>/dev/null; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get install -y --no-install-recommends python3-torchvision
+  $sudo apt-get install -y --no-install-recommends python3-torchvision python3-opencv python3-tqdm
 fi

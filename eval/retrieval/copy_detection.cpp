@@ -128,6 +128,20 @@ CopyDetectionScores evaluate_copy_detection(const CopydaysLayout& layout,
   return scores;
 }
 
+torch::Tensor search_copies(torch::Tensor queries, torch::Tensor database,
+                            const torch::Tensor& whitening, int64_t k) {
+  if (whitening.defined()) {
+    const PcaWhitening pca = PcaWhitening::learn(whitening);
+    queries = pca.apply(queries);
+    database = pca.apply(database);
+  }
+  namespace F = torch::nn::functional;
+  const auto l2 = F::NormalizeFuncOptions().p(2).dim(1);
+  queries = F::normalize(queries, l2);
+  database = F::normalize(database, l2);
+  return std::get<1>(torch::mm(queries, database.t()).topk(k, 1, true, true));
+}
+
 std::vector<std::string> list_image_files(const std::string& folder) {
   static const std::vector<std::string> extensions = {"jpg", "jpeg", "png", "ppm", "bmp",
                                                       "pgm", "tif", "tiff", "webp"};
@@ -188,17 +202,9 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
     torch::Tensor queries = sets[0].second.features;
     torch::Tensor database = sets[1].second.features;
     if (!distractors.empty()) database = torch::cat({database, sets[2].second.features});
-    if (!whitening.empty()) {
-      const PcaWhitening pca = PcaWhitening::learn(sets.back().second.features);
-      queries = pca.apply(queries);
-      database = pca.apply(database);
-    }
-    namespace F = torch::nn::functional;
-    const auto l2 = F::NormalizeFuncOptions().p(2).dim(1);
-    queries = F::normalize(queries, l2);
-    database = F::normalize(database, l2);
-    const int64_t k = std::min<int64_t>(20, database.size(0));
-    const torch::Tensor ids = std::get<1>(torch::mm(queries, database.t()).topk(k, 1, true, true));
+    const torch::Tensor ids = search_copies(
+        queries, database, whitening.empty() ? torch::Tensor() : sets.back().second.features,
+        std::min<int64_t>(20, database.size(0)));
     const CopyDetectionScores s = evaluate_copy_detection(layout, ids);
     Json blocks = Json::object();
     for (size_t b = 0; b < layout.blocks.size(); ++b) {

@@ -65,6 +65,12 @@ struct CopyDetectionScores {
 CopyDetectionScores evaluate_copy_detection(const CopydaysLayout& layout,
                                             const torch::Tensor& ids);
 
+// The script's search: with `whitening` (N, D) defined, PcaWhitening (whitening.h) learned on
+// it and applied to both sides; L2 normalisation; cosine top-k. Returns (queries, k) int64
+// database ids, nearest first.
+torch::Tensor search_copies(torch::Tensor queries, torch::Tensor database,
+                            const torch::Tensor& whitening, int64_t k);
+
 // Image files of a flat folder whose extension the script's is_image_file accepts, sorted.
 std::vector<std::string> list_image_files(const std::string& folder);
 

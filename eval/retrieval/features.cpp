@@ -46,7 +46,7 @@ torch::Tensor gem(const torch::Tensor& tokens, double p) {
   return tokens.clamp_min(1e-6).pow(p).mean(1).pow(1.0 / p);
 }
 
-torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& images) {
+torch::Tensor multi_scale_feature(const FeatureFunction& rows, const torch::Tensor& images) {
   torch::Tensor v;
   for (const double s : {1.0, 1.0 / std::pow(2.0, 0.5), 0.5}) {
     torch::Tensor input =
@@ -57,11 +57,16 @@ torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& 
                                    .mode(torch::kBilinear)
                                    .align_corners(false)
                                    .recompute_scale_factor(false));
-    const torch::Tensor f = model.forward(input);
+    const torch::Tensor f = rows(input);
     v = v.defined() ? v + f : f.clone();
   }
   v = v / 3;
   return v / v.norm();
+}
+
+torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& images) {
+  return multi_scale_feature([&model](const torch::Tensor& x) { return model.forward(x); },
+                             images);
 }
 
 FeatureSet copy_detection_features(models::Backbone& model, const std::vector<std::string>& paths,
@@ -99,7 +104,7 @@ FeatureSet retrieval_features(models::Backbone& model, const std::vector<std::st
         return std::vector<torch::Tensor>{(*normalizer)(augment::thumbnail(image, side))};
       });
   if (multiscale) {
-    e.rows = multi_scale_feature;
+    e.rows = [](models::Backbone& m, const torch::Tensor& x) { return multi_scale_feature(m, x); };
     e.description = "retrieval: CLS, multi-scale (1, 1/sqrt 2, 1/2)";
   } else {
     e.rows = [](models::Backbone& m, const torch::Tensor& x) { return m.forward(x); };

@@ -21,6 +21,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ torch::Tensor gem(const torch::Tensor& tokens, double p = 4.0);
 
 // utils.multi_scale for one batch: features at the three scales, averaged, divided by the L2
 // norm of the whole (B, C) result (the official divides by v.norm(); batches hold one image).
+// `rows` maps a (B, 3, H, W) batch to (B, C) features; the Backbone overload uses forward().
+using FeatureFunction = std::function<torch::Tensor(const torch::Tensor&)>;
+torch::Tensor multi_scale_feature(const FeatureFunction& rows, const torch::Tensor& images);
 torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& images);
 
 }  // namespace xdino::eval::retrieval
