@@ -1,5 +1,6 @@
 #include "eval/frozen_backbone.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "core/check.h"
@@ -24,34 +25,62 @@ models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t p
   return o;
 }
 
+namespace {
+
+std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model,
+                                         torch::Device device) {
+  model->to(device);
+  model->eval();
+  for (auto& p : model->parameters()) p.set_requires_grad(false);
+  return model;
+}
+
+}  // namespace
+
+int64_t position_table_image_size(const models::PretrainedWeights& weights, int64_t patch_size,
+                                  int64_t otherwise) {
+  const torch::Tensor table = models::find_weight(weights, "pos_embed");
+  if (!table.defined() || table.dim() != 3 || table.size(0) != 1) return otherwise;
+  const auto side = static_cast<int64_t>(std::lround(std::sqrt(double(table.size(1) - 1))));
+  if (side < 1 || side * side + 1 != table.size(1)) return otherwise;
+  return side * patch_size;
+}
+
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                                                        torch::Device device) {
   XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
   // LibTorch seeds its generator randomly per process: without this, random weights would
   // differ between the processes of one distributed run.
   torch::manual_seed(static_cast<uint64_t>(spec.seed));
-  std::shared_ptr<models::Backbone> model = models::create_backbone(
-      spec.arch, eval_backbone_options(spec.arch, spec.patch_size, spec.image_size));
+  models::BackboneOptions options =
+      eval_backbone_options(spec.arch, spec.patch_size, spec.image_size);
   const std::string kind = weights_kind(spec);
-  if (kind == "pretrained") {
-    const std::string problem = file_problem(spec.pretrained_weights);
-    XDINO_CHECK_ARG(problem.empty(), "weights file '", spec.pretrained_weights, "' ", problem,
-                    " (--pretrained_weights)");
-    // load_pretrained logs what it loaded, ignored and missed.
-    const models::LoadReport report = models::load_pretrained(
-        *model, spec.pretrained_weights, spec.checkpoint_key, /*strict=*/false);
-    XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ",
-                spec.arch, ": wrong --arch or --checkpoint_key?");
-  } else if (kind == "random") {
-    log::warn("no --pretrained_weights given: evaluating RANDOMLY INITIALISED weights of ",
-              spec.arch, " (eval_knn.py / eval_linear.py would download the reference DINO "
-              "weights; this build never downloads: pass the .pth file with "
-              "--pretrained_weights)");
+  if (kind != "pretrained") {
+    std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, options);
+    if (kind == "random") {
+      log::warn("no --pretrained_weights given: evaluating RANDOMLY INITIALISED weights of ",
+                spec.arch,
+                " (eval_knn.py / eval_linear.py would download the reference DINO "
+                "weights; this build never downloads: pass the .pth file with "
+                "--pretrained_weights)");
+    }
+    return frozen(model, device);
   }
-  model->to(device);
-  model->eval();
-  for (auto& p : model->parameters()) p.set_requires_grad(false);
-  return model;
+  const std::string problem = file_problem(spec.pretrained_weights);
+  XDINO_CHECK_ARG(problem.empty(), "weights file '", spec.pretrained_weights, "' ", problem,
+                  " (--pretrained_weights)");
+  const models::PretrainedWeights weights =
+      models::read_pretrained(spec.pretrained_weights, spec.checkpoint_key);
+  options.img_size = position_table_image_size(
+      weights, models::patch_size_of(spec.arch, spec.patch_size), options.img_size);
+  std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, options);
+  {
+    // load_pretrained logs what it loaded, ignored and missed.
+    const models::LoadReport report = models::load_pretrained(*model, weights, /*strict=*/false);
+    XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ", spec.arch,
+                ": wrong --arch or --checkpoint_key?");
+  }
+  return frozen(model, device);
 }
 
 void add_model_fields(Json& json, const BackboneSpec& spec) {

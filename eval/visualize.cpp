@@ -13,6 +13,7 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "eval/frozen_backbone.h"
 #include "eval/heatmap.h"
 #include "eval/video/attention_video.h"
 #include "models/registry.h"
@@ -68,15 +69,21 @@ std::vector<std::string> head_captions(int64_t heads) {
 std::shared_ptr<models::Backbone> load_model(const VisualizeOptions& o) {
   models::BackboneOptions bo;
   bo.patch_size = o.patch_size;
-  auto model = models::create_backbone(o.arch, bo);
   if (o.pretrained_weights.empty()) {
     log::warn("no --pretrained_weights: the maps show a randomly initialised ", o.arch,
               " (the official script would download reference weights; this program does "
               "not reach the network)");
-  } else {
-    const auto report = models::load_pretrained(*model, o.pretrained_weights, o.checkpoint_key);
-    log::info("loaded ", o.pretrained_weights, ": ", report.summary());
+    auto model = models::create_backbone(o.arch, bo);
+    model->eval();
+    return model;
   }
+  const models::PretrainedWeights weights =
+      models::read_pretrained(o.pretrained_weights, o.checkpoint_key);
+  bo.img_size =
+      position_table_image_size(weights, models::patch_size_of(o.arch, o.patch_size), bo.img_size);
+  auto model = models::create_backbone(o.arch, bo);
+  const auto report = models::load_pretrained(*model, weights);
+  log::info("loaded ", o.pretrained_weights, ": ", report.summary());
   model->eval();
   return model;
 }

@@ -128,8 +128,8 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
   return report;
 }
 
-LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::path& path,
-                           const std::string& checkpoint_key, bool strict) {
+PretrainedWeights read_pretrained(const std::filesystem::path& path,
+                                  const std::string& checkpoint_key) {
   const std::string where = "'" + path.string() + "'";
   const c10::IValue file = load_pth(path);
   XDINO_CHECK(file.isGenericDict(), where, " holds a ", file.tagKind(), ", not a dict of weights");
@@ -161,8 +161,29 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
   const std::string source = taken.empty() ? where : where + " (key '" + taken + "')";
   XDINO_CHECK(weights.isGenericDict(), source, " is a ", weights.tagKind(),
               ", not a dict of weights");
-  const bool training_checkpoint = top.contains("student") || top.contains("teacher");
+  return {weights.toGenericDict(), source,
+          taken.empty() && (top.contains("student") || top.contains("teacher"))};
+}
 
+std::string pretrained_name(const std::string& key) {
+  return remove_all(remove_all(key, "module."), "backbone.");
+}
+
+torch::Tensor find_weight(const PretrainedWeights& w, const std::string& name) {
+  for (const auto& item : w.weights)
+    if (item.key().isString() && item.value().isTensor() &&
+        pretrained_name(item.key().toStringRef()) == name)
+      return item.value().toTensor();
+  return {};
+}
+
+LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::path& path,
+                           const std::string& checkpoint_key, bool strict) {
+  return load_pretrained(module, read_pretrained(path, checkpoint_key), strict);
+}
+
+LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& w, bool strict) {
+  const std::string& source = w.source;
   const StateDict model = state_dict(module);
   bool model_has_head = false;
   for (const auto& item : model)
@@ -170,17 +191,17 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
 
   StateDict state;
   std::vector<std::string> ignored;
-  for (const auto& item : weights.toGenericDict()) {
+  for (const auto& item : w.weights) {
     XDINO_CHECK(item.key().isString(), source, " has a key of type ", item.key().tagKind(),
                 "; weight names are strings");
     const std::string& raw = item.key().toStringRef();
     XDINO_CHECK(item.value().isTensor(), source, ": entry '", raw, "' is a ",
                 item.value().tagKind(), ", not a tensor",
-                taken.empty() && training_checkpoint
+                w.whole_training_checkpoint
                     ? "; the file is a DINO training checkpoint: choose its 'teacher' or "
                       "'student' weights with --checkpoint_key"
                     : "");
-    const std::string name = remove_all(remove_all(raw, "module."), "backbone.");
+    const std::string name = pretrained_name(raw);
     const bool dino_head = starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer.");
     if (!model.contains(name) && (dino_head || (!model_has_head && starts_with(name, "head.")))) {
       ignored.push_back(raw);

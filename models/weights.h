@@ -27,6 +27,8 @@
 //    the file (and the sub-dict taken). A non-empty `checkpoint_key` the file lacks falls back
 //    to the whole file, as the official loader does, only when the file is a flat dict of
 //    tensors; otherwise it throws UsageError naming the keys the file holds.
+//    read_pretrained() is its first half (the file, the sub-dict), load_pretrained(module,
+//    weights) the second (names, ignored keys, load_state_dict).
 #pragma once
 
 #include <torch/torch.h>
@@ -58,5 +60,19 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
 
 LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::path& path,
                            const std::string& checkpoint_key = "teacher", bool strict = true);
+
+// load_pretrained in two steps, for a caller that looks at the weights before it builds the
+// model (eval/frozen_backbone.cpp sizes a ViT's position table from the checkpoint's).
+struct PretrainedWeights {
+  c10::impl::GenericDict weights;  // the chosen sub-dict (or the whole file), keys as stored
+  std::string source;              // "'path'" or "'path' (key 'teacher')", for messages
+  bool whole_training_checkpoint = false;  // no key taken from a file with student/teacher
+};
+PretrainedWeights read_pretrained(const std::filesystem::path& path,
+                                  const std::string& checkpoint_key = "teacher");
+LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& weights,
+                           bool strict = true);
+// The tensor stored under `name` once "module." and "backbone." are removed, or undefined.
+torch::Tensor find_weight(const PretrainedWeights& weights, const std::string& name);
 
 }  // namespace xdino::models

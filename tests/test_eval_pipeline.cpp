@@ -172,3 +172,50 @@ TEST(EvalPipeline, LoadsDinoCheckpointsLikeTheOfficialLoader) {
   EXPECT_THROW(load_frozen_backbone(missing, torch::kCPU), xdino::UsageError);
   fs::remove_all(dir);
 }
+
+TEST(EvalPipeline, LoadsAViTTrainedAtAnotherCropSize) {
+  // `dino train --global_crops_size 32` builds its ViT with a 2 x 2 (+1) position table, the
+  // official checkpoints have 14 x 14 (+1): both must evaluate, at any input size.
+  const fs::path dir = fresh_temp_dir("vit_small_crops");
+  torch::manual_seed(7);
+  xdino::models::BackboneOptions trained;
+  trained.patch_size = 16;
+  trained.img_size = 32;
+  auto source = xdino::models::create_backbone("vit_tiny", trained);
+  source->eval();
+  c10::impl::GenericDict teacher(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& item : xdino::models::state_dict(*source))
+    teacher.insert("backbone." + item.key(), item.value().clone());
+  c10::impl::GenericDict ckpt(c10::StringType::get(), c10::AnyType::get());
+  ckpt.insert("teacher", teacher);
+  xdino::save_pth(dir / "checkpoint.pth", ckpt);
+
+  const xdino::models::PretrainedWeights w =
+      xdino::models::read_pretrained(dir / "checkpoint.pth", "teacher");
+  EXPECT_EQ(position_table_image_size(w, 16, 224), 32);
+  EXPECT_EQ(xdino::models::find_weight(w, "pos_embed").sizes(), (std::vector<int64_t>{1, 5, 192}));
+  BackboneSpec spec;
+  spec.arch = "vit_tiny";
+  spec.patch_size = 16;
+  spec.pretrained_weights = (dir / "checkpoint.pth").string();
+  const auto model = load_frozen_backbone(spec, torch::kCPU);
+  torch::NoGradGuard no_grad;
+  for (const int64_t side : {32, 64}) {  // the training size and a larger one (interpolated)
+    const torch::Tensor x = torch::randn({2, 3, side, side});
+    EXPECT_TRUE(torch::allclose(model->forward(x), source->forward(x), 1e-5, 1e-6)) << side;
+  }
+  // An official-size table keeps 224; a model without one (XCiT) keeps what it was given.
+  auto official =
+      xdino::models::create_backbone("vit_tiny", eval_backbone_options("vit_tiny", 16, 224));
+  xdino::save_pth(dir / "official.pth",
+                  xdino::models::to_ivalue(xdino::models::state_dict(*official)));
+  EXPECT_EQ(
+      position_table_image_size(xdino::models::read_pretrained(dir / "official.pth", ""), 16, 0),
+      224);
+  auto xcit = xdino::models::create_backbone("xcit_nano_12_p16",
+                                             eval_backbone_options("xcit_nano_12_p16", 16, 224));
+  xdino::save_pth(dir / "xcit.pth", xdino::models::to_ivalue(xdino::models::state_dict(*xcit)));
+  EXPECT_EQ(position_table_image_size(xdino::models::read_pretrained(dir / "xcit.pth", ""), 16, 96),
+            96);
+  fs::remove_all(dir);
+}

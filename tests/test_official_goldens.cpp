@@ -14,10 +14,9 @@
 // within a few ulps of their magnitude (the two sides sum in different orders).
 #include <gtest/gtest.h>
 
-#include <opencv2/core.hpp>
-
 #include <cmath>
 #include <filesystem>
+#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
@@ -38,10 +37,9 @@ using xdino::IDict;
 namespace {
 
 const IDict& goldens() {
-  static const IDict g = xdino::as_dict(
-      xdino::load_pth(fs::path(xdino::testing::test_data_dir()) / "eval_goldens" /
-                      "official_goldens.pth"),
-      "official_goldens.pth");
+  static const IDict g = xdino::as_dict(xdino::load_pth(fs::path(xdino::testing::test_data_dir()) /
+                                                        "eval_goldens" / "official_goldens.pth"),
+                                        "official_goldens.pth");
   return g;
 }
 
@@ -53,7 +51,8 @@ torch::Tensor tensor(const IDict& d, const std::string& key) {
 }
 std::vector<torch::Tensor> tensors(const IDict& d, const std::string& key) {
   std::vector<torch::Tensor> out;
-  for (const c10::IValue& v : xdino::get(d, key, "goldens").toListRef()) out.push_back(v.toTensor());
+  for (const c10::IValue& v : xdino::get(d, key, "goldens").toListRef())
+    out.push_back(v.toTensor());
   return out;
 }
 std::vector<std::string> strings(const IDict& d, const std::string& key) {
@@ -140,7 +139,8 @@ TEST(OfficialGoldens, CopyDetectionIsTheScriptsSearchAndEvalResult) {
     EXPECT_NEAR(s.overall_map, tensor(expected, "aps").mean().item<double>(), 1e-12);
   }
   // Not a degenerate case: whitening changed the ranking, and some queries miss.
-  EXPECT_FALSE(torch::equal(tensor(section(g, "plain"), "ids"), tensor(section(g, "whitened"), "ids")));
+  EXPECT_FALSE(
+      torch::equal(tensor(section(g, "plain"), "ids"), tensor(section(g, "whitened"), "ids")));
   EXPECT_LT(tensor(section(g, "whitened"), "aps").min().item<double>(), 0.5);
 }
 
@@ -151,9 +151,8 @@ TEST(OfficialGoldens, MultiScaleIsUtilsMultiScale) {
     const int64_t h = x.size(2), w = x.size(3);
     const torch::Tensor ys = torch::linspace(-1, 1, h).view({1, 1, h, 1});
     const torch::Tensor xs = torch::linspace(-1, 1, w).view({1, 1, 1, w});
-    return torch::cat({x.mean({2, 3}), (x * ys).mean({2, 3}), (x * xs).mean({2, 3}),
-                       (x * x).mean({2, 3})},
-                      1);
+    return torch::cat(
+        {x.mean({2, 3}), (x * ys).mean({2, 3}), (x * xs).mean({2, 3}), (x * x).mean({2, 3})}, 1);
   };
   const torch::Tensor ours = retrieval::multi_scale_feature(probe, tensor(g, "images"));
   const torch::Tensor official = tensor(g, "features");
@@ -195,8 +194,7 @@ TEST(OfficialGoldens, JAndFAreTheDavis2017Toolkits) {
     const std::string at = "frame " + std::to_string(t);
     EXPECT_NEAR(video::region_similarity(a, b, v), j[t].item<double>(), 1e-12) << at;
     EXPECT_NEAR(video::boundary_measure(a, b, v), f[t].item<double>(), 1e-12) << at;
-    EXPECT_NEAR(video::boundary_measure(a, b, cv::Mat()), f_no_void[t].item<double>(), 1e-12)
-        << at;
+    EXPECT_NEAR(video::boundary_measure(a, b, cv::Mat()), f_no_void[t].item<double>(), 1e-12) << at;
     EXPECT_NEAR(video::boundary_measure(a, b, v, 0.015), f_wide[t].item<double>(), 1e-12) << at;
     EXPECT_NEAR(video::boundary_measure(a, b, v, 3.0), f_pixels[t].item<double>(), 1e-12) << at;
   }

@@ -65,8 +65,7 @@ torch::Tensor multi_scale_feature(const FeatureFunction& rows, const torch::Tens
 }
 
 torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& images) {
-  return multi_scale_feature([&model](const torch::Tensor& x) { return model.forward(x); },
-                             images);
+  return multi_scale_feature([&model](const torch::Tensor& x) { return model.forward(x); }, images);
 }
 
 FeatureSet copy_detection_features(models::Backbone& model, const std::vector<std::string>& paths,
