@@ -95,6 +95,17 @@ TEST(VideoSegmentation, PropagationMatchesThePythonTranscription) {
   fs::remove_all(dir);
 }
 
+TEST(VideoSegmentation, FramesAndMasksShareTheFeatureGrid) {
+  // The scripts' sizes: the short side 480, the long one floored to a multiple of 64.
+  EXPECT_EQ(video::frame_size(480, 854), std::make_pair(480, 832));  // DAVIS
+  EXPECT_EQ(video::frame_size(854, 480), std::make_pair(832, 480));
+  EXPECT_EQ(video::frame_size(180, 320), std::make_pair(480, 832));
+  for (const auto& [h, w] : {std::pair{480, 854}, {854, 480}, {180, 320}, {300, 300}, {64, 64}})
+    EXPECT_EQ(video::mask_size(h, w), video::frame_size(h, w)) << h << " x " << w;
+  // Square: 480 x 448 for both (the script's read_seg would give the mask 448 x 480).
+  EXPECT_EQ(video::mask_size(300, 300), std::make_pair(480, 448));
+}
+
 TEST(VideoSegmentation, NearestResizeIsPillows) {
   std::string missing;
   if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;

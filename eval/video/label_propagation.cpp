@@ -60,12 +60,9 @@ std::pair<int, int> frame_size(int height, int width, int scale) {
 }
 
 std::pair<int, int> mask_size(int height, int width, int scale) {
-  if (width > height) {
-    const double tw = static_cast<double>(scale) * width / height;
-    return {scale, static_cast<int>(std::floor(tw / 64) * 64)};
-  }
-  const double th = static_cast<double>(scale) * height / width;
-  return {static_cast<int>(std::floor(th / 64) * 64), scale};
+  // read_seg decides landscape by width > height, read_frame by height > width: the same for
+  // every frame that is not square; a square one would get a transposed mask grid.
+  return frame_size(height, width, scale);
 }
 
 }  // namespace xdino::eval::video

@@ -16,7 +16,10 @@
 //    constant positive channel, as the script).
 //  - frame_size(height, width): read_frame's resize target: the shorter side 480, the longer
 //    one 480 x long / short floored to a multiple of 64 (portrait: width 480).
-//  - mask_size(height, width): read_seg's, which decides landscape by width > height.
+//  - mask_size(height, width): read_seg's, which is frame_size for every frame that is not
+//    square. For a square frame the script's read_seg (landscape when width > height) and
+//    read_frame (portrait when height > width) disagree, so its masks lie transposed on the
+//    feature grid; ours follow frame_size (docs/evaluation.md).
 #pragma once
 
 #include <torch/torch.h>
