@@ -6,6 +6,7 @@ gloo group for eval_copy_detection's extract_features; `.cuda()` made a no-op).
 
   official_eval_suite.py copydays DATA --arch vit_small --patch_size 16 --imsize 320 --threads 2
   official_eval_suite.py davis DATA --arch vit_small --patch_size 16 --threads 2
+  official_eval_suite.py revisited DATA --imsize 224 --multiscale 1 --threads 2
 Prints one JSON line: images (or frames), seconds, per second.
 Needs Debian's python3-torch, python3-torchvision, python3-opencv (davis), python3-pil.
 """
@@ -36,11 +37,15 @@ def model_of(args):
     return model
 
 
-def copydays(args):
+def one_rank_group():
     import torch.distributed as dist
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29533")
     dist.init_process_group("gloo", rank=0, world_size=1)
+
+
+def copydays(args):
+    one_rank_group()
     import eval_copy_detection as ecd
     dataset = ecd.CopydaysDataset(args.data)
     model = model_of(args)
@@ -54,6 +59,29 @@ def copydays(args):
     seconds = time.perf_counter() - start
     print(json.dumps({"what": "copydays features", "images": n, "seconds": seconds,
                       "per_second": n / seconds}))
+
+
+def revisited(args):
+    """eval_image_retrieval.py's loaders (thumbnail, batch 1) and eval_knn.extract_features,
+    database then queries, as its main block runs them."""
+    one_rank_group()
+    import eval_image_retrieval as eir
+    import eval_knn
+    from torchvision import transforms as T
+    transform = T.Compose([T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+    model = model_of(args)
+    n = 0
+    start = time.perf_counter()
+    for split in ("train", "query"):
+        ds = eir.OxfordParisDataset(args.data, "roxford5k", split=split, transform=transform,
+                                    imsize=args.imsize)
+        loader = torch.utils.data.DataLoader(ds, batch_size=1, num_workers=args.threads,
+                                             drop_last=False)
+        eval_knn.extract_features(model, loader, use_cuda=False, multiscale=bool(args.multiscale))
+        n += len(ds)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"what": "revisited features" + (", multiscale" if args.multiscale else ""),
+                      "images": n, "seconds": seconds, "per_second": n / seconds}))
 
 
 def davis(args):
@@ -79,14 +107,15 @@ def davis(args):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("task", choices=["copydays", "davis"])
+    p.add_argument("task", choices=["copydays", "davis", "revisited"])
     p.add_argument("data")
     p.add_argument("--arch", default="vit_small")
     p.add_argument("--patch_size", type=int, default=16)
     p.add_argument("--imsize", type=int, default=320)
+    p.add_argument("--multiscale", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--output", default="/tmp/official_davis_out")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    {"copydays": copydays, "davis": davis}[args.task](args)
+    {"copydays": copydays, "davis": davis, "revisited": revisited}[args.task](args)
