@@ -4,6 +4,13 @@ python3-skimage ships (no download): a Copydays-like set and a revisited-Oxford-
 
   make_sets.py copydays OUT   OUT/{original,strong,jpegqual/<q>,crops/<p>}/*.jpg,
                               OUT/distractors/*.jpg, OUT/whitening/*.jpg
+  make_sets.py copydays OUT --hard   the same layout, but strong/ holds 4 copies per original
+                              made of the edits DINO trains invariance to (a resized crop, a
+                              flip, strong colour changes, grayscale), and more distractors
+  make_sets.py copydays OUT --hard --originals N   the same with N originals (the first 12 are
+                              the default's) and 40 N / 12 distractors: more queries per block
+  make_sets.py photos OUT COUNT     COUNT unlabelled 96 x 96 crops of the same photos
+                              (OUT/NNNNN.png; other crops than the sets'), to train on
   make_sets.py revisited OUT  OUT/roxford5k/jpg/*.jpg and OUT/ground.json: imlist, qimlist and
                               gnd (easy/hard/junk/bbx per query), which the C++ test pickles
                               into gnd_roxford5k.pkl with our pickler.
@@ -66,7 +73,64 @@ def strong_edit(im, k, rng):
     return out
 
 
+def copies(im, name, out):
+    """The JPEG-quality and crop blocks of one original: copies at its sorted position."""
+    for q in [3, 5, 8, 10, 15, 20, 30, 50, 75]:
+        save(im, os.path.join(out, "jpegqual", str(q), name), quality=q)
+    for p in [10, 15, 20, 30, 40, 50, 60, 70, 80]:
+        # p % of the surface removed, the centre kept
+        keep = (1 - p / 100) ** 0.5
+        w, h = im.size
+        cw, ch = max(8, int(w * keep)), max(8, int(h * keep))
+        x, y = (w - cw) // 2, (h - ch) // 2
+        save(im.crop((x, y, x + cw, y + ch)), os.path.join(out, "crops", str(p), name))
+
+
+def dino_view(im, k, rng):
+    """A copy made of DINO's augmentations, strong ones: a crop of 40-80 % of the surface
+    resized back, a flip, and a colour change (grayscale, or hue, saturation, contrast and
+    brightness)."""
+    w, h = im.size
+    area = rng.uniform(0.4, 0.8)
+    cw, ch = int(w * area ** 0.5), int(h * area ** 0.5)
+    x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
+    out = im.crop((x, y, x + cw, y + ch)).resize((w, h), Image.BICUBIC)
+    if k % 2 == 0:
+        out = ImageOps.mirror(out)
+    if k in (0, 3):
+        out = ImageOps.grayscale(out).convert("RGB")
+    else:
+        hsv = np.asarray(out.convert("HSV")).copy()
+        hsv[..., 0] = (hsv[..., 0].astype(int) + rng.randint(40, 215)) % 256
+        out = Image.fromarray(hsv, "HSV").convert("RGB")
+        out = ImageEnhance.Color(out).enhance(rng.uniform(0.5, 1.5))
+    out = ImageEnhance.Contrast(out).enhance(rng.uniform(0.6, 1.4))
+    return ImageEnhance.Brightness(out).enhance(rng.uniform(0.6, 1.4))
+
+
+def copydays_hard(out, count=12):
+    rng = random.Random(11)
+    originals = scenes(count, (160, 120), seed=2)
+    for i, im in enumerate(originals):
+        name = "20%02d00.jpg" % i
+        save(im, os.path.join(out, "original", name), quality=95)
+        for k in range(4):
+            save(dino_view(im, k, rng), os.path.join(out, "strong", "20%02d%02d.jpg" % (i, k + 1)))
+        copies(im, name, out)
+    for i, im in enumerate(scenes(40 * count // 12, (150, 110), seed=3)):
+        save(im, os.path.join(out, "distractors", "d%03d.jpg" % i))
+
+
+def photos(out, count):
+    os.makedirs(out, exist_ok=True)
+    for i, im in enumerate(scenes(count, (96, 96), seed=8)):
+        im.save(os.path.join(out, "%05d.png" % i))
+
+
 def copydays(out):
+    if "--hard" in sys.argv[3:]:
+        count = int(sys.argv[sys.argv.index("--originals") + 1]) if "--originals" in sys.argv else 12
+        return copydays_hard(out, count)
     rng = random.Random(1)
     originals = scenes(12, (160, 120), seed=2)
     for i, im in enumerate(originals):
@@ -74,15 +138,7 @@ def copydays(out):
         save(im, os.path.join(out, "original", name), quality=95)
         for k in range(2):
             save(strong_edit(im, k, rng), os.path.join(out, "strong", "20%02d%02d.jpg" % (i, k + 1)))
-        for q in [3, 5, 8, 10, 15, 20, 30, 50, 75]:
-            save(im, os.path.join(out, "jpegqual", str(q), name), quality=q)
-        for p in [10, 15, 20, 30, 40, 50, 60, 70, 80]:
-            # p % of the surface removed, the centre kept
-            keep = (1 - p / 100) ** 0.5
-            w, h = im.size
-            cw, ch = max(8, int(w * keep)), max(8, int(h * keep))
-            x, y = (w - cw) // 2, (h - ch) // 2
-            save(im.crop((x, y, x + cw, y + ch)), os.path.join(out, "crops", str(p), name))
+        copies(im, name, out)
     for i, im in enumerate(scenes(10, (150, 110), seed=3)):
         save(im, os.path.join(out, "distractors", "d%03d.jpg" % i))
     for i, im in enumerate(scenes(24, (140, 140), seed=4)):
@@ -121,4 +177,7 @@ def revisited(out):
 
 
 if __name__ == "__main__":
-    {"copydays": copydays, "revisited": revisited}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "photos":
+        photos(sys.argv[2], int(sys.argv[3]))
+    else:
+        {"copydays": copydays, "revisited": revisited}[sys.argv[1]](sys.argv[2])
