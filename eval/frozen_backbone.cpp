@@ -1,6 +1,5 @@
 #include "eval/frozen_backbone.h"
 
-#include <cmath>
 #include <filesystem>
 
 #include "core/check.h"
@@ -37,15 +36,6 @@ std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model
 
 }  // namespace
 
-int64_t position_table_image_size(const models::PretrainedWeights& weights, int64_t patch_size,
-                                  int64_t otherwise) {
-  const torch::Tensor table = models::find_weight(weights, "pos_embed");
-  if (!table.defined() || table.dim() != 3 || table.size(0) != 1) return otherwise;
-  const auto side = static_cast<int64_t>(std::lround(std::sqrt(double(table.size(1) - 1))));
-  if (side < 1 || side * side + 1 != table.size(1)) return otherwise;
-  return side * patch_size;
-}
-
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                                                        torch::Device device) {
   XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
@@ -71,15 +61,12 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                   " (--pretrained_weights)");
   const models::PretrainedWeights weights =
       models::read_pretrained(spec.pretrained_weights, spec.checkpoint_key);
-  options.img_size = position_table_image_size(
-      weights, models::patch_size_of(spec.arch, spec.patch_size), options.img_size);
-  std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, options);
-  {
-    // load_pretrained logs what it loaded, ignored and missed.
-    const models::LoadReport report = models::load_pretrained(*model, weights, /*strict=*/false);
-    XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ", spec.arch,
-                ": wrong --arch or --checkpoint_key?");
-  }
+  std::shared_ptr<models::Backbone> model =
+      models::create_backbone_for(spec.arch, options, weights);
+  // load_pretrained logs what it loaded, ignored and missed.
+  const models::LoadReport report = models::load_pretrained(*model, weights, /*strict=*/false);
+  XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ", spec.arch,
+              ": wrong --arch or --checkpoint_key?");
   return frozen(model, device);
 }
 

@@ -12,12 +12,8 @@
 //    official scripts would download reference weights; this build never downloads). The
 //    global torch generator is seeded with spec.seed first, so random weights are the same in
 //    every process of a run and in every run. The pixels baseline has no weights to load.
-//    A missing weights file is a UsageError. A ViT is built with the position table of the
-//    checkpoint (position_table_image_size): `dino train` writes the grid of its
-//    --global_crops_size, the official checkpoints 14 x 14 (224 / 16); forward() interpolates
-//    the table to any input either way, so the evaluation resolution is unaffected.
-//  - position_table_image_size(weights, patch, otherwise): side x patch for a stored
-//    pos_embed of (1, side^2 + 1, C), else `otherwise` (XCiT/X-ViT have no learned table).
+//    A missing weights file is a UsageError. The model is built for its weights
+//    (models::create_backbone_for: a ViT takes the checkpoint's position table).
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
 //    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size,
 //    pretrained_weights, checkpoint_key, weights
@@ -52,8 +48,6 @@ struct BackboneSpec {
 models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t patch_size,
                                               int64_t image_size);
 
-int64_t position_table_image_size(const models::PretrainedWeights& weights, int64_t patch_size,
-                                  int64_t otherwise);
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                                                        torch::Device device);
 

@@ -13,7 +13,6 @@
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"
-#include "eval/frozen_backbone.h"
 #include "eval/heatmap.h"
 #include "eval/video/attention_video.h"
 #include "models/registry.h"
@@ -79,9 +78,7 @@ std::shared_ptr<models::Backbone> load_model(const VisualizeOptions& o) {
   }
   const models::PretrainedWeights weights =
       models::read_pretrained(o.pretrained_weights, o.checkpoint_key);
-  bo.img_size =
-      position_table_image_size(weights, models::patch_size_of(o.arch, o.patch_size), bo.img_size);
-  auto model = models::create_backbone(o.arch, bo);
+  auto model = models::create_backbone_for(o.arch, bo, weights);
   const auto report = models::load_pretrained(*model, weights);
   log::info("loaded ", o.pretrained_weights, ": ", report.summary());
   model->eval();

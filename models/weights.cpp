@@ -1,5 +1,6 @@
 #include "models/weights.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "core/check.h"
@@ -175,6 +176,22 @@ torch::Tensor find_weight(const PretrainedWeights& w, const std::string& name) {
         pretrained_name(item.key().toStringRef()) == name)
       return item.value().toTensor();
   return {};
+}
+
+int64_t position_table_image_size(const PretrainedWeights& weights, int64_t patch_size,
+                                  int64_t otherwise) {
+  const torch::Tensor table = find_weight(weights, "pos_embed");
+  if (!table.defined() || table.dim() != 3 || table.size(0) != 1) return otherwise;
+  const auto side = static_cast<int64_t>(std::lround(std::sqrt(double(table.size(1) - 1))));
+  if (side < 1 || side * side + 1 != table.size(1)) return otherwise;
+  return side * patch_size;
+}
+
+std::shared_ptr<Backbone> create_backbone_for(const std::string& arch, BackboneOptions options,
+                                              const PretrainedWeights& weights) {
+  options.img_size =
+      position_table_image_size(weights, patch_size_of(arch, options.patch_size), options.img_size);
+  return create_backbone(arch, options);
 }
 
 LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::path& path,

@@ -34,8 +34,11 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "models/registry.h"
 
 namespace xdino::models {
 
@@ -62,7 +65,7 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
                            const std::string& checkpoint_key = "teacher", bool strict = true);
 
 // load_pretrained in two steps, for a caller that looks at the weights before it builds the
-// model (eval/frozen_backbone.cpp sizes a ViT's position table from the checkpoint's).
+// model (create_backbone_for below).
 struct PretrainedWeights {
   c10::impl::GenericDict weights;  // the chosen sub-dict (or the whole file), keys as stored
   std::string source;              // "'path'" or "'path' (key 'teacher')", for messages
@@ -74,5 +77,15 @@ LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& w
                            bool strict = true);
 // The tensor stored under `name` once "module." and "backbone." are removed, or undefined.
 torch::Tensor find_weight(const PretrainedWeights& weights, const std::string& name);
+
+// The backbone `arch` built to take `weights`: a ViT's position table gets the grid of the
+// stored pos_embed, since `dino train` writes the grid of its --global_crops_size and the
+// official checkpoints 14 x 14 (224 / 16); forward() interpolates the table to any input
+// either way. position_table_image_size() is that grid's image size, side x patch for a
+// pos_embed of (1, side^2 + 1, C), else `otherwise` (XCiT/X-ViT have no learned table).
+int64_t position_table_image_size(const PretrainedWeights& weights, int64_t patch_size,
+                                  int64_t otherwise);
+std::shared_ptr<Backbone> create_backbone_for(const std::string& arch, BackboneOptions options,
+                                              const PretrainedWeights& weights);
 
 }  // namespace xdino::models

@@ -192,7 +192,7 @@ TEST(EvalPipeline, LoadsAViTTrainedAtAnotherCropSize) {
 
   const xdino::models::PretrainedWeights w =
       xdino::models::read_pretrained(dir / "checkpoint.pth", "teacher");
-  EXPECT_EQ(position_table_image_size(w, 16, 224), 32);
+  EXPECT_EQ(xdino::models::position_table_image_size(w, 16, 224), 32);
   EXPECT_EQ(xdino::models::find_weight(w, "pos_embed").sizes(), (std::vector<int64_t>{1, 5, 192}));
   BackboneSpec spec;
   spec.arch = "vit_tiny";
@@ -209,13 +209,14 @@ TEST(EvalPipeline, LoadsAViTTrainedAtAnotherCropSize) {
       xdino::models::create_backbone("vit_tiny", eval_backbone_options("vit_tiny", 16, 224));
   xdino::save_pth(dir / "official.pth",
                   xdino::models::to_ivalue(xdino::models::state_dict(*official)));
-  EXPECT_EQ(
-      position_table_image_size(xdino::models::read_pretrained(dir / "official.pth", ""), 16, 0),
-      224);
+  EXPECT_EQ(xdino::models::position_table_image_size(
+                xdino::models::read_pretrained(dir / "official.pth", ""), 16, 0),
+            224);
   auto xcit = xdino::models::create_backbone("xcit_nano_12_p16",
                                              eval_backbone_options("xcit_nano_12_p16", 16, 224));
   xdino::save_pth(dir / "xcit.pth", xdino::models::to_ivalue(xdino::models::state_dict(*xcit)));
-  EXPECT_EQ(position_table_image_size(xdino::models::read_pretrained(dir / "xcit.pth", ""), 16, 96),
+  EXPECT_EQ(xdino::models::position_table_image_size(
+                xdino::models::read_pretrained(dir / "xcit.pth", ""), 16, 96),
             96);
   fs::remove_all(dir);
 }
