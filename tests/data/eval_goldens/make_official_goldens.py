@@ -22,7 +22,6 @@ Run (from the repository root, once the checkouts exist; needs python3-torch, -o
 -torchvision, -tqdm, -skimage):
   /usr/bin/python3 tests/data/eval_goldens/make_official_goldens.py [bench/official]
 """
-import argparse
 import os
 import sys
 import types
