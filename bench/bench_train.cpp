@@ -5,7 +5,7 @@
 //                           [--warmup 2] [--threads N] [--profile trace.json]
 //                           [--global_size 224] [--local_size 96] [--locals 8]
 //                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
-//                           [--precision auto|fp32|bf16|fp16]
+//                           [--precision auto|fp32|bf16|fp16] [--replicas N]
 // --device and --precision mean what they mean for `dino train` (train/precision.h), with the
 // same one-line errors (exit 2). The crops are made once, on the training device, so the
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
@@ -121,7 +121,7 @@ int run(int argc, char** argv) {
   std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
   std::string device = "auto", precision = "auto";
   int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
-  int64_t head_hidden = 2048;
+  int64_t head_hidden = 2048, replicas = 1;
   std::string profile;
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
@@ -136,6 +136,7 @@ int run(int argc, char** argv) {
     else if (k == "--local_size") local = whole_number(k, v);
     else if (k == "--locals") locals = whole_number(k, v, 0);
     else if (k == "--head_hidden_dim") head_hidden = whole_number(k, v);
+    else if (k == "--replicas") replicas = whole_number(k, v);
     else if (k == "--threads") at::set_num_threads(static_cast<int>(whole_number(k, v)));
     else if (k == "--profile") profile = v;
     else if (k == "--device") device = v;
@@ -171,6 +172,7 @@ int run(int argc, char** argv) {
       o.device = device;
       o.precision = precision;
       o.output_dir = out.string();
+      o.replicas = replicas;
       auto data =
           std::make_shared<FixedCrops>(warmup + steps, batch, global, local, locals, plan.device);
       xdino::compat::reset_peak_memory(plan.device);
@@ -228,13 +230,13 @@ int run(int argc, char** argv) {
                  ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +
                  ", \"grad_wait_sec\": " + std::to_string(t.grad_wait / n);
       std::printf(
-          "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, "
+          "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, \"replicas\": %ld, "
           "\"device\": \"%s\", \"precision\": \"%s\", "
           "\"sec_per_step\": %.4f, \"images_per_sec\": %.3f, \"data_sec\": %.4f, "
           "\"forward_sec\": %.4f, \"backward_sec\": %.4f, \"optimizer_sec\": %.4f, "
           "\"ema_sec\": %.4f%s}\n",
           arch.c_str(), dim.c_str(), static_cast<long>(batch), at::get_num_threads(),
-          plan.device.str().c_str(), precision_name(plan).c_str(), wall / n,
+          static_cast<long>(replicas), plan.device.str().c_str(), precision_name(plan).c_str(), wall / n,
           static_cast<double>(batch) * n / wall, t.data / n, t.forward / n, t.backward / n,
           t.optimizer / n, t.ema / n, extra.c_str());
       std::fflush(stdout);

@@ -8,11 +8,14 @@ code, scripts/fetch_official.sh).
 usage: /usr/bin/python3 bench/compare_train.py [--rounds 3] [--steps 5] [--warmup 2]
            [--archs xcit_nano_12_p16] [--out_dims 65536] [--batch 8] [--threads N]
            [--global_size 224 --local_size 96 --locals 8 --head_hidden_dim 2048]
-           [--baseline /path/to/old/bench_train] [--no_official]
+           [--baseline /path/to/old/bench_train] [--no_official] [--replicas N]
+           [--official_threads N]
 The main job's shapes: --archs xcit_nano_4_p4 --out_dims 1024 --batch 32 --global_size 28
 --local_size 12 --locals 6 --head_hidden_dim 1024.
 Prints a Markdown table: seconds per step (median, min-max), images/s, and each row's step
 time as a multiple of ours (above 1: slower than ours).
+--replicas goes to ours only (docs/dino.md, "Replicas"); --official_threads sets the official
+step's torch.set_num_threads apart from --threads (both default: each program's own default).
 """
 import argparse
 import json
@@ -50,6 +53,8 @@ def main():
     ap.add_argument("--archs", default="xcit_nano_12_p16")
     ap.add_argument("--out_dims", default="65536")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--replicas", type=int, default=0)
+    ap.add_argument("--official_threads", type=int, default=0)
     ap.add_argument("--global_size", type=int, default=224)
     ap.add_argument("--local_size", type=int, default=96)
     ap.add_argument("--locals", type=int, default=8)
@@ -60,11 +65,14 @@ def main():
               "--locals", str(a.locals), "--head_hidden_dim", str(a.head_hidden_dim)]
     if a.threads:
         common += ["--threads", str(a.threads)]
-    impls = [("ours", [a.bench])]
+    impls = [("ours", [a.bench] + (["--replicas", str(a.replicas)] if a.replicas else []))]
     if a.baseline:
         impls.append(("baseline", [a.baseline]))
     if not a.no_official:
-        impls.append(("official", [sys.executable, os.path.join(HERE, "official_step.py")]))
+        official = [sys.executable, os.path.join(HERE, "official_step.py")]
+        if a.official_threads:
+            official = official + ["--threads", str(a.official_threads)]
+        impls.append(("official", official))
     print("| arch | out_dim | impl | s/step median (min-max) | img/s | x ours |")
     print("|---|---|---|---|---|---|")
     for arch in a.archs.split(","):

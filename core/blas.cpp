@@ -56,6 +56,33 @@ BlasProbe probe_loaded_blas() {
   return probe;
 }
 
+int set_blas_threads(int threads) {
+  using GetFn = int (*)();
+  using SetFn = void (*)(int);
+  if (auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
+    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (set == nullptr) return 0;
+    const int before = get();
+    if (before != threads) set(threads);
+    return before;
+  }
+  if (auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "MKL_Get_Max_Threads"))) {
+    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads"));
+    if (set == nullptr) return 0;
+    const int before = get();
+    set(threads);
+    return before;
+  }
+  if (auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "bli_thread_get_num_threads"))) {
+    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "bli_thread_set_num_threads"));
+    if (set == nullptr) return 0;
+    const int before = get();
+    set(threads);
+    return before;
+  }
+  return 0;
+}
+
 BlasInfo decide_blas(const std::string& torch_config, const BlasProbe& probe) {
   BlasInfo info;
   info.library = probe.sgemm_library;

@@ -38,6 +38,14 @@ BlasInfo decide_blas(const std::string& torch_config, const BlasProbe& probe);
 // decide_blas(at::show_config(), probe_loaded_blas()).
 BlasInfo blas_info();
 
+// Sets how many threads the loaded BLAS may use for one call (OpenBLAS, MKL or BLIS, found
+// by name at run time) and returns how many it used before; returns 0 and changes nothing
+// when the BLAS has no such control (reference BLAS) or is LibTorch's own MKL, which follows
+// at::set_num_threads. For callers that supply the parallelism themselves
+// (distributed/replicas.h): a threaded BLAS called from several threads at once serialises
+// them on its own pool.
+int set_blas_threads(int threads);
+
 // One line for logs: "BLAS: OpenBLAS 0.3.21 ... (/usr/lib/.../libblas.so.3)".
 std::string blas_summary();
 

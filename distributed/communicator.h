@@ -46,6 +46,10 @@ class Communicator {
   // Called once at the end of a successful run, before destruction: a clean shutdown that
   // peers do not mistake for a lost process.
   virtual void finalize() {}
+  // False on all but one of the replicas that share this process's modules
+  // (distributed/replicas.h): only the owner writes shared buffers such as BatchNorm's running
+  // statistics or the DINO center.
+  virtual bool owns_module_state() const { return true; }
 
   bool is_main() const { return rank() == 0; }
   void all_reduce_sum(torch::Tensor& t) {

@@ -194,6 +194,9 @@ class TrainCommand : public Command {
         .add("saveckp_freq", &o.saveckp_freq, "keep checkpointNNNN.pth every this many epochs")
         .add("seed", &o.seed, "random seed")
         .add("num_workers", &o.num_workers, "data loading threads per process")
+        .add("replicas", &o.replicas,
+             "CPU: split each process's batch over this many threads that share the networks "
+             "(the same step, computed on that many cores at once; 0: one per core)")
         .add("knn_every", &monitor_.knn_every,
              "online k-NN of the teacher every this many epochs and after the last (0: off); "
              "log.txt gets knn_top1, curves.png the curve")
@@ -213,6 +216,7 @@ class TrainCommand : public Command {
 
     const Session session = start_session(dist_);
     if (o.device == "auto") o.device = session.device.str();
+    if (o.replicas == 0) o.replicas = auto_replicas(session, o.batch_size_per_gpu);
     const auto& comm = session.comm;
     write_config(flags, o.output_dir, *comm);
 

@@ -32,6 +32,18 @@ Session start_session(const distributed::DistOptions& options) {
   return s;
 }
 
+int64_t auto_replicas(const Session& session, int64_t batch_size_per_process) {
+  if (!session.device.is_cpu() || batch_size_per_process < 1) return 1;
+  int64_t cores = 0;
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) cores = std::atoll(env);
+  if (cores < 1)
+    cores = static_cast<int64_t>(std::thread::hardware_concurrency()) /
+            std::max(1, session.config.local_world_size);
+  int64_t replicas = std::clamp<int64_t>(cores, 1, batch_size_per_process);
+  while (batch_size_per_process % replicas != 0) --replicas;
+  return replicas;
+}
+
 void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm) {
   if (!comm.is_main()) return;
   std::filesystem::create_directories(output_dir);

@@ -36,6 +36,12 @@ struct Session {
 
 Session start_session(const distributed::DistOptions& options);
 
+// How many data-parallel replicas `dino train --replicas 0` runs (docs/dino.md, "Replicas"):
+// on the CPU, the cores this process may use (OMP_NUM_THREADS when set, else the machine's
+// hardware threads shared among the processes of this node), lowered to the largest count
+// that divides the per-process batch; 1 on a GPU.
+int64_t auto_replicas(const Session& session, int64_t batch_size_per_process);
+
 void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
 
 int run_in_session(const Flags& flags, const distributed::DistOptions& options,

@@ -74,7 +74,7 @@ torch::Tensor BatchNormImpl::forward_synced(const torch::Tensor& x_in) {
   const torch::Tensor var =
       differentiable_all_reduce_sum(centred.pow(2).sum(reduce_dims), comm) / count;
 
-  {
+  if (comm.owns_module_state()) {
     torch::NoGradGuard no_grad;
     const double n = count.item<double>();
     running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype()), momentum);

@@ -17,6 +17,8 @@
 //    exact derivative of that function (the all-reduce is differentiable: its backward
 //    all-reduces the incoming gradient), as torch.nn.SyncBatchNorm computes them.
 //  - Every process must call forward/backward in the same order (they are collectives).
+//  - Replicas sharing this module in one process (distributed/replicas.h) each call forward
+//    on their share of the batch; only the one that owns_module_state() updates the buffers.
 #pragma once
 
 #include <torch/torch.h>

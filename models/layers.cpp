@@ -1,6 +1,7 @@
 #include "models/layers.h"
 
 #include "core/check.h"
+#include "distributed/replicas.h"
 
 namespace xdino::models {
 
@@ -13,7 +14,19 @@ Tensor drop_path_factor(const Tensor& x, double rate, bool training) {
   std::vector<int64_t> shape(x.dim(), 1);
   shape[0] = x.size(0);
   // Drawn in float32 whatever x's dtype: the mask must be exactly 0 or 1.
-  auto mask = torch::rand(shape, x.options().dtype(torch::kFloat)).add_(keep).floor_();
+  torch::Tensor mask;
+  if (const auto* replica = distributed::current_replica(); replica && replica->count > 1) {
+    // One replica of a split batch: draw the whole batch's numbers, keep this replica's rows,
+    // so the masks are those of the unsplit step (distributed/replicas.h).
+    XDINO_CHECK(x.device().is_cpu(), "replicas run on the CPU");
+    std::vector<int64_t> full_shape = shape;
+    full_shape[0] *= replica->count;
+    mask = distributed::replica_rows(
+        torch::rand(full_shape, replica->generator, x.options().dtype(torch::kFloat)));
+    mask = mask.contiguous().add_(keep).floor_();
+  } else {
+    mask = torch::rand(shape, x.options().dtype(torch::kFloat)).add_(keep).floor_();
+  }
   return mask.div_(keep).to(x.scalar_type());
 }
 

@@ -66,6 +66,10 @@ struct DinoOptions : CropSizes {
   int64_t saveckp_freq = 20;
   int64_t seed = 0;
   int64_t num_workers = 10;
+  // ours: data-parallel replicas of the step inside this process, each on 1/replicas of
+  // batch_size_per_gpu (docs/dino.md, "Replicas"); CPU only. 0: `dino train` picks one per
+  // core of this process (launch/session.h), the library takes 0 as 1.
+  int64_t replicas = 0;
 };
 
 }  // namespace xdino::ssl

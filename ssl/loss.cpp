@@ -56,22 +56,26 @@ torch::Tensor DINOLossImpl::forward(const torch::Tensor& student, const torch::T
   const int64_t n_terms = 2 * (ncrops - 1);
   auto loss = -cross / static_cast<double>(n_terms * B);
 
-  {
-    torch::NoGradGuard no_grad;
-    const auto flat_p = p.view({2 * B, K});
-    stats_.teacher_entropy = -(flat_p * log_p).sum(-1).mean();
-    const auto mean_p = flat_p.mean(0);
-    stats_.kl_uniform = std::log(static_cast<double>(K)) + torch::xlogy(mean_p, mean_p).sum();
-  }
-  update_center(teacher);
+  update_center_and_stats(teacher, p.view({2 * B, K}), log_p);
   return loss;
 }
 
-void DINOLossImpl::update_center(const torch::Tensor& teacher) {
+void DINOLossImpl::update_center_and_stats(const torch::Tensor& teacher, const torch::Tensor& p,
+                                           const torch::Tensor& log_p) {
   torch::NoGradGuard no_grad;
-  auto batch_center = teacher.to(torch::kFloat).sum(0, /*keepdim=*/true);
-  comm_->all_reduce_sum(batch_center);
-  batch_center = batch_center / static_cast<double>(teacher.size(0) * comm_->world_size());
+  const int64_t K = options_.out_dim;
+  // One all-reduce: the raw teacher rows' sum (center), the softmax rows' sum and the summed
+  // row entropies (statistics of the whole batch, every process and replica).
+  auto sums = torch::cat({teacher.to(torch::kFloat).sum(0), p.sum(0),
+                          -(p * log_p).sum().view({1})});
+  comm_->all_reduce_sum(sums);
+  const double rows = static_cast<double>(teacher.size(0) * comm_->world_size());
+  // Replicas share this module: one writes (the values are the same on all of them).
+  if (!comm_->owns_module_state()) return;
+  const auto batch_center = sums.narrow(0, 0, K).view({1, K}) / rows;
+  const auto mean_p = sums.narrow(0, K, K) / rows;
+  stats_.teacher_entropy = sums[2 * K] / rows;
+  stats_.kl_uniform = std::log(static_cast<double>(K)) + torch::xlogy(mean_p, mean_p).sum();
   const double m = options_.center_momentum;
   center.copy_(center * m + batch_center * (1.0 - m));
 }

@@ -10,11 +10,14 @@
 //    over 2B * world rows: center <- m * center + (1 - m) * batch_center.
 //  - Softmax/log-softmax and sums run in fp32 whatever the input dtype, as under autocast.
 //  - `center` is a registered fp32 buffer of shape (1, K) (checkpoint key dino_loss.center).
-//  - last_stats() holds detached fp32 scalars of the last forward, for collapse monitoring:
-//      teacher_entropy  mean over the 2B teacher rows of H(p_t) = -sum_k p log p (nats);
+//  - last_stats() holds detached fp32 scalars of the last forward over the whole batch (every
+//    process's rows), for collapse monitoring:
+//      teacher_entropy  mean over the teacher rows of H(p_t) = -sum_k p log p (nats);
 //      kl_uniform       KL(mean_rows p_t || uniform) = ln K - H(mean_rows p_t): 0 when the
 //                       batch spreads over all K dims, ln K when every row picks the same one.
 //    The mean KL(teacher || student) over the pairs equals loss - teacher_entropy.
+//  - Replicas of one process (distributed/replicas.h) may share the module: each calls forward
+//    on its rows; only the one that owns_module_state() writes `center` and last_stats().
 //  - Shape mismatches throw xdino::Error naming both shapes; an epoch beyond the schedule
 //    throws xdino::Error.
 #pragma once
@@ -65,7 +68,8 @@ class DINOLossImpl : public torch::nn::Module {
   torch::Tensor center;
 
  private:
-  void update_center(const torch::Tensor& teacher);
+  void update_center_and_stats(const torch::Tensor& teacher, const torch::Tensor& p,
+                               const torch::Tensor& log_p);
 
   DINOLossOptions options_;
   std::shared_ptr<Communicator> comm_;

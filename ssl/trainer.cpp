@@ -10,6 +10,7 @@
 #include "core/compat.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "distributed/replicas.h"
 #include "models/batch_norm.h"
 #include "ssl/checkpoint_files.h"
 #include "ssl/student_update.h"
@@ -54,6 +55,11 @@ void check_options(const DinoOptions& o) {
   XDINO_CHECK_ARG(o.freeze_last_layer >= 0, "--freeze_last_layer must be >= 0, got ",
                   o.freeze_last_layer);
   XDINO_CHECK_ARG(o.lr >= 0 && o.min_lr >= 0, "--lr and --min_lr must be >= 0");
+  XDINO_CHECK_ARG(o.replicas >= 0, "--replicas must be >= 0 (0: one per core), got ",
+                  o.replicas);
+  XDINO_CHECK_ARG(o.batch_size_per_gpu % std::max<int64_t>(o.replicas, 1) == 0, "--batch_size_per_gpu ",
+                  o.batch_size_per_gpu, " does not split into --replicas ", o.replicas,
+                  ": use a multiple of it");
 }
 
 std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
@@ -75,6 +81,9 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
       comm_(comm ? std::move(comm) : local_communicator()),
       plan_(resolve_precision(o_.device, o_.precision, o_.use_fp16)) {
   check_options(o_);
+  XDINO_CHECK_ARG(o_.replicas <= 1 || plan_.device.is_cpu(), "--replicas ", o_.replicas,
+                  " splits the batch over CPU cores; on ", plan_.device.str(),
+                  " use --replicas 1 (one process per GPU)");
   XDINO_CHECK(data_ != nullptr && make_backbone, "Trainer needs a data source and a backbone factory");
   niter_ = data_->batches_per_epoch();
   XDINO_CHECK_ARG(niter_ > 0, "the training set holds less than one batch of ",
@@ -98,10 +107,14 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   teacher_ = MultiCropWrapper(teacher_backbone, teacher_head);
   student_->to(plan_.device);
   teacher_->to(plan_.device);
-  // DDP: every process starts from rank 0's student; SyncBatchNorm in both networks.
+  // DDP: every process starts from rank 0's student; SyncBatchNorm in both networks, over
+  // every process and replica.
   broadcast_module(*student_, *comm_);
-  models::set_batch_norm_communicator(*student_, comm_);
-  models::set_batch_norm_communicator(*teacher_, comm_);
+  if (o_.replicas > 1) replicas_ = std::make_unique<distributed::ReplicaGroup>(
+      static_cast<int>(o_.replicas), comm_);
+  step_comm_ = replicas_ ? replicas_->communicator() : comm_;
+  models::set_batch_norm_communicator(*student_, step_comm_);
+  models::set_batch_norm_communicator(*teacher_, step_comm_);
   init_teacher(*student_, *teacher_);
   student_->train();
   teacher_->train();  // never eval: batch statistics, own running stats (docs/dino.md, "Networks")
@@ -112,7 +125,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   lo.out_dim = o_.head.out_dim;
   lo.ncrops = o_.local_crops_number + 2;
   lo.epochs = o_.epochs;
-  loss_ = DINOLoss(lo, comm_);
+  loss_ = DINOLoss(lo, step_comm_);
   loss_->to(plan_.device);
 
   student_params_ = student_->named_parameters();
@@ -122,7 +135,10 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   std::vector<torch::Tensor> trainable;
   for (const auto& p : student_->parameters())
     if (p.requires_grad()) trainable.push_back(p);
-  grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_);
+  // Replicas sum their gradients in .grad; processes all-reduce them after backward (the
+  // overlapping hooks would see each replica's gradient separately).
+  grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_, 25 << 20,
+                                                      /*overlap=*/!replicas_);
 
   const double total_batch = static_cast<double>(o_.batch_size_per_gpu * comm_->world_size());
   lr_schedule_ = cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_,
@@ -133,7 +149,11 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   int64_t n_params = 0;
   for (const auto& p : student_->parameters()) n_params += p.numel();
   log::info("Student and teacher are built: ", o_.arch, " + DINO head (out_dim ", o_.head.out_dim,
-            "), ", n_params, " parameters each; ", plan_.describe(), "; ", niter_,
+            "), ", n_params, " parameters each; ", plan_.describe(),
+            replicas_ ? "; " + std::to_string(o_.replicas) + " replicas of " +
+                            std::to_string(o_.batch_size_per_gpu / o_.replicas) + " images"
+                      : std::string(),
+            "; ", niter_,
             " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
 }
 
@@ -201,35 +221,63 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
   times_.data += seconds_since(t);
 
-  torch::Tensor student_out, teacher_out, loss;
-  {
-    compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
-    {
-      // The teacher has no trainable parameters; no graph is recorded either way.
-      torch::NoGradGuard no_grad;
-      teacher_out = teacher_->forward({crops[0], crops[1]});
-    }
-    student_out = student_->forward(crops);
-    if (hooks_.after_forward) hooks_.after_forward(it, student_out, teacher_out);
-    loss = loss_->forward(student_out, teacher_out, epoch);
-  }
-  const auto& ls = loss_->last_stats();
-  const auto stats =
-      torch::stack({loss.detach().to(torch::kFloat), ls.teacher_entropy, ls.kl_uniform})
-          .to(torch::kCPU, torch::kDouble);
-  const double loss_value = stats[0].item<double>();
-  // One collective per iteration: did any process see a non-finite loss or a stop signal?
-  auto flags = torch::tensor({std::isfinite(loss_value) ? 0.0f : 1.0f,
-                              stop_requested() ? 1.0f : 0.0f})
-                   .to(plan_.device);
-  comm_->all_reduce_sum(flags);
-  flags = flags.cpu();
-  if (flags[0].item<float>() > 0) fail_nonfinite(it, loss_value, student_out, teacher_out);
-  times_.forward += seconds_since(t);
-
+  // Forward, loss and backward, on every replica's share of the images at once.
+  const int replicas = replicas_ ? replicas_->count() : 1;
+  const int64_t share = o_.batch_size_per_gpu / replicas;
+  struct Pass {
+    double loss = 0;
+    torch::Tensor student_out, teacher_out;
+  };
+  std::vector<Pass> passes(static_cast<size_t>(replicas));
+  bool nonfinite = false, stop = false;
   optimizer_->zero_grad();
   grad_sync_->begin();
-  (scaler_ ? scaler_->scale(loss) : loss).backward();
+  auto pass = [&](int r) {
+    std::vector<torch::Tensor> mine;
+    for (const auto& c : crops) mine.push_back(replicas == 1 ? c : c.narrow(0, r * share, share));
+    torch::Tensor student_out, teacher_out, loss;
+    {
+      compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
+      {
+        // The teacher has no trainable parameters; no graph is recorded either way.
+        torch::NoGradGuard no_grad;
+        teacher_out = teacher_->forward({mine[0], mine[1]});
+      }
+      student_out = student_->forward(mine);
+      if (hooks_.after_forward && r == 0) hooks_.after_forward(it, student_out, teacher_out);
+      loss = loss_->forward(student_out, teacher_out, epoch);
+    }
+    const double loss_value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
+    // One collective per iteration: did any process see a non-finite loss or a stop signal?
+    auto flags = torch::tensor({std::isfinite(loss_value) ? 0.0f : 1.0f,
+                                r == 0 && stop_requested() ? 1.0f : 0.0f})
+                     .to(plan_.device);
+    step_comm_->all_reduce_sum(flags);
+    flags = flags.cpu();
+    passes[static_cast<size_t>(r)] = {loss_value, student_out, teacher_out};
+    const bool bad = flags[0].item<float>() > 0;
+    if (r == 0) {
+      nonfinite = bad;
+      stop = flags[1].item<float>() > 0;
+      times_.forward += seconds_since(t);
+    }
+    if (bad) return;  // every replica and process agrees: no backward
+    torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
+    // The batch's loss is the mean of the replicas' (each a mean over its share).
+    if (replicas > 1) objective = objective / static_cast<double>(replicas);
+    objective.backward();
+  };
+  if (replicas_)
+    replicas_->run(pass, share);
+  else
+    pass(0);
+  if (nonfinite) {
+    for (const Pass& p : passes)
+      if (!std::isfinite(p.loss)) fail_nonfinite(it, p.loss, p.student_out, p.teacher_out);
+    fail_nonfinite(it, passes[0].loss, passes[0].student_out, passes[0].teacher_out);
+  }
+  double loss_value = 0;
+  for (const Pass& p : passes) loss_value += p.loss / static_cast<double>(replicas);
   auto waiting = Clock::now();
   grad_sync_->finish();
   times_.grad_wait += seconds_since(waiting);
@@ -258,11 +306,14 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   last_.wd = groups[0].weight_decay;
   last_.momentum = m;
   last_.teacher_temp = loss_->teacher_temp(epoch);
-  last_.teacher_entropy = stats[1].item<double>();
-  last_.kl_uniform = stats[2].item<double>();
+  const auto& ls = loss_->last_stats();
+  const auto stats =
+      torch::stack({ls.teacher_entropy, ls.kl_uniform}).to(torch::kCPU, torch::kDouble);
+  last_.teacher_entropy = stats[0].item<double>();
+  last_.kl_uniform = stats[1].item<double>();
   meters_.add(last_);
   if (hooks_.after_step) hooks_.after_step(it);
-  return flags[1].item<float>() > 0;
+  return stop;
 }
 
 CheckpointParts Trainer::parts() {

@@ -19,6 +19,10 @@
 //    and which of student output, teacher output or loss went non-finite; nothing is saved,
 //    so the last checkpoint stays as it was.
 //  - Processes agree through `comm` (gradients, center, stop/non-finite flags, statistics).
+//  - options.replicas > 1 (CPU): the process's batch is split over that many threads
+//    (distributed/replicas.h) that share the networks; the step computes the same function
+//    (BatchNorm statistics, drop-path masks, center and loss of the whole batch).
+//    hooks.after_forward then sees replica 0's outputs.
 #pragma once
 
 #include <functional>
@@ -27,6 +31,7 @@
 #include "core/json.h"
 #include "distributed/communicator.h"
 #include "distributed/grad_sync.h"
+#include "distributed/replicas.h"
 #include "models/registry.h"
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
@@ -113,6 +118,8 @@ class Trainer {
   std::unique_ptr<train::Optimizer> optimizer_;
   std::unique_ptr<train::GradScaler> scaler_;
   std::unique_ptr<distributed::GradientSynchronizer> grad_sync_;
+  std::unique_ptr<distributed::ReplicaGroup> replicas_;  // null for one replica
+  std::shared_ptr<Communicator> step_comm_;  // comm_, or the replicas' (BatchNorm, loss)
   std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
   torch::OrderedDict<std::string, torch::Tensor> student_params_;
   bool teacher_ddp_prefix_ = true;

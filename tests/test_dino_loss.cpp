@@ -131,14 +131,27 @@ TEST(DINOLoss, CenterUsesValueBeforeUpdateThenMovesTowardsBatchMean) {
                               1e-6, 1e-7));
 }
 
-TEST(DINOLoss, CenterAveragesOverAllProcessRows) {
+TEST(DINOLoss, CenterAndStatisticsCoverAllProcessRows) {
+  // The other process holds teacher rows T2; what it contributes to the one all-reduce is its
+  // raw row sums, its softmax row sums and its summed entropy. Center and statistics must be
+  // those of one process holding [T; T2].
   torch::manual_seed(2);
-  const auto other_sum = torch::randn({1, K}) * 5;  // the other process's column sums
-  DINOLoss loss(opts(), std::make_shared<FakeTwoProcesses>(other_sum));
-  const auto T = torch::randn({2 * B, K});
+  const auto T = torch::randn({2 * B, K}), T2 = torch::randn({2 * B, K}) * 2;
+  DINOLoss whole(opts(), nullptr);
+  const double temp = whole->teacher_temp(0);
+  const auto log_p2 = torch::log_softmax(T2 / temp, -1);
+  const auto p2 = log_p2.exp();
+  const auto other = torch::cat({T2.sum(0), p2.sum(0), -(p2 * log_p2).sum().view({1})});
+  DINOLoss loss(opts(), std::make_shared<FakeTwoProcesses>(other));
   loss->forward(torch::randn({NCROPS * B, K}), T, 0);
-  const auto global_mean = (T.sum(0, true) + other_sum) / (2.0 * B * 2);
-  EXPECT_TRUE(torch::allclose(loss->center, 0.1 * global_mean, 1e-6, 1e-7));
+  whole->forward(torch::randn({NCROPS * 2 * B, K}), torch::cat({T.view({2, B, K}), T2.view({2, B, K})}, 1).view({4 * B, K}), 0);
+  EXPECT_TRUE(torch::allclose(loss->center, whole->center, 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(loss->center, 0.1 * (T.sum(0, true) + T2.sum(0, true)) / (4.0 * B),
+                              1e-6, 1e-7));
+  EXPECT_NEAR(loss->last_stats().teacher_entropy.item<double>(),
+              whole->last_stats().teacher_entropy.item<double>(), 1e-5);
+  EXPECT_NEAR(loss->last_stats().kl_uniform.item<double>(),
+              whole->last_stats().kl_uniform.item<double>(), 1e-5);
 }
 
 TEST(DINOLoss, GradientMatchesFloat64Autograd) {
