@@ -161,6 +161,19 @@ TEST(DinoTrain, XCiTNanoResumesExactlyMidEpoch) {
   expect_sigterm_resume_is_exact(opt);
 }
 
+TEST(DinoTrain, ReplicasResumeExactlyMidEpoch) {
+  // Two replicas (docs/dino.md, "Replicas"): the generator state a checkpoint saves is the one
+  // the split step leaves, and the step does not depend on thread timing.
+  TempDir unused;
+  auto opt = tiny_options(unused.path());
+  opt.arch = "xcit_nano_4_p4";
+  opt.head.out_dim = 64;
+  opt.global_crops_size = 28;
+  opt.local_crops_size = 12;
+  opt.replicas = 2;
+  expect_sigterm_resume_is_exact(opt);
+}
+
 TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
   for (const std::string which : {"student output", "teacher output"}) {
     TempDir dir;

@@ -64,6 +64,71 @@ TEST(Replicas, CollectivesSumInIndexOrderAndAgree) {
   EXPECT_EQ(current_replica(), nullptr);
 }
 
+namespace {
+
+// Process 1 of 2, the other process holding `other` (its replicas' sum) for every all-reduce,
+// and the value 7 for a broadcast from process 0.
+class OtherProcess : public xdino::Communicator {
+ public:
+  explicit OtherProcess(torch::Tensor other) : other_(std::move(other)) {}
+  int rank() const override { return 1; }
+  int world_size() const override { return 2; }
+  using Communicator::all_reduce_sum;
+  void all_reduce_sum(std::vector<torch::Tensor>& ts) override {
+    ++calls;
+    for (auto& t : ts) t.add_(other_);
+  }
+  void broadcast(std::vector<torch::Tensor>& ts, int root) override {
+    ++calls;
+    if (root == 0)
+      for (auto& t : ts) t.fill_(7);
+  }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& t) override {
+    ++calls;
+    return {torch::full_like(t, -1), t};
+  }
+  std::vector<torch::Tensor> all_gather_varying(const torch::Tensor& t) override { return {t, t}; }
+  void barrier() override { ++calls; }
+  std::atomic<int> calls{0};
+
+ private:
+  torch::Tensor other_;
+};
+
+}  // namespace
+
+TEST(Replicas, ProcessesAndReplicasCombine) {
+  // 2 processes x 2 replicas: replica r of process 1 is rank 2 + r of 4; each collective
+  // reaches the other process once per process (from replica 0), not once per replica.
+  auto outer = std::make_shared<OtherProcess>(torch::full({2}, 100.0f));
+  ReplicaGroup group(2, outer);
+  auto comm = group.communicator();
+  EXPECT_EQ(comm->world_size(), 4);
+  std::vector<int> ranks(2);
+  std::vector<torch::Tensor> sums(2), broadcasts(2);
+  std::vector<std::vector<torch::Tensor>> gathered(2);
+  group.run([&](int r) {
+    const auto u = static_cast<size_t>(r);
+    ranks[u] = comm->rank();
+    auto t = torch::full({2}, static_cast<float>(r + 1));
+    comm->all_reduce_sum(t);
+    sums[u] = t;
+    std::vector<torch::Tensor> b{torch::zeros({1})};
+    comm->broadcast(b, /*root=*/1);  // rank 1: replica 1 of process 0
+    broadcasts[u] = b[0];
+    gathered[u] = comm->all_gather(torch::full({1}, static_cast<float>(r)));
+  }, 1);
+  EXPECT_EQ(outer->calls.load(), 3);
+  for (size_t u = 0; u < 2; ++u) {
+    EXPECT_EQ(ranks[u], 2 + static_cast<int>(u));
+    EXPECT_TRUE(torch::equal(sums[u], torch::full({2}, 103.0f)));
+    EXPECT_TRUE(torch::equal(broadcasts[u], torch::full({1}, 7.0f)));
+    ASSERT_EQ(gathered[u].size(), 4u);  // process 0's two replicas, then ours
+    EXPECT_TRUE(torch::equal(gathered[u][0], torch::full({1}, -1.0f)));
+    EXPECT_TRUE(torch::equal(gathered[u][3], torch::full({1}, 1.0f)));
+  }
+}
+
 TEST(Replicas, AFailingReplicaReleasesTheOthersAndTheGroupGoesOn) {
   ReplicaGroup group(3, xdino::local_communicator());
   auto comm = group.communicator();
