@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "launch/dist_flags.h"
+#include "launch/session.h"
 
 using xdino::distributed::dist_config_from_env;
 using xdino::distributed::first_slurm_host;
@@ -96,4 +97,18 @@ TEST(Rendezvous, DistTimeoutFlagSetsTheCollectiveTimeout) {
   EXPECT_EQ(dist_config_from_env(o).timeout, std::chrono::milliseconds(2500));
   o.dist_timeout = 0;
   EXPECT_THROW(dist_config_from_env(o), xdino::UsageError);
+}
+
+TEST(Rendezvous, AutoReplicasAreTheCoresThatDivideTheBatch) {
+  const char* before = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = before ? before : "";
+  xdino::launch::Session s;
+  ::setenv("OMP_NUM_THREADS", "4", 1);
+  EXPECT_EQ(xdino::launch::auto_replicas(s, 32), 4);
+  EXPECT_EQ(xdino::launch::auto_replicas(s, 6), 3);  // the largest divisor of the batch <= 4
+  EXPECT_EQ(xdino::launch::auto_replicas(s, 7), 1);
+  EXPECT_EQ(xdino::launch::auto_replicas(s, 2), 2);
+  s.device = torch::Device(torch::kCUDA, 0);
+  EXPECT_EQ(xdino::launch::auto_replicas(s, 32), 1);  // one process per GPU instead
+  if (before) ::setenv("OMP_NUM_THREADS", saved.c_str(), 1); else ::unsetenv("OMP_NUM_THREADS");
 }

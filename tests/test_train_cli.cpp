@@ -27,7 +27,9 @@ std::vector<std::string> train_args(const fs::path& data, const fs::path& out, i
           "--arch", "xcit_nano_12_p16", "--out_dim", "64", "--global_crops_size", "32",
           "--local_crops_size", "16", "--local_crops_number", "2", "--batch_size_per_gpu", "8",
           "--epochs", std::to_string(epochs), "--warmup_epochs", "0", "--num_workers", "1",
-          "--saveckp_freq", "1", "--device", "cpu"};
+          "--saveckp_freq", "1", "--device", "cpu",
+          // Two replicas: signals, resume and the non-finite stop through a split step.
+          "--replicas", "2"};
 }
 
 size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
