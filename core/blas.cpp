@@ -59,25 +59,17 @@ BlasProbe probe_loaded_blas() {
 int set_blas_threads(int threads) {
   using GetFn = int (*)();
   using SetFn = void (*)(int);
-  if (auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
-    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    if (set == nullptr) return 0;
+  // Each library's own pair of entry points, looked up in whatever the process loaded.
+  static const char* const kControls[][2] = {
+      {"openblas_get_num_threads", "openblas_set_num_threads"},
+      {"MKL_Get_Max_Threads", "MKL_Set_Num_Threads"},
+      {"bli_thread_get_num_threads", "bli_thread_set_num_threads"}};
+  for (const auto& control : kControls) {
+    auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, control[0]));
+    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, control[1]));
+    if (get == nullptr || set == nullptr) continue;
     const int before = get();
     if (before != threads) set(threads);
-    return before;
-  }
-  if (auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "MKL_Get_Max_Threads"))) {
-    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads"));
-    if (set == nullptr) return 0;
-    const int before = get();
-    set(threads);
-    return before;
-  }
-  if (auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "bli_thread_get_num_threads"))) {
-    auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "bli_thread_set_num_threads"));
-    if (set == nullptr) return 0;
-    const int before = get();
-    set(threads);
     return before;
   }
   return 0;

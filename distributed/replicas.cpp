@@ -166,13 +166,7 @@ class ReplicaCommunicator final : public Communicator {
       }
       if (s.outer->world_size() > 1) s.outer->all_reduce_sum(tensors);
     }
-    s.barrier();
-    if (me != 0) {
-      torch::NoGradGuard no_grad;
-      const auto& sum = *static_cast<std::vector<torch::Tensor>*>(s.slots[0]);
-      for (size_t j = 0; j < tensors.size(); ++j) tensors[j].copy_(sum[j]);
-    }
-    s.barrier();
+    take_from_replica_0(me, tensors);
   }
 
   void broadcast(std::vector<torch::Tensor>& tensors, int root) override {
@@ -191,13 +185,7 @@ class ReplicaCommunicator final : public Communicator {
       }
       if (s.outer->world_size() > 1) s.outer->broadcast(tensors, root_process);
     }
-    s.barrier();
-    if (me != 0) {
-      torch::NoGradGuard no_grad;
-      const auto& src = *static_cast<std::vector<torch::Tensor>*>(s.slots[0]);
-      for (size_t j = 0; j < tensors.size(); ++j) tensors[j].copy_(src[j]);
-    }
-    s.barrier();
+    take_from_replica_0(me, tensors);
   }
 
   std::vector<torch::Tensor> all_gather(const torch::Tensor& t) override {
@@ -216,6 +204,19 @@ class ReplicaCommunicator final : public Communicator {
   }
 
  private:
+  // The last phase of all_reduce and broadcast: once replica 0 holds the result, the others
+  // copy it, and replica 0 leaves only when they have (its tensors are its caller's again).
+  void take_from_replica_0(int me, std::vector<torch::Tensor>& tensors) {
+    auto& s = *state_;
+    s.barrier();
+    if (me != 0) {
+      torch::NoGradGuard no_grad;
+      const auto& result = *static_cast<std::vector<torch::Tensor>*>(s.slots[0]);
+      for (size_t j = 0; j < tensors.size(); ++j) tensors[j].copy_(result[j]);
+    }
+    s.barrier();
+  }
+
   std::vector<torch::Tensor> gather(const torch::Tensor& t, bool varying) {
     auto& s = *state_;
     const int me = s.index();

@@ -86,3 +86,12 @@ TEST(Blas, ThisMachine) {
   }
   EXPECT_EQ(xdino::blas_summary().find("slow"), std::string::npos) << xdino::blas_summary();
 }
+
+TEST(Blas, ThreadCountIsSetAndGivenBack) {
+  // Replicas (distributed/replicas.h) run one-thread BLAS calls and give the count back.
+  const int before = xdino::set_blas_threads(1);
+  if (at::show_config().find("BLAS_INFO=generic") == std::string::npos) return;  // not ours
+  ASSERT_GE(before, 1) << "the loaded OpenBLAS exposes openblas_set_num_threads";
+  EXPECT_EQ(xdino::set_blas_threads(before), 1);
+  EXPECT_EQ(xdino::set_blas_threads(before), before);
+}
