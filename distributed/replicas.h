@@ -10,14 +10,15 @@
 //    count - 1 threads owned by the group, started once.
 //  - run(body, samples) calls body(index) on every replica at once (each holding `samples`
 //    samples of the batch) and returns when all have returned.
-//    Each replica thread runs with one intra-op thread (the replicas are the parallelism).
+//    Each replica thread runs with one intra-op thread and a one-thread BLAS (the replicas are
+//    the parallelism); the caller's counts are restored when run() returns.
 //    If a body throws, the replicas waiting in a collective are released (their bodies end
 //    with an internal exception) and run() rethrows the first failure; the default generator
 //    is then left as it was.
 //  - communicator() is one Communicator for all replicas of this process: rank()
 //    = outer.rank() * count + current replica index, world_size() = outer.world_size() * count.
 //    Its collectives must be called by every replica of every process in the same order (as
-//    c10d's), and only from inside run(). Sums add the replicas in index order, so results do
+//    c10d's), and only from inside run() (elsewhere they throw xdino::Error). Sums add the replicas in index order, so results do
 //    not depend on thread timing. owns_module_state() is true on replica 0 only: the replicas
 //    share modules, so only one may write their buffers.
 //  - current_replica() is the calling thread's place inside run(), nullptr elsewhere. Its
