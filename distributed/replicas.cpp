@@ -3,7 +3,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -59,7 +58,6 @@ struct ReplicaGroup::State {
   bool stopping = false;
   std::vector<ReplicaPlace> places;
   std::exception_ptr first_error;
-  int first_error_index = -1;
 
   // Collectives: a barrier that a failing replica can release.
   std::mutex barrier_mutex;
@@ -94,21 +92,12 @@ struct ReplicaGroup::State {
     t_place = &places[static_cast<size_t>(index)];
     try {
       (*job)(index);
+    } catch (const Released&) {
+      // Released by another replica's failure: that one reports.
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(job_mutex);
-        // A replica released by another's failure reports nothing of its own.
-        bool released_here = false;
-        try {
-          throw;
-        } catch (const Released&) {
-          released_here = true;
-        } catch (...) {
-        }
-        if (!released_here && !first_error) {
-          first_error = std::current_exception();
-          first_error_index = index;
-        }
+        if (!first_error) first_error = std::current_exception();
       }
       release();
     }
@@ -312,7 +301,6 @@ void ReplicaGroup::run(const std::function<void(int)>& body, int64_t samples) {
     s.job = &body;
     s.running = s.count - 1;
     s.first_error = nullptr;
-    s.first_error_index = -1;
     ++s.job_generation;
   }
   s.job_cv.notify_all();
