@@ -22,11 +22,12 @@ Tensor drop_path_factor(const Tensor& x, double rate, bool training) {
     std::vector<int64_t> full_shape = shape;
     full_shape[0] *= replica->count;
     mask = distributed::replica_rows(
-        torch::rand(full_shape, replica->generator, x.options().dtype(torch::kFloat)));
-    mask = mask.contiguous().add_(keep).floor_();
+        torch::rand(full_shape, replica->generator, x.options().dtype(torch::kFloat)))
+               .contiguous();
   } else {
-    mask = torch::rand(shape, x.options().dtype(torch::kFloat)).add_(keep).floor_();
+    mask = torch::rand(shape, x.options().dtype(torch::kFloat));
   }
+  mask.add_(keep).floor_();
   return mask.div_(keep).to(x.scalar_type());
 }
 
