@@ -12,8 +12,8 @@ namespace {
 
 void check_output(const torch::Tensor& dst, int64_t s) {
   XDINO_CHECK(dst.device().is_cpu() && dst.scalar_type() == torch::kFloat32 &&
-                  dst.is_contiguous() && dst.dim() == 3 && dst.size(0) == 3 &&
-                  dst.size(1) == s && dst.size(2) == s,
+                  dst.is_contiguous() && dst.dim() == 3 && dst.size(0) == 3 && dst.size(1) == s &&
+                  dst.size(2) == s,
               "transform output must be a contiguous float32 CPU tensor (3, ", s, ", ", s,
               "), got ", dst.sizes(), " ", dst.scalar_type());
 }
@@ -71,8 +71,8 @@ LinearTrainTransform::LinearTrainTransform(LinearTrainOptions options)
 
 void LinearTrainTransform::crop(const Image& image, Rng& rng, Image& out) const {
   XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
-              "linear train transform expects a non-empty RGB uint8 image, got ", image.cols,
-              "x", image.rows, " of cv type ", image.type());
+              "linear train transform expects a non-empty RGB uint8 image, got ", image.cols, "x",
+              image.rows, " of cv type ", image.type());
   const LinearTrainOptions& o = options_;
   const cv::Rect box =
       random_resized_crop_box(image.size(), o.scale[0], o.scale[1], o.ratio[0], o.ratio[1], rng);
@@ -113,8 +113,7 @@ cv::Size thumbnail_size(int width, int height, int max_size) {
   if (static_cast<double>(x) / y >= aspect) {
     x = round_aspect(y * aspect, [&](double n) { return std::abs(aspect - n / y); });
   } else {
-    y = round_aspect(x / aspect,
-                     [&](double n) { return n == 0 ? 0.0 : std::abs(aspect - x / n); });
+    y = round_aspect(x / aspect, [&](double n) { return n == 0 ? 0.0 : std::abs(aspect - x / n); });
   }
   return {x, y};
 }
@@ -125,20 +124,20 @@ Image thumbnail(const Image& image, int max_size) {
   // Image.resize(size, LANCZOS, reducing_gap=2.0): reduce first by the integer factor that
   // keeps at least twice the target size, then resample the rest.
   constexpr double kReducingGap = 2.0;
-  const int fx = std::max(1, static_cast<int>(image.cols / static_cast<double>(size.width) /
-                                              kReducingGap));
-  const int fy = std::max(1, static_cast<int>(image.rows / static_cast<double>(size.height) /
-                                              kReducingGap));
+  const int fx =
+      std::max(1, static_cast<int>(image.cols / static_cast<double>(size.width) / kReducingGap));
+  const int fy =
+      std::max(1, static_cast<int>(image.rows / static_cast<double>(size.height) / kReducingGap));
   Image out;
   if (fx > 1 || fy > 1) {
     const Image reduced = reduce(image, fx, fy);
-    resize_pillow_box(reduced,
-                      {0.0, 0.0, static_cast<double>(image.cols) / fx,
-                       static_cast<double>(image.rows) / fy},
-                      size, Interpolation::kLanczos, out);
+    resize_pillow_box(
+        reduced,
+        {0.0, 0.0, static_cast<double>(image.cols) / fx, static_cast<double>(image.rows) / fy},
+        size, Interpolation::kLanczos, out);
   } else {
-    resize_pillow_box(image, {0.0, 0.0, static_cast<double>(image.cols),
-                              static_cast<double>(image.rows)},
+    resize_pillow_box(image,
+                      {0.0, 0.0, static_cast<double>(image.cols), static_cast<double>(image.rows)},
                       size, Interpolation::kLanczos, out);
   }
   return out;

@@ -57,15 +57,15 @@ CropPlan MultiCropAugmentation::plan(int64_t index, cv::Size image, Rng& rng) co
   const std::vector<double>& scale = global ? o.global_crops_scale : o.local_crops_scale;
   CropPlan p;
   p.size = static_cast<int>(crop_size(index));
-  p.box = random_resized_crop_box(image, scale[0], scale[1], o.crop_ratio[0], o.crop_ratio[1],
-                                  rng);
+  p.box = random_resized_crop_box(image, scale[0], scale[1], o.crop_ratio[0], o.crop_ratio[1], rng);
   p.flip = rng.uniform() < o.flip_p;
   // RandomApply skips when p < u.
   p.jitter = rng.uniform() <= o.color_jitter_p;
   if (p.jitter) p.jitter_params = sample_color_jitter(o.color_jitter, rng);
   p.grayscale = rng.uniform() < o.grayscale_p;
-  const double blur_p = index == 0 ? o.global1_blur_p : index == 1 ? o.global2_blur_p
-                                                                   : o.local_blur_p;
+  const double blur_p = index == 0   ? o.global1_blur_p
+                        : index == 1 ? o.global2_blur_p
+                                     : o.local_blur_p;
   // DINO's GaussianBlur applies when random() <= p.
   p.blur = rng.uniform() <= blur_p;
   if (p.blur) p.sigma = rng.uniform(o.blur_sigma_min, o.blur_sigma_max);
@@ -84,8 +84,8 @@ void MultiCropAugmentation::render(const Image& image, const CropPlan& plan, Ima
 
 void MultiCropAugmentation::operator()(const Image& image, Rng& rng, float* const* out) const {
   XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
-              "multi-crop expects a non-empty RGB uint8 image, got ", image.cols, "x",
-              image.rows, " of cv type ", image.type());
+              "multi-crop expects a non-empty RGB uint8 image, got ", image.cols, "x", image.rows,
+              " of cv type ", image.type());
   // One scratch image per crop size, so that the buffers are reused, not reallocated.
   thread_local Image global_crop, local_crop;
   for (int64_t c = 0; c < num_crops(); ++c) {
@@ -98,23 +98,22 @@ void MultiCropAugmentation::operator()(const Image& image, Rng& rng, float* cons
 
 void MultiCropAugmentation::operator()(const Image& image, Rng& rng,
                                        const std::vector<torch::Tensor>& out) const {
-  XDINO_CHECK(static_cast<int64_t>(out.size()) == num_crops(), "multi-crop fills ",
-              num_crops(), " tensors, got ", out.size());
+  XDINO_CHECK(static_cast<int64_t>(out.size()) == num_crops(), "multi-crop fills ", num_crops(),
+              " tensors, got ", out.size());
   std::vector<float*> ptrs(out.size());
   for (size_t c = 0; c < out.size(); ++c) {
     const int64_t s = crop_size(static_cast<int64_t>(c));
     XDINO_CHECK(out[c].device().is_cpu() && out[c].scalar_type() == torch::kFloat32 &&
                     out[c].is_contiguous() && out[c].dim() == 3 && out[c].size(0) == 3 &&
                     out[c].size(1) == s && out[c].size(2) == s,
-                "multi-crop output ", c, " must be a contiguous float32 CPU tensor (3, ", s,
-                ", ", s, "), got ", out[c].sizes(), " ", out[c].scalar_type());
+                "multi-crop output ", c, " must be a contiguous float32 CPU tensor (3, ", s, ", ",
+                s, "), got ", out[c].sizes(), " ", out[c].scalar_type());
     ptrs[c] = out[c].data_ptr<float>();
   }
   (*this)(image, rng, ptrs.data());
 }
 
-std::vector<torch::Tensor> MultiCropAugmentation::operator()(const Image& image,
-                                                             Rng& rng) const {
+std::vector<torch::Tensor> MultiCropAugmentation::operator()(const Image& image, Rng& rng) const {
   std::vector<torch::Tensor> out;
   for (int64_t c = 0; c < num_crops(); ++c) {
     const int64_t s = crop_size(c);

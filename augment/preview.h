@@ -38,7 +38,6 @@ std::vector<std::vector<torch::Tensor>> preview_rows(const Dataset& dataset,
                                                      const std::vector<int64_t>& indices,
                                                      int64_t seed, int64_t epoch);
 
-
 struct PreviewOptions {
   std::string data_path;
   std::string split = "train";

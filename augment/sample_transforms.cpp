@@ -17,10 +17,9 @@ SampleTransform multi_crop_transform(const MultiCropOptions& options) {
 
 SampleTransform eval_transform(const EvalTransformOptions& options) {
   auto t = std::make_shared<const EvalTransform>(options);
-  return SampleTransform({{3, t->crop_size(), t->crop_size()}},
-                         [t](const Image& image, Rng&, const SampleTransform::Views& out) {
-                           (*t)(image, out[0]);
-                         });
+  return SampleTransform(
+      {{3, t->crop_size(), t->crop_size()}},
+      [t](const Image& image, Rng&, const SampleTransform::Views& out) { (*t)(image, out[0]); });
 }
 
 SampleTransform linear_train_transform(const LinearTrainOptions& options) {

@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
   auto comm = distributed::connect(config);
   const int world = comm->world_size();
   if (comm->rank() == 0)
-    std::printf("# %d processes, device %s\n%12s %12s %12s\n", world,
-                config.device.str().c_str(), "bytes", "ms", "busbw GB/s");
+    std::printf("# %d processes, device %s\n%12s %12s %12s\n", world, config.device.str().c_str(),
+                "bytes", "ms", "busbw GB/s");
   for (int64_t bytes = 4096; bytes <= int64_t(max_mb) << 20; bytes *= 4) {
     auto t = torch::ones({bytes / 4}, torch::TensorOptions().device(config.device));
     for (int i = 0; i < 3; ++i) comm->all_reduce_sum(t);  // warm-up
@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) comm->all_reduce_sum(t);
     if (config.device.is_cuda()) torch::cuda::synchronize();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
     if (comm->rank() == 0)
       std::printf("%12ld %12.3f %12.3f\n", static_cast<long>(bytes), s * 1e3,
                   2.0 * (world - 1) / world * bytes / s / 1e9);

@@ -76,9 +76,9 @@ using Loader = xa::Image (*)(const void* input);
 
 xa::Image load_jpeg(const void* input) {
   const std::string bytes = read_file(*static_cast<const std::string*>(input));
-  cv::Mat bgr = cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1,
-                                     const_cast<char*>(bytes.data())),
-                             cv::IMREAD_COLOR);
+  cv::Mat bgr = cv::imdecode(
+      cv::Mat(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data())),
+      cv::IMREAD_COLOR);
   xa::Image rgb;
   cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
   return rgb;
@@ -177,15 +177,20 @@ void print_stages(const std::string& jpeg) {
   const xa::MultiCropAugmentation aug;
   std::vector<std::vector<float>> crops;
   std::vector<float*> slots;
-  for (int64_t c = 0; c < aug.num_crops(); ++c) crops.emplace_back(3 * aug.crop_size(c) * aug.crop_size(c));
+  for (int64_t c = 0; c < aug.num_crops(); ++c)
+    crops.emplace_back(3 * aug.crop_size(c) * aug.crop_size(c));
   for (auto& c : crops) slots.push_back(c.data());
   uint64_t index = 0;
   const std::vector<std::pair<std::string, std::function<void()>>> stages = {
       {"decode JPEG + BGR->RGB", [&] { load_jpeg(&jpeg); }},
       {"resize 80% box -> 224 (bicubic)",
-       [&] { xa::resize(image, global_box, {224, 224}, xa::Interpolation::kBicubic, work); }},
+       [&] {
+         xa::resize(image, global_box, {224, 224}, xa::Interpolation::kBicubic, work);
+       }},
       {"resize 20% box -> 96 (bicubic)",
-       [&] { xa::resize(image, local_box, {96, 96}, xa::Interpolation::kBicubic, local); }},
+       [&] {
+         xa::resize(image, local_box, {96, 96}, xa::Interpolation::kBicubic, local);
+       }},
       {"hflip 224", [&] { xa::hflip(work = global.clone()); }},
       {"brightness 224", [&] { xa::adjust_brightness(work = global.clone(), 1.2); }},
       {"contrast 224", [&] { xa::adjust_contrast(work = global.clone(), 0.8); }},

@@ -28,8 +28,8 @@ namespace {
 // Class means on the sphere plus noise: neighbours mostly share a label, as real features do.
 // Noise of norm `noise` around unit class means: a same-class pair has cosine ~1/(1+noise^2)
 // against a spread of ~1/sqrt(dim) for unrelated pairs, so k-NN is far from perfect.
-void make_split(int64_t n, int64_t dim, int64_t classes, const torch::Tensor& means,
-                double noise, torch::Tensor& x, torch::Tensor& y) {
+void make_split(int64_t n, int64_t dim, int64_t classes, const torch::Tensor& means, double noise,
+                torch::Tensor& x, torch::Tensor& y) {
   y = torch::randint(classes, {n}, torch::kInt64);
   x = torch::empty({n, dim});
   for (int64_t start = 0; start < n; start += 65536) {  // blocks: no 2 GB temporaries
@@ -61,8 +61,7 @@ struct Clock {
   double cpu_s() const { return double(std::clock() - cpu) / CLOCKS_PER_SEC; }
 };
 
-void print(const char* name, const KnnResult& r, const Clock& c, int64_t queries,
-           int64_t total) {
+void print(const char* name, const KnnResult& r, const Clock& c, int64_t queries, int64_t total) {
   const double s = c.wall_s(), cpu = c.cpu_s();
   std::printf("%-28s wall %9.2f s  cpu %9.2f s  for %lld queries", name, s, cpu,
               static_cast<long long>(queries));
@@ -71,8 +70,7 @@ void print(const char* name, const KnnResult& r, const Clock& c, int64_t queries
                 cpu * total / queries, static_cast<long long>(total));
   std::printf("\n");
   for (const KnnAccuracy& a : r.per_k)
-    std::printf("    %lld-NN  top1 %.4f  top5 %.4f\n", static_cast<long long>(a.k), a.top1,
-                a.top5);
+    std::printf("    %lld-NN  top1 %.4f  top5 %.4f\n", static_cast<long long>(a.k), a.top1, a.top5);
 }
 
 }  // namespace
@@ -85,15 +83,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--train") n = std::stoll(next());
-    else if (a == "--test") m = std::stoll(next());
-    else if (a == "--dim") dim = std::stoll(next());
-    else if (a == "--classes") classes = std::stoll(next());
-    else if (a == "--queries") queries = std::stoll(next());
-    else if (a == "--threads") threads = std::stoll(next());
-    else if (a == "--noise") noise = std::stod(next());
-    else if (a == "--dump") dump = next();
-    else if (a == "--skip-torch") skip_torch = true;
+    if (a == "--train")
+      n = std::stoll(next());
+    else if (a == "--test")
+      m = std::stoll(next());
+    else if (a == "--dim")
+      dim = std::stoll(next());
+    else if (a == "--classes")
+      classes = std::stoll(next());
+    else if (a == "--queries")
+      queries = std::stoll(next());
+    else if (a == "--threads")
+      threads = std::stoll(next());
+    else if (a == "--noise")
+      noise = std::stod(next());
+    else if (a == "--dump")
+      dump = next();
+    else if (a == "--skip-torch")
+      skip_torch = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 fs::path make_images(int count) {
-  const fs::path root = fs::temp_directory_path() / ("xdino_bench_loader_" + std::to_string(::getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("xdino_bench_loader_" + std::to_string(::getpid()));
   fs::remove_all(root);
   cv::RNG rng(1);
   for (int i = 0; i < count; ++i) {
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
   const int count = argc > 1 ? std::atoi(argv[1]) : 256;
   const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 32;
   const fs::path root = make_images(count);
-  const DatasetPtr data = std::make_shared<ImageFolderDataset>(root.string(), FolderLayout::kClasses);
+  const DatasetPtr data =
+      std::make_shared<ImageFolderDataset>(root.string(), FolderLayout::kClasses);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::printf("%d JPEGs 500x375 (%.0f KB each on average), batch %lld, %d cores\n", count,
               static_cast<double>([&] {
@@ -128,7 +130,8 @@ int main(int argc, char** argv) {
                 for (const auto& e : fs::recursive_directory_iterator(root))
                   if (e.is_regular_file()) bytes += static_cast<int64_t>(e.file_size());
                 return bytes;
-              }()) / count / 1024.0,
+              }()) /
+                  count / 1024.0,
               static_cast<long long>(batch), cores);
   const auto eval = std::make_shared<const EvalTransform>();
   const SampleTransform eval_returning = [eval](const Image& image, Rng&) {
@@ -150,8 +153,8 @@ int main(int argc, char** argv) {
       Rate rate;
       for (int r = 0; r < 3; ++r) rate.keep_best(loader_rate(data, t, w, batch));
       const std::string how = "loader " + std::to_string(w) + "w";
-      std::printf("%-22s %-10s %9.1f %11.1f %12.3f %8.0f%%\n", name.c_str(), how.c_str(),
-                  rate.wall, rate.cpu, rate.cpu / direct.cpu, 100 * rate.wait);
+      std::printf("%-22s %-10s %9.1f %11.1f %12.3f %8.0f%%\n", name.c_str(), how.c_str(), rate.wall,
+                  rate.cpu, rate.cpu / direct.cpu, 100 * rate.wait);
     }
   }
   fs::remove_all(root);

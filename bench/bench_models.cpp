@@ -39,9 +39,10 @@ struct Series {
   cv::Scalar colour;
 };
 const std::vector<Series>& series() {
-  static const std::vector<Series> s = {{"xvit_small", "X-ViT-S/16", cv::Scalar(40, 160, 40)},
-                                        {"xcit_small_12_p16", "XCiT-S12/16", cv::Scalar(200, 90, 30)},
-                                        {"vit_small", "ViT-S/16", cv::Scalar(40, 40, 220)}};
+  static const std::vector<Series> s = {
+      {"xvit_small", "X-ViT-S/16", cv::Scalar(40, 160, 40)},
+      {"xcit_small_12_p16", "XCiT-S12/16", cv::Scalar(200, 90, 30)},
+      {"vit_small", "ViT-S/16", cv::Scalar(40, 40, 220)}};
   return s;
 }
 
@@ -180,8 +181,8 @@ void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points, d
       if (p.arch == arch) line.emplace_back(px(static_cast<double>(p.tokens)), py(p.*value));
     cv::polylines(img, line, false, colour, 2, cv::LINE_AA);
     for (const cv::Point& q : line) cv::circle(img, q, 4, colour, cv::FILLED, cv::LINE_AA);
-    cv::putText(img, name, {left + 10, legend_y},
-                cv::FONT_HERSHEY_SIMPLEX, 0.5, colour, 1, cv::LINE_AA);
+    cv::putText(img, name, {left + 10, legend_y}, cv::FONT_HERSHEY_SIMPLEX, 0.5, colour, 1,
+                cv::LINE_AA);
     legend_y += 20;
   }
 }

@@ -58,7 +58,8 @@ double median_of(int repeats, const std::function<void()>& fn) {
   return t[t.size() / 2];
 }
 
-// Parameter shapes of xcit_small_12_p16 blocks (tests/data/xcit_small_12_p16_keys.txt), 14 blocks: ~100 MB.
+// Parameter shapes of xcit_small_12_p16 blocks (tests/data/xcit_small_12_p16_keys.txt), 14 blocks:
+// ~100 MB.
 struct Params : torch::nn::Module {
   Params() {
     register_parameter("cls_token", torch::randn({1, 1, 384}));
@@ -93,9 +94,8 @@ int main(int argc, char** argv) {
   at::Tensor buffer = at::zeros({int64_t(std::filesystem::file_size(file))}, at::kByte);
   const double read = median_of(repeats, [&] { read_raw(file, buffer); });
   std::string whole = xdino::read_file(file);
-  const double crc = median_of(repeats, [&] {
-    crc32_z(0, reinterpret_cast<const Bytef*>(whole.data()), whole.size());
-  });
+  const double crc = median_of(
+      repeats, [&] { crc32_z(0, reinterpret_cast<const Bytef*>(whole.data()), whole.size()); });
   whole.clear();
   // Each result is freed inside the timed call, as `torch.load(f)` in a Python loop frees it.
   const double load = median_of(repeats, [&] { xdino::load_pth(file); });

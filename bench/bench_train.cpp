@@ -80,8 +80,8 @@ int64_t whole_number(const std::string& flag, const std::string& v, int64_t min 
     n = std::stoll(v, &used);
   } catch (const std::exception&) {
   }
-  XDINO_CHECK_ARG(used == v.size() && n >= min, flag, " takes a whole number >= ", min,
-                  ", got '", v, "'");
+  XDINO_CHECK_ARG(used == v.size() && n >= min, flag, " takes a whole number >= ", min, ", got '",
+                  v, "'");
   return n;
 }
 
@@ -127,21 +127,37 @@ int run(int argc, char** argv) {
     const std::string k = argv[i];
     XDINO_CHECK_ARG(i + 1 < argc, k, " needs a value");
     const std::string v = argv[i + 1];
-    if (k == "--arch") archs = v;
-    else if (k == "--out_dim") dims = v;
-    else if (k == "--batch") batch = whole_number(k, v);
-    else if (k == "--steps") steps = whole_number(k, v);
-    else if (k == "--warmup") warmup = whole_number(k, v);
-    else if (k == "--global_size") global = whole_number(k, v);
-    else if (k == "--local_size") local = whole_number(k, v);
-    else if (k == "--locals") locals = whole_number(k, v, 0);
-    else if (k == "--head_hidden_dim") head_hidden = whole_number(k, v);
-    else if (k == "--replicas") replicas = whole_number(k, v);
-    else if (k == "--threads") at::set_num_threads(static_cast<int>(whole_number(k, v)));
-    else if (k == "--profile") profile = v;
-    else if (k == "--device") device = v;
-    else if (k == "--precision") precision = v;
-    else XDINO_FAIL_ARG("unknown option ", k, " (see the comment at the top of bench/bench_train.cpp)");
+    if (k == "--arch")
+      archs = v;
+    else if (k == "--out_dim")
+      dims = v;
+    else if (k == "--batch")
+      batch = whole_number(k, v);
+    else if (k == "--steps")
+      steps = whole_number(k, v);
+    else if (k == "--warmup")
+      warmup = whole_number(k, v);
+    else if (k == "--global_size")
+      global = whole_number(k, v);
+    else if (k == "--local_size")
+      local = whole_number(k, v);
+    else if (k == "--locals")
+      locals = whole_number(k, v, 0);
+    else if (k == "--head_hidden_dim")
+      head_hidden = whole_number(k, v);
+    else if (k == "--replicas")
+      replicas = whole_number(k, v);
+    else if (k == "--threads")
+      at::set_num_threads(static_cast<int>(whole_number(k, v)));
+    else if (k == "--profile")
+      profile = v;
+    else if (k == "--device")
+      device = v;
+    else if (k == "--precision")
+      precision = v;
+    else
+      XDINO_FAIL_ARG("unknown option ", k,
+                     " (see the comment at the top of bench/bench_train.cpp)");
   }
   // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
   const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
@@ -151,8 +167,8 @@ int run(int argc, char** argv) {
   if (comm->is_main())
     std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
                 at::get_num_threads(), plan.describe().c_str());
-  const auto out = std::filesystem::temp_directory_path() /
-                   ("xdino_bench_train." + std::to_string(::getpid()));
+  const auto out =
+      std::filesystem::temp_directory_path() / ("xdino_bench_train." + std::to_string(::getpid()));
   for (const auto& arch : split(archs)) {
     for (const auto& dim : split(dims)) {
       std::filesystem::remove_all(out);
@@ -176,9 +192,12 @@ int run(int argc, char** argv) {
       auto data =
           std::make_shared<FixedCrops>(warmup + steps, batch, global, local, locals, plan.device);
       xdino::compat::reset_peak_memory(plan.device);
-      xdino::ssl::Trainer trainer(o, [&](const xdino::models::BackboneOptions& bo) {
-        return xdino::models::create_backbone(arch, bo);
-      }, data, comm);
+      xdino::ssl::Trainer trainer(
+          o,
+          [&](const xdino::models::BackboneOptions& bo) {
+            return xdino::models::create_backbone(arch, bo);
+          },
+          data, comm);
       // Each step all-reduces every trainable gradient (fp32), the center and two flags.
       int64_t allreduce_bytes = (o.head.out_dim + 2) * 4;
       for (const auto& p : trainer.student()->parameters())
@@ -196,32 +215,32 @@ int run(int argc, char** argv) {
         if (!plan.device.is_cpu() || it < warmup) return;
         retained = std::max(retained, heap_in_use() - heap_at_step_end);
       };
-      trainer.set_hooks({after_forward, [&](int64_t it) {
-        xdino::compat::synchronize(plan.device);
-        heap_at_step_end = heap_in_use();
-        if (it + 1 == warmup) {
-          at_warmup = trainer.times();
+      trainer.set_hooks(
+          {after_forward, [&](int64_t it) {
+             xdino::compat::synchronize(plan.device);
+             heap_at_step_end = heap_in_use();
+             if (it + 1 == warmup) {
+               at_warmup = trainer.times();
 #ifdef XDINO_HAVE_RECORD_PROFILE
-          if (!profile.empty())
-            recording = std::make_unique<torch::autograd::profiler::RecordProfile>(
-                profile + "." + arch + "." + dim + ".json");
+               if (!profile.empty())
+                 recording = std::make_unique<torch::autograd::profiler::RecordProfile>(
+                     profile + "." + arch + "." + dim + ".json");
 #endif
-          t0 = std::chrono::steady_clock::now();
-        }
-        if (it + 1 == warmup + steps) {
-          wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+               t0 = std::chrono::steady_clock::now();
+             }
+             if (it + 1 == warmup + steps) {
+               wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 #ifdef XDINO_HAVE_RECORD_PROFILE
-          recording.reset();
+               recording.reset();
 #endif
-        }
-      }});
+             }
+           }});
       trainer.train();
       const StepTimes t = minus(trainer.times(), at_warmup);
       const double n = static_cast<double>(t.steps);
       std::string extra;
       const int64_t peak = xdino::compat::peak_allocated_bytes(plan.device);
-      if (peak >= 0)
-        extra = ", \"peak_allocated_mib\": " + std::to_string(peak / (1024 * 1024));
+      if (peak >= 0) extra = ", \"peak_allocated_mib\": " + std::to_string(peak / (1024 * 1024));
       if (plan.device.is_cpu())
         extra = ", \"forward_retained_mib\": " + std::to_string(retained / (1024 * 1024));
       if (!comm->is_main()) continue;
@@ -236,9 +255,9 @@ int run(int argc, char** argv) {
           "\"forward_sec\": %.4f, \"backward_sec\": %.4f, \"optimizer_sec\": %.4f, "
           "\"ema_sec\": %.4f%s}\n",
           arch.c_str(), dim.c_str(), static_cast<long>(batch), at::get_num_threads(),
-          static_cast<long>(replicas), plan.device.str().c_str(), precision_name(plan).c_str(), wall / n,
-          static_cast<double>(batch) * n / wall, t.data / n, t.forward / n, t.backward / n,
-          t.optimizer / n, t.ema / n, extra.c_str());
+          static_cast<long>(replicas), plan.device.str().c_str(), precision_name(plan).c_str(),
+          wall / n, static_cast<double>(batch) * n / wall, t.data / n, t.forward / n,
+          t.backward / n, t.optimizer / n, t.ema / n, extra.c_str());
       std::fflush(stdout);
     }
   }

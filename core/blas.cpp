@@ -31,7 +31,8 @@ std::string mkl_version_line(const std::string& config) {
   auto begin = config.rfind('\n', at);
   begin = begin == std::string::npos ? 0 : begin + 1;
   const auto end = config.find('\n', at);
-  std::string line = config.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  std::string line =
+      config.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
   const auto text = line.find_first_not_of(" -");
   return text == std::string::npos ? line : line.substr(text);
 }

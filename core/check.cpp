@@ -8,8 +8,7 @@ std::string one_line(std::string message) {
   return message;
 }
 
-std::string located(const std::string& message, const char* condition, const char* file,
-                    int line) {
+std::string located(const std::string& message, const char* condition, const char* file, int line) {
   // `file` is already relative to the repository root (-fmacro-prefix-map in CMakeLists.txt).
   const char* rel = file;
   std::string out = one_line(message);

@@ -42,29 +42,28 @@ std::string concat(const Parts&... parts) {
 // The message with each line break replaced by a space (a user's value may hold one).
 std::string one_line(std::string message);
 
-std::string located(const std::string& message, const char* condition, const char* file,
-                    int line);
+std::string located(const std::string& message, const char* condition, const char* file, int line);
 
 }  // namespace detail
 }  // namespace xdino
 
 // `, ##__VA_ARGS__` (GCC/Clang) lets a check carry no message; every check should carry one.
-#define XDINO_THROW_(Type, cond_text, ...)                                                 \
-  throw Type(::xdino::detail::located(::xdino::detail::concat(__VA_ARGS__), cond_text, \
-                                      __FILE__, __LINE__))
+#define XDINO_THROW_(Type, cond_text, ...)                                                       \
+  throw Type(::xdino::detail::located(::xdino::detail::concat(__VA_ARGS__), cond_text, __FILE__, \
+                                      __LINE__))
 
-#define XDINO_CHECK(cond, ...)                                        \
-  do {                                                                \
-    if (!(cond)) XDINO_THROW_(::xdino::Error, #cond, ##__VA_ARGS__);  \
+#define XDINO_CHECK(cond, ...)                                       \
+  do {                                                               \
+    if (!(cond)) XDINO_THROW_(::xdino::Error, #cond, ##__VA_ARGS__); \
   } while (0)
 
 // Usage errors are the user's to fix: the message alone, no source location.
 #define XDINO_USAGE_ERROR_(...) \
   ::xdino::UsageError(::xdino::detail::one_line(::xdino::detail::concat(__VA_ARGS__)))
 
-#define XDINO_CHECK_ARG(cond, ...)                        \
-  do {                                                    \
-    if (!(cond)) throw XDINO_USAGE_ERROR_(__VA_ARGS__);   \
+#define XDINO_CHECK_ARG(cond, ...)                      \
+  do {                                                  \
+    if (!(cond)) throw XDINO_USAGE_ERROR_(__VA_ARGS__); \
   } while (0)
 
 #define XDINO_FAIL(...) XDINO_THROW_(::xdino::Error, nullptr, ##__VA_ARGS__)

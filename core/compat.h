@@ -23,7 +23,7 @@
 #endif
 
 #define XDINO_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||         \
+  (TORCH_VERSION_MAJOR > (major) ||        \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace xdino::compat {
@@ -44,7 +44,9 @@ inline void reset_peak_memory(const c10::Device& device) {
 inline int64_t peak_allocated_bytes(const c10::Device& device) {
   if (!device.is_cuda()) return -1;
   // allocated_bytes[0]: the aggregate over small and large pools.
-  return c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device)).allocated_bytes[0].peak;
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device))
+      .allocated_bytes[0]
+      .peak;
 }
 #else
 inline void reset_peak_memory(const c10::Device&) {}

@@ -51,13 +51,17 @@ void check_nesting(std::string_view text, const std::string& what) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      XDINO_CHECK(++depth <= kMaxJsonNesting, "cannot parse ", what, " as JSON: it nests deeper "
-                  "than ", kMaxJsonNesting, " levels at byte ", i, " (no result file does)");
+      XDINO_CHECK(++depth <= kMaxJsonNesting, "cannot parse ", what,
+                  " as JSON: it nests deeper "
+                  "than ",
+                  kMaxJsonNesting, " levels at byte ", i, " (no result file does)");
     } else if (c == ']' || c == '}') {
       --depth;
     }

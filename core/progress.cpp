@@ -76,8 +76,7 @@ void Progress::print(bool final_line) {
     std::snprintf(head, sizeof head, "%s %ld/%ld (%3.0f%%) %.3g it/s, %s %s", label_.c_str(),
                   static_cast<long>(done_), static_cast<long>(total_),
                   100.0 * static_cast<double>(done_) / static_cast<double>(total_), r,
-                  final_line ? "took" : "eta",
-                  format_duration(final_line ? elapsed : eta).c_str());
+                  final_line ? "took" : "eta", format_duration(final_line ? elapsed : eta).c_str());
   } else {
     std::snprintf(head, sizeof head, "%s %ld %.3g it/s, %s", label_.c_str(),
                   static_cast<long>(done_), r, format_duration(elapsed).c_str());

@@ -167,8 +167,10 @@ class C10dCommunicator final : public Communicator {
       // The store lives in this process: keep it until every rank has stopped using it.
       const auto deadline = Clock::now() + std::chrono::seconds(30);
       for (int r = 1; r < config_.world_size && Clock::now() < deadline;) {
-        if (store_->add(store_key("done", r), 0) > 0) ++r;
-        else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (store_->add(store_key("done", r), 0) > 0)
+          ++r;
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
   }
@@ -190,8 +192,8 @@ class C10dCommunicator final : public Communicator {
   void check_in() {
     const std::string where = config_.master_addr + ":" + std::to_string(config_.master_port);
     const std::string mine = std::to_string(config_.world_size);
-    const auto agreed = store_->compareSet("xdino/world_size", {},
-                                           std::vector<uint8_t>(mine.begin(), mine.end()));
+    const auto agreed =
+        store_->compareSet("xdino/world_size", {}, std::vector<uint8_t>(mine.begin(), mine.end()));
     const std::string first(agreed.begin(), agreed.end());
     std::string conflict;
     if (first != mine)
@@ -199,9 +201,11 @@ class C10dCommunicator final : public Communicator {
                  " but a process that joined the rendezvous at " + where + " before it has " +
                  first + "; start every process with the same WORLD_SIZE";
     else if (store_->add(store_key("claimed", config_.rank), 1) > 1)
-      conflict = "rank " + std::to_string(config_.rank) + " was started twice (two processes "
-                 "joined the rendezvous at " + where + " as rank " +
-                 std::to_string(config_.rank) + "); give each process its own rank";
+      conflict = "rank " + std::to_string(config_.rank) +
+                 " was started twice (two processes "
+                 "joined the rendezvous at " +
+                 where + " as rank " + std::to_string(config_.rank) +
+                 "); give each process its own rank";
     if (!conflict.empty()) {
       store_->set("xdino/conflict", std::vector<uint8_t>(conflict.begin(), conflict.end()));
       fail_launch(conflict);
@@ -213,8 +217,8 @@ class C10dCommunicator final : public Communicator {
         const auto text = store_->get("xdino/conflict");
         fail_launch(std::string(text.begin(), text.end()));
       }
-      XDINO_CHECK(Clock::now() < deadline, "rendezvous at ", where, " timed out: ",
-                  store_->add("xdino/joined", 0), " of ", config_.world_size,
+      XDINO_CHECK(Clock::now() < deadline, "rendezvous at ", where,
+                  " timed out: ", store_->add("xdino/joined", 0), " of ", config_.world_size,
                   " processes joined; start them all (same MASTER_ADDR, MASTER_PORT, "
                   "WORLD_SIZE) or raise --dist_timeout");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -240,8 +244,9 @@ class C10dCommunicator final : public Communicator {
     while (i < tensors.size()) {
       size_t j = i;
       int64_t bytes = 0;
-      while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
-             (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= config_.bucket_bytes)) {
+      while (
+          j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
+          (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= config_.bucket_bytes)) {
         bytes += tensors[j].nbytes();
         ++j;
       }
@@ -305,8 +310,7 @@ class C10dCommunicator final : public Communicator {
 
 std::shared_ptr<Communicator> connect(const DistConfig& config) {
   XDINO_CHECK_ARG(config.world_size >= 1 && config.rank >= 0 && config.rank < config.world_size,
-                  "bad process layout: rank ", config.rank, " of world size ",
-                  config.world_size);
+                  "bad process layout: rank ", config.rank, " of world size ", config.world_size);
   if (config.world_size == 1) return local_communicator();
   log::set_rank(config.rank, config.world_size);
   return std::make_shared<C10dCommunicator>(config);

@@ -14,8 +14,8 @@ void broadcast_module(torch::nn::Module& module, Communicator& communicator) {
 }
 
 GradientSynchronizer::GradientSynchronizer(std::vector<torch::Tensor> params,
-                                           std::shared_ptr<Communicator> comm,
-                                           int64_t bucket_bytes, bool overlap)
+                                           std::shared_ptr<Communicator> comm, int64_t bucket_bytes,
+                                           bool overlap)
     : params_(std::move(params)), comm_(std::move(comm)), overlap_(overlap) {
   if (comm_->world_size() == 1) return;
   slots_.resize(params_.size());
@@ -61,7 +61,8 @@ void GradientSynchronizer::begin() {
 
 void GradientSynchronizer::on_gradient(size_t index, const torch::Tensor& grad) {
   Slot& slot = slots_[index];
-  XDINO_CHECK(!slot.ready, "parameter ", index, " got two gradients in one backward; "
+  XDINO_CHECK(!slot.ready, "parameter ", index,
+              " got two gradients in one backward; "
               "GradientSynchronizer::begin() must run before every backward");
   Bucket& bucket = buckets_[slot.bucket];
   torch::NoGradGuard no_grad;
@@ -91,8 +92,10 @@ void GradientSynchronizer::finish() {
       if (overlap_ && slots_[k].ready) continue;
       const torch::Tensor& g = params_[k].grad();
       auto dst = b.flat.narrow(0, slots_[k].offset, params_[k].numel());
-      if (g.defined()) dst.copy_(g.reshape({-1}));
-      else dst.zero_();
+      if (g.defined())
+        dst.copy_(g.reshape({-1}));
+      else
+        dst.zero_();
       slots_[k].ready = true;
     }
     b.pending = 0;
@@ -103,8 +106,10 @@ void GradientSynchronizer::finish() {
     for (size_t k : b.params) {
       torch::Tensor& p = params_[k];
       auto avg = b.flat.narrow(0, slots_[k].offset, p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(avg);
-      else p.mutable_grad() = avg.clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(avg);
+      else
+        p.mutable_grad() = avg.clone();
     }
   }
 }

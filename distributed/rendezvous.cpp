@@ -20,8 +20,8 @@ int int_var(const EnvLookup& env, const char* name, int fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  XDINO_CHECK_ARG(*end == '\0' && x >= 0 && x < (1L << 30), "environment variable ", name,
-                  "='", v, "' is not a non-negative integer");
+  XDINO_CHECK_ARG(*end == '\0' && x >= 0 && x < (1L << 30), "environment variable ", name, "='", v,
+                  "' is not a non-negative integer");
   return static_cast<int>(x);
 }
 
@@ -76,7 +76,8 @@ DistConfig dist_config_from_env(const EnvLookup& env) {
     c.local_world_size = std::atoi(str_var(env, "SLURM_NTASKS_PER_NODE", "1").c_str());
     c.local_world_size = std::max(1, c.local_world_size);
     std::string nodes = str_var(env, "SLURM_JOB_NODELIST", str_var(env, "SLURM_NODELIST", ""));
-    c.master_addr = str_var(env, "MASTER_ADDR", nodes.empty() ? "127.0.0.1" : first_slurm_host(nodes));
+    c.master_addr =
+        str_var(env, "MASTER_ADDR", nodes.empty() ? "127.0.0.1" : first_slurm_host(nodes));
     c.master_port = int_var(env, "MASTER_PORT", 20000 + int_var(env, "SLURM_JOB_ID", 9500) % 20000);
   } else if (env("OMPI_COMM_WORLD_RANK") != nullptr) {
     c.launcher = "mpi";
@@ -92,8 +93,7 @@ DistConfig dist_config_from_env(const EnvLookup& env) {
     c.master_port = int_var(env, "MASTER_PORT", 29500);
   }
   XDINO_CHECK_ARG(c.world_size >= 1 && c.rank < c.world_size, "rank ", c.rank,
-                  " is not below the world size ", c.world_size, " (", c.launcher,
-                  " environment)");
+                  " is not below the world size ", c.world_size, " (", c.launcher, " environment)");
   XDINO_CHECK_ARG(c.master_port > 0 && c.master_port < 65536, "MASTER_PORT ", c.master_port,
                   " is not a TCP port");
   if (compat::cuda_available()) c.device = torch::Device(torch::kCUDA, c.local_rank);
@@ -114,8 +114,8 @@ DistConfig dist_config_from_env(const DistOptions& o) {
                   o.dist_heartbeat_timeout);
   DistConfig c = dist_config_from_env();
   c.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(o.dist_timeout * 1000)));
-  c.heartbeat_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(std::ceil(o.dist_heartbeat_timeout * 1000)));
+  c.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::ceil(o.dist_heartbeat_timeout * 1000)));
   return c;
 }
 

@@ -34,7 +34,7 @@ DistConfig dist_config_from_env(const EnvLookup& env);
 DistConfig dist_config_from_env();
 
 struct DistOptions {
-  double dist_timeout = 1800;  // torch.distributed's default process-group timeout
+  double dist_timeout = 1800;          // torch.distributed's default process-group timeout
   double dist_heartbeat_timeout = 60;  // ours: a silent peer is lost (peer_monitor.h)
   std::string dist_url = "env://";     // the official flag; env:// is the only rendezvous
   int64_t local_rank = 0;              // the official flag; ignored (the environment says)

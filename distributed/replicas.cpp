@@ -149,7 +149,8 @@ class ReplicaCommunicator final : public Communicator {
     if (me == 0) {
       torch::NoGradGuard no_grad;
       for (int r = 1; r < s.count; ++r) {
-        const auto& theirs = *static_cast<std::vector<torch::Tensor>*>(s.slots[static_cast<size_t>(r)]);
+        const auto& theirs =
+            *static_cast<std::vector<torch::Tensor>*>(s.slots[static_cast<size_t>(r)]);
         XDINO_CHECK(theirs.size() == tensors.size(), "replicas all-reduce different tensor lists");
         for (size_t j = 0; j < tensors.size(); ++j) tensors[j].add_(theirs[j]);
       }
@@ -169,7 +170,8 @@ class ReplicaCommunicator final : public Communicator {
     if (me == 0) {
       torch::NoGradGuard no_grad;
       if (root_replica != 0 && s.outer->rank() == root_process) {
-        const auto& src = *static_cast<std::vector<torch::Tensor>*>(s.slots[static_cast<size_t>(root_replica)]);
+        const auto& src =
+            *static_cast<std::vector<torch::Tensor>*>(s.slots[static_cast<size_t>(root_replica)]);
         for (size_t j = 0; j < tensors.size(); ++j) tensors[j].copy_(src[j]);
       }
       if (s.outer->world_size() > 1) s.outer->broadcast(tensors, root_process);

@@ -18,9 +18,9 @@
 //  - communicator() is one Communicator for all replicas of this process: rank()
 //    = outer.rank() * count + current replica index, world_size() = outer.world_size() * count.
 //    Its collectives must be called by every replica of every process in the same order (as
-//    c10d's), and only from inside run() (elsewhere they throw xdino::Error). Sums add the replicas in index order, so results do
-//    not depend on thread timing. owns_module_state() is true on replica 0 only: the replicas
-//    share modules, so only one may write their buffers.
+//    c10d's), and only from inside run() (elsewhere they throw xdino::Error). Sums add the replicas
+//    in index order, so results do not depend on thread timing. owns_module_state() is true on
+//    replica 0 only: the replicas share modules, so only one may write their buffers.
 //  - current_replica() is the calling thread's place inside run(), nullptr elsewhere. Its
 //    generator starts each run() as a copy of the default CPU generator; stochastic layers
 //    draw the whole batch's numbers from it and keep their own rows (replica_rows), so every

@@ -86,12 +86,12 @@ void draw_panel(cv::Mat& img, const cv::Rect& area, const std::string& title,
   }
   for (double t : nice_ticks(0, x_max, 4)) {
     cv::line(img, {px(t), plot.y + plot.height}, {px(t), plot.y + plot.height + 4}, kInk, 1);
-    cv::putText(img, format_tick(t), {px(t) - 12, plot.y + plot.height + 18}, font, 0.38, kInk,
-                1, cv::LINE_AA);
+    cv::putText(img, format_tick(t), {px(t) - 12, plot.y + plot.height + 18}, font, 0.38, kInk, 1,
+                cv::LINE_AA);
   }
   cv::rectangle(img, plot, kInk, 1);
-  cv::putText(img, "images seen", {plot.x + plot.width / 2 - 40, plot.y + plot.height + 38},
-              font, 0.42, kInk, 1, cv::LINE_AA);
+  cv::putText(img, "images seen", {plot.x + plot.width / 2 - 40, plot.y + plot.height + 38}, font,
+              0.42, kInk, 1, cv::LINE_AA);
   // Reference labels in the bottom-left corner, clear of the lines and of each other.
   int label_y = plot.y + plot.height - 8 - 15 * static_cast<int>(refs.size() - 1);
   for (const auto& r : refs) {
@@ -111,8 +111,8 @@ void draw_panel(cv::Mat& img, const cv::Rect& area, const std::string& title,
   if (!points.empty()) {
     char text[64];
     std::snprintf(text, sizeof text, "last %.4g", points.back().value);
-    cv::putText(img, text, {plot.x + plot.width - 90, plot.y + plot.height - 8}, font, 0.4,
-                kCurve, 1, cv::LINE_AA);
+    cv::putText(img, text, {plot.x + plot.width - 90, plot.y + plot.height - 8}, font, 0.4, kCurve,
+                1, cv::LINE_AA);
   }
 }
 
@@ -143,8 +143,8 @@ TrainingCurves read_training_curves(const fs::path& dir) {
     if (line.empty()) continue;
     const std::string where = log_path.string() + " line " + std::to_string(n);
     const Json j = parse_json(line, where);
-    const double x = j.contains("images_seen") ? number(j, "images_seen", where)
-                                               : number(j, "epoch", where) + 1;
+    const double x =
+        j.contains("images_seen") ? number(j, "images_seen", where) : number(j, "epoch", where) + 1;
     c.loss.push_back({x, number(j, "train_loss", where)});
     if (j.contains("train_teacher_entropy"))
       c.teacher_entropy.push_back({x, number(j, "train_teacher_entropy", where)});

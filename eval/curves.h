@@ -24,9 +24,10 @@ struct CurvePoint {
 };
 
 struct TrainingCurves {
-  std::vector<CurvePoint> loss, teacher_entropy, knn_top1;  // knn_top1 starts at the initial teacher
-  std::optional<double> knn_random, knn_pixels;             // reference lines
-  int64_t knn_train = 0, knn_val = 0;                       // subset sizes (0: no k-NN)
+  std::vector<CurvePoint> loss, teacher_entropy,
+      knn_top1;                                  // knn_top1 starts at the initial teacher
+  std::optional<double> knn_random, knn_pixels;  // reference lines
+  int64_t knn_train = 0, knn_val = 0;            // subset sizes (0: no k-NN)
 };
 
 TrainingCurves read_training_curves(const std::filesystem::path& dir);

@@ -39,11 +39,11 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   lo.drop_last = false;
   lo.pin_memory = device.is_cuda();
   augment::SampleTransform sample_transform =
-      options.transform ? options.transform
-                        : augment::SampleTransform([transform](const augment::Image& image,
-                                                               augment::Rng&) {
-                            return std::vector<torch::Tensor>{(*transform)(image)};
-                          });
+      options.transform
+          ? options.transform
+          : augment::SampleTransform([transform](const augment::Image& image, augment::Rng&) {
+              return std::vector<torch::Tensor>{(*transform)(image)};
+            });
   augment::DataLoader loader(dataset, std::move(sample_transform), lo, comm.rank(),
                              comm.world_size());
   loader.start_epoch(0);
@@ -56,11 +56,11 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   Progress progress("features " + dataset->location(), loader.samples_per_epoch());
   while (std::optional<augment::Batch> batch = loader.next()) {
     const torch::Tensor x = batch->views[0].to(device, torch::kFloat32, /*non_blocking=*/true);
-    torch::Tensor f = options.rows                            ? options.rows(model, x)
-                      : options.kind == FeatureKind::kBackbone ? model.forward(x)
-                                                               : model.linear_features(
-                                                                     x, options.n_last_blocks,
-                                                                     options.avgpool_patchtokens);
+    torch::Tensor f =
+        options.rows ? options.rows(model, x)
+        : options.kind == FeatureKind::kBackbone
+            ? model.forward(x)
+            : model.linear_features(x, options.n_last_blocks, options.avgpool_patchtokens);
     f = f.reshape({f.size(0), -1}).to(torch::kFloat32);
     if (options.normalize)
       f = torch::nn::functional::normalize(

@@ -41,8 +41,8 @@ void write_features(const fs::path& path, const FeatureSet& set) {
   const int64_t n = set.features.size(0);
   XDINO_CHECK(set.labels.defined() && set.labels.dim() == 1 && set.labels.size(0) == n,
               "labels for ", path, " must have N = ", n, " entries");
-  XDINO_CHECK(set.paths.empty() || static_cast<int64_t>(set.paths.size()) == n, "paths for ",
-              path, " must be empty or have N = ", n, " entries, got ", set.paths.size());
+  XDINO_CHECK(set.paths.empty() || static_cast<int64_t>(set.paths.size()) == n, "paths for ", path,
+              " must be empty or have N = ", n, " entries, got ", set.paths.size());
   const torch::Tensor features = set.features.to(torch::kCPU).contiguous();
   const torch::Tensor labels = set.labels.to(torch::kCPU, torch::kInt64).contiguous();
   const std::vector<int64_t> label_values(labels.data_ptr<int64_t>(),

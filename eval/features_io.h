@@ -28,14 +28,14 @@
 namespace xdino::eval {
 
 struct FeatureAttributes {
-  std::string arch;            // backbone name, e.g. "xcit_small_12_p16"
-  std::string checkpoint;      // --pretrained_weights ("" = random weights)
-  std::string checkpoint_key;  // e.g. "teacher"
-  std::string split;           // "train" or "val"
+  std::string arch;                  // backbone name, e.g. "xcit_small_12_p16"
+  std::string checkpoint;            // --pretrained_weights ("" = random weights)
+  std::string checkpoint_key;        // e.g. "teacher"
+  std::string split;                 // "train" or "val"
   std::string feature = "backbone";  // what a row is: "backbone" or "linear n=4 avgpool=false"
-  int64_t image_size = 224;    // evaluation crop side
+  int64_t image_size = 224;          // evaluation crop side
   int64_t patch_size = 16;
-  bool normalized = true;      // rows L2-normalised (k-NN features)
+  bool normalized = true;  // rows L2-normalised (k-NN features)
 };
 
 struct FeatureSet {

@@ -72,7 +72,8 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
 
 void add_model_fields(Json& json, const BackboneSpec& spec) {
   json["arch"] = spec.arch;
-  json["patch_size"] = models::patch_size_of(spec.arch, spec.patch_size);  // the model's, not the flag's
+  json["patch_size"] =
+      models::patch_size_of(spec.arch, spec.patch_size);  // the model's, not the flag's
   json["image_size"] = spec.image_size;
   json["pretrained_weights"] = spec.pretrained_weights;
   json["checkpoint_key"] = spec.checkpoint_key;

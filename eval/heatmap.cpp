@@ -79,8 +79,7 @@ cv::Mat overlay_mask(const cv::Mat& image, const torch::Tensor& mask, const cv::
 }
 
 cv::Mat tensor_to_image(const torch::Tensor& chw) {
-  XDINO_CHECK(chw.dim() == 3 && chw.size(0) == 3, "expected a (3, H, W) image, got ",
-              chw.sizes());
+  XDINO_CHECK(chw.dim() == 3 && chw.size(0) == 3, "expected a (3, H, W) image, got ", chw.sizes());
   torch::Tensor t = chw.to(torch::kFloat);
   const float lo = t.min().item<float>(), hi = t.max().item<float>();
   t = hi > lo ? (t - lo) / (hi - lo) : torch::zeros_like(t);
@@ -99,8 +98,8 @@ cv::Mat make_grid(const std::vector<GridRow>& rows, int tile_height, const std::
   };
   int kLabelWidth = 60;  // wide enough for the longest label
   for (const GridRow& r : rows) kLabelWidth = std::max(kLabelWidth, text_width(r.label, 0.45) + 14);
-  const bool captions = std::any_of(rows.begin(), rows.end(),
-                                    [](const GridRow& r) { return !r.captions.empty(); });
+  const bool captions =
+      std::any_of(rows.begin(), rows.end(), [](const GridRow& r) { return !r.captions.empty(); });
   const int row_height = tile_height + (captions ? kCaption : 0) + kGap;
   std::vector<std::vector<cv::Mat>> scaled(rows.size());
   int width = std::max(kLabelWidth, title.empty() ? 0 : text_width(title, 0.5) + 12);
@@ -141,19 +140,31 @@ void write_npy(const std::filesystem::path& path, const torch::Tensor& tensor) {
   torch::Tensor t = tensor.cpu().contiguous();
   std::string descr;
   switch (t.scalar_type()) {
-    case torch::kFloat: descr = "<f4"; break;
-    case torch::kDouble: descr = "<f8"; break;
-    case torch::kLong: descr = "<i8"; break;
-    case torch::kInt: descr = "<i4"; break;
-    case torch::kUInt8: descr = "|u1"; break;
+    case torch::kFloat:
+      descr = "<f4";
+      break;
+    case torch::kDouble:
+      descr = "<f8";
+      break;
+    case torch::kLong:
+      descr = "<i8";
+      break;
+    case torch::kInt:
+      descr = "<i4";
+      break;
+    case torch::kUInt8:
+      descr = "|u1";
+      break;
     default:
       t = t.to(torch::kFloat);
       descr = "<f4";
   }
   std::string shape;
   for (int64_t d : t.sizes()) shape += std::to_string(d) + ", ";
-  if (t.dim() > 1) shape.erase(shape.size() - 2);       // "3, 4"
-  else if (t.dim() == 1) shape.erase(shape.size() - 1);  // "3," (a Python 1-tuple)
+  if (t.dim() > 1)
+    shape.erase(shape.size() - 2);  // "3, 4"
+  else if (t.dim() == 1)
+    shape.erase(shape.size() - 1);  // "3," (a Python 1-tuple)
   std::string header =
       "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   // Magic (6) + version (2) + header length (2) + header + '\n', padded to a multiple of 64.

@@ -24,8 +24,8 @@ namespace {
 constexpr int64_t kTorchBlockElements = int64_t{1} << 27;
 
 void check_features(const torch::Tensor& t, const char* what) {
-  XDINO_CHECK_ARG(t.defined() && t.dim() == 2 && t.size(0) > 0,
-                  what, " features must be a non-empty [N, C] matrix");
+  XDINO_CHECK_ARG(t.defined() && t.dim() == 2 && t.size(0) > 0, what,
+                  " features must be a non-empty [N, C] matrix");
   XDINO_CHECK_ARG(t.scalar_type() == torch::kFloat32, what, " features must be float32, got ",
                   t.scalar_type());
 }
@@ -44,8 +44,8 @@ Neighbours search_torch(const torch::Tensor& train, const torch::Tensor& queries
   std::vector<torch::Tensor> sims, idx;
   const torch::Tensor train_t = train.t();
   for (int64_t start = 0; start < m; start += rows) {
-    const torch::Tensor block = torch::mm(queries.narrow(0, start, std::min(rows, m - start)),
-                                          train_t);
+    const torch::Tensor block =
+        torch::mm(queries.narrow(0, start, std::min(rows, m - start)), train_t);
     auto [s, i] = block.topk(k, /*dim=*/1, /*largest=*/true, /*sorted=*/true);
     sims.push_back(s);
     idx.push_back(i);
@@ -53,8 +53,7 @@ Neighbours search_torch(const torch::Tensor& train, const torch::Tensor& queries
   return {torch::cat(sims).to(torch::kCPU), torch::cat(idx).to(torch::kCPU)};
 }
 
-Neighbours search_faiss_cpu(const torch::Tensor& train, const torch::Tensor& queries,
-                            int64_t k) {
+Neighbours search_faiss_cpu(const torch::Tensor& train, const torch::Tensor& queries, int64_t k) {
   // The exact kernel IndexFlatIP::search runs, called on the caller's memory so the train
   // matrix (2 GB at ImageNet scale) is not copied into an index.
   const torch::Tensor x = queries.to(torch::kCPU).contiguous();
@@ -68,8 +67,7 @@ Neighbours search_faiss_cpu(const torch::Tensor& train, const torch::Tensor& que
 }
 
 #ifdef XDINO_WITH_FAISS_GPU
-Neighbours search_faiss_gpu(const torch::Tensor& train, const torch::Tensor& queries,
-                            int64_t k) {
+Neighbours search_faiss_gpu(const torch::Tensor& train, const torch::Tensor& queries, int64_t k) {
   XDINO_CHECK(k <= 2048, "GPU faiss supports k <= 2048, got k = ", k,
               ": lower --nb_knn or keep the features on the CPU");
   faiss::gpu::StandardGpuResources resources;
@@ -111,8 +109,8 @@ const char* backend_name(KnnBackend backend) {
 }
 
 Neighbours search_neighbours(const torch::Tensor& train_features,
-                             const torch::Tensor& query_features, int64_t k,
-                             int64_t query_chunk, KnnBackend backend) {
+                             const torch::Tensor& query_features, int64_t k, int64_t query_chunk,
+                             KnnBackend backend) {
   check_features(train_features, "train");
   check_features(query_features, "query");
   XDINO_CHECK_ARG(train_features.size(1) == query_features.size(1),
@@ -134,8 +132,8 @@ Neighbours search_neighbours(const torch::Tensor& train_features,
 }
 
 std::vector<int64_t> rank_classes(const float* similarities, const int64_t* neighbour_labels,
-                                  int64_t k, double temperature, int64_t num_classes,
-                                  int64_t count, std::vector<double>& scores) {
+                                  int64_t k, double temperature, int64_t num_classes, int64_t count,
+                                  std::vector<double>& scores) {
   // A negative score marks a class without votes: exp() may underflow to 0 for a real vote.
   if (static_cast<int64_t>(scores.size()) != num_classes) scores.assign(num_classes, -1.0);
   std::vector<int64_t> touched;
@@ -201,8 +199,7 @@ KnnResult knn_classify(const torch::Tensor& train_features, const torch::Tensor&
   result.num_train = train_features.size(0);
   result.num_test = test_features.size(0);
   result.feature_dim = train_features.size(1);
-  result.num_classes =
-      std::max(ytrain.max().item<int64_t>(), ytest.max().item<int64_t>()) + 1;
+  result.num_classes = std::max(ytrain.max().item<int64_t>(), ytest.max().item<int64_t>()) + 1;
   const int64_t kmax = *std::max_element(params.ks.begin(), params.ks.end());
   const size_t nk = params.ks.size();
   std::vector<std::atomic<int64_t>> top1(nk), top5(nk);
@@ -214,8 +211,8 @@ KnnResult knn_classify(const torch::Tensor& train_features, const torch::Tensor&
   Progress progress("k-NN", m);
   for (int64_t start = 0; start < m; start += chunk) {
     const int64_t rows = std::min(chunk, m - start);
-    const Neighbours nb = search_chunk(train_features, test_features.narrow(0, start, rows),
-                                       kmax, params.backend);
+    const Neighbours nb =
+        search_chunk(train_features, test_features.narrow(0, start, rows), kmax, params.backend);
     const float* sims = nb.similarities.data_ptr<float>();
     const int64_t* idx = nb.indices.data_ptr<int64_t>();
     at::parallel_for(0, rows, 64, [&](int64_t lo, int64_t hi) {
@@ -227,9 +224,8 @@ KnnResult knn_classify(const torch::Tensor& train_features, const torch::Tensor&
         const int64_t target = test_y[start + q];
         for (size_t i = 0; i < nk; ++i) {
           const int64_t k = params.ks[i];
-          const auto ranked = rank_classes(sims + q * kmax, labels.data(), k,
-                                           params.temperature, result.num_classes,
-                                           std::min<int64_t>(5, k), scores);
+          const auto ranked = rank_classes(sims + q * kmax, labels.data(), k, params.temperature,
+                                           result.num_classes, std::min<int64_t>(5, k), scores);
           c1[i] += ranked[0] == target;
           c5[i] += std::find(ranked.begin(), ranked.end(), target) != ranked.end();
         }
@@ -245,8 +241,7 @@ KnnResult knn_classify(const torch::Tensor& train_features, const torch::Tensor&
   for (size_t i = 0; i < nk; ++i)
     result.per_k.push_back({params.ks[i], 100.0 * static_cast<double>(top1[i]) / m,
                             100.0 * static_cast<double>(top5[i]) / m});
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   return result;
 }
 

@@ -64,13 +64,12 @@ struct KnnResult {
 
 Neighbours search_neighbours(const torch::Tensor& train_features,
                              const torch::Tensor& query_features, int64_t k,
-                             int64_t query_chunk = 4096,
-                             KnnBackend backend = KnnBackend::kFaiss);
+                             int64_t query_chunk = 4096, KnnBackend backend = KnnBackend::kFaiss);
 
 // `scores` is scratch space of num_classes zeros, returned zeroed (reused across queries).
 std::vector<int64_t> rank_classes(const float* similarities, const int64_t* neighbour_labels,
-                                  int64_t k, double temperature, int64_t num_classes,
-                                  int64_t count, std::vector<double>& scores);
+                                  int64_t k, double temperature, int64_t num_classes, int64_t count,
+                                  std::vector<double>& scores);
 
 KnnResult knn_classify(const torch::Tensor& train_features, const torch::Tensor& train_labels,
                        const torch::Tensor& test_features, const torch::Tensor& test_labels,

@@ -24,7 +24,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 torch::Tensor load_tensor_pth(const fs::path& path) {
   const c10::IValue v = load_pth(path);
-  XDINO_CHECK(v.isTensor(), path, " holds no tensor (expected what eval_knn.py's "
+  XDINO_CHECK(v.isTensor(), path,
+              " holds no tensor (expected what eval_knn.py's "
               "--dump_features writes)");
   return v.toTensor();
 }
@@ -53,7 +54,8 @@ Splits load_dumped(const std::string& dir_text, BackboneSpec& model) {
   for (const char* f : files)
     XDINO_CHECK_ARG(fs::is_regular_file(dir / f), "--load_features '", dir_text,
                     "' holds neither trainfeat.h5 + testfeat.h5 (dino knn --dump_features) nor "
-                    "eval_knn.py's dumps (", f, " is missing)");
+                    "eval_knn.py's dumps (",
+                    f, " is missing)");
   s.train.features = load_tensor_pth(dir / files[0]).to(torch::kCPU, torch::kFloat32);
   s.test.features = load_tensor_pth(dir / files[1]).to(torch::kCPU, torch::kFloat32);
   s.train.labels = load_tensor_pth(dir / files[2]).to(torch::kCPU, torch::kInt64);

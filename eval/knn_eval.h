@@ -55,7 +55,6 @@ struct KnnEvalResult {
   Json json;      // what knn.json holds (rank 0 only)
 };
 
-KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
-                           torch::Device device);
+KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm, torch::Device device);
 
 }  // namespace xdino::eval

@@ -24,16 +24,15 @@ torch::Tensor LinearClassifierImpl::forward(torch::Tensor x) {
 }
 
 double cosine_lr(double base_lr, int64_t epoch, int64_t epochs) {
-  return base_lr * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(epoch) /
-                                         static_cast<double>(epochs)));
+  return base_lr * 0.5 *
+         (1.0 + std::cos(M_PI * static_cast<double>(epoch) / static_cast<double>(epochs)));
 }
 
 double scaled_lr(const LinearSchedule& schedule, int world_size) {
   return schedule.lr * static_cast<double>(schedule.batch_size_per_gpu * world_size) / 256.0;
 }
 
-std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
-                                                      double lr) {
+std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier, double lr) {
   train::ParamGroup group;
   for (const auto& p : classifier->named_parameters()) {
     group.names.push_back(p.key());
@@ -89,12 +88,11 @@ ValidationStats validate_linear(LinearClassifier& classifier, FeatureBatches& va
   return s;
 }
 
-LinearOutcome train_linear(LinearClassifier& classifier, train::Optimizer& optimizer,
-                           FeatureBatches& train, FeatureBatches& val,
-                           const LinearSchedule& schedule, Communicator& comm,
-                           int64_t start_epoch, LinearOutcome resumed,
-                           const std::function<void(const EpochStats&, const LinearOutcome&)>&
-                               on_epoch) {
+LinearOutcome train_linear(
+    LinearClassifier& classifier, train::Optimizer& optimizer, FeatureBatches& train,
+    FeatureBatches& val, const LinearSchedule& schedule, Communicator& comm, int64_t start_epoch,
+    LinearOutcome resumed,
+    const std::function<void(const EpochStats&, const LinearOutcome&)>& on_epoch) {
   XDINO_CHECK_ARG(schedule.epochs >= 1, "--epochs must be >= 1, got ", schedule.epochs);
   XDINO_CHECK_ARG(schedule.val_freq >= 1, "--val_freq must be >= 1, got ", schedule.val_freq);
   const double base = scaled_lr(schedule, comm.world_size());

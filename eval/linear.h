@@ -76,16 +76,16 @@ struct LinearSchedule {
 };
 
 struct LinearOutcome {
-  double best_acc = 0.0;  // best validation top-1 over the run (the reported number)
+  double best_acc = 0.0;    // best validation top-1 over the run (the reported number)
   int64_t best_epoch = -1;  // -1: not known (no validation yet, or resumed without it)
   double best_acc5 = std::numeric_limits<double>::quiet_NaN();  // top-5 at best_epoch
-  std::optional<EpochStats> last;                                // last epoch trained
+  std::optional<EpochStats> last;                               // last epoch trained
 };
 
 // The optimiser train_linear() builds, for checkpoints: SGD over {linear.weight, linear.bias}.
 // SGD, momentum 0.9, no weight decay, one parameter group (weight, bias) as eval_linear.py.
 std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
-                                                      double scaled_lr);
+                                                        double scaled_lr);
 
 double scaled_lr(const LinearSchedule& schedule, int world_size);
 

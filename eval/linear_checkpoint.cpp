@@ -87,15 +87,15 @@ void load_linear_weights(const std::filesystem::path& path, LinearClassifier& cl
   lin->bias.copy_(b);
 }
 
-int64_t restore_linear_checkpoint(const std::filesystem::path& path,
-                                  LinearClassifier& classifier, train::Optimizer& optimizer,
-                                  LinearOutcome& best) {
+int64_t restore_linear_checkpoint(const std::filesystem::path& path, LinearClassifier& classifier,
+                                  train::Optimizer& optimizer, LinearOutcome& best) {
   const std::string what = path.string();
   load_linear_weights(path, classifier);
   const xdino::IDict ck = xdino::as_dict(load_pth(path), what);
   optimizer.load_state_dict(xdino::get(ck, "optimizer", what));
   best.best_acc = xdino::as_double(xdino::get(ck, "best_acc", what), "best_acc");
-  if (const c10::IValue* e = xdino::find(ck, "best_epoch")) best.best_epoch = xdino::as_int(*e, "best_epoch");
+  if (const c10::IValue* e = xdino::find(ck, "best_epoch"))
+    best.best_epoch = xdino::as_int(*e, "best_epoch");
   if (const c10::IValue* a = xdino::find(ck, "best_acc5"); a != nullptr && !a->isNone())
     best.best_acc5 = xdino::as_double(*a, "best_acc5");
   return xdino::as_int(xdino::get(ck, "epoch", what), "epoch");

@@ -24,8 +24,8 @@
 namespace xdino::eval {
 
 struct LinearCheckpointInfo {
-  int64_t epochs = 100;     // T_max of the schedule
-  double base_lr = 0.0;     // the scaled lr of epoch 0
+  int64_t epochs = 100;  // T_max of the schedule
+  double base_lr = 0.0;  // the scaled lr of epoch 0
   std::string protocol;
 };
 
@@ -37,8 +37,7 @@ void load_linear_weights(const std::filesystem::path& path, LinearClassifier& cl
 
 // Returns the epoch to resume from; `best` receives best_acc (and best_epoch/best_acc5 when
 // the file has them).
-int64_t restore_linear_checkpoint(const std::filesystem::path& path,
-                                  LinearClassifier& classifier, train::Optimizer& optimizer,
-                                  LinearOutcome& best);
+int64_t restore_linear_checkpoint(const std::filesystem::path& path, LinearClassifier& classifier,
+                                  train::Optimizer& optimizer, LinearOutcome& best);
 
 }  // namespace xdino::eval

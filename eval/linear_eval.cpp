@@ -85,9 +85,8 @@ augment::LoaderOptions loader_options(const LinearEvalOptions& o, bool shuffle,
 // Rank 0's cached features, copied to every process (each trains on its shard).
 FeatureSet share(FeatureSet set, Communicator& comm, torch::Device device) {
   if (comm.world_size() == 1) return set;
-  torch::Tensor shape = comm.is_main()
-                            ? torch::tensor({set.features.size(0), set.features.size(1)})
-                            : torch::zeros({2}, torch::kInt64);
+  torch::Tensor shape = comm.is_main() ? torch::tensor({set.features.size(0), set.features.size(1)})
+                                       : torch::zeros({2}, torch::kInt64);
   std::vector<torch::Tensor> s{shape.to(device)};
   comm.broadcast(s, 0);
   const auto dims = s[0].to(torch::kCPU);
@@ -125,8 +124,7 @@ struct ProbeInputs {
 
 // The official protocol: the frozen backbone on augmented training images (RandomResizedCrop +
 // flip) and centre-cropped validation images, every epoch.
-ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm,
-                            torch::Device device) {
+ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torch::Device device) {
   const std::shared_ptr<models::Backbone> model = load_frozen_backbone(o.model, device);
   augment::DatasetPtr train_data;
   if (!o.evaluate) train_data = open_eval_split(o.data_path, "train", o.subset);
@@ -168,15 +166,15 @@ ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm,
 // The cached-features mode (ours, fast, not the official protocol): features of both splits
 // computed once without augmentation (or read with --load_features; dumped with
 // --dump_features), held by every process.
-ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex,
-                          Communicator& comm, torch::Device device) {
+ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex, Communicator& comm,
+                          torch::Device device) {
   FeatureSet train_set, val_set;
   if (!o.load_features.empty()) {
     if (comm.is_main()) {
       train_set = read_features(fs::path(o.load_features) / "trainfeat.h5");
       val_set = read_features(fs::path(o.load_features) / "testfeat.h5");
-      XDINO_CHECK_ARG(!train_set.attributes.normalized,
-                      "--load_features ", o.load_features, " holds L2-normalised (k-NN) features; "
+      XDINO_CHECK_ARG(!train_set.attributes.normalized, "--load_features ", o.load_features,
+                      " holds L2-normalised (k-NN) features; "
                       "the linear probe takes unnormalised ones (dino linear --cached_features "
                       "true --dump_features DIR)");
     }
@@ -197,19 +195,17 @@ ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex,
   auto train = std::make_shared<FeatureSet>(share(std::move(train_set), comm, device));
   auto val = std::make_shared<FeatureSet>(share(std::move(val_set), comm, device));
   ProbeInputs in;
-  in.classes = std::max(train->labels.max().item<int64_t>(),
-                        val->labels.max().item<int64_t>()) + 1;
+  in.classes = std::max(train->labels.max().item<int64_t>(), val->labels.max().item<int64_t>()) + 1;
   in.dim = train->features.size(1);
   in.num_train = train->features.size(0);
   in.num_val = val->features.size(0);
   in.val_batches = [&o, &comm, device, val]() -> std::unique_ptr<FeatureBatches> {
-    return std::make_unique<CachedBatches>(val->features, val->labels, o.batch_size_per_gpu,
-                                           false, 0, comm.rank(), comm.world_size(), device);
+    return std::make_unique<CachedBatches>(val->features, val->labels, o.batch_size_per_gpu, false,
+                                           0, comm.rank(), comm.world_size(), device);
   };
   in.train_batches = [&o, &comm, device, train]() -> std::unique_ptr<FeatureBatches> {
-    return std::make_unique<CachedBatches>(train->features, train->labels,
-                                           o.batch_size_per_gpu, true, o.seed, comm.rank(),
-                                           comm.world_size(), device);
+    return std::make_unique<CachedBatches>(train->features, train->labels, o.batch_size_per_gpu,
+                                           true, o.seed, comm.rank(), comm.world_size(), device);
   };
   return in;
 }
@@ -220,8 +216,8 @@ LinearEvalResult evaluate_stored(const LinearEvalOptions& o, LinearClassifier& c
   const fs::path weights = o.linear_weights.empty() ? fs::path(o.output_dir) / "checkpoint.pth"
                                                     : fs::path(o.linear_weights);
   const std::string problem = file_problem(weights);
-  XDINO_CHECK_ARG(problem.empty(), "--evaluate: linear weights '", weights.string(), "' ",
-                  problem, " (--linear_weights; eval_linear.py would download reference "
+  XDINO_CHECK_ARG(problem.empty(), "--evaluate: linear weights '", weights.string(), "' ", problem,
+                  " (--linear_weights; eval_linear.py would download reference "
                   "weights, this build never downloads)");
   load_linear_weights(weights, classifier);
   const ValidationStats s = validate_linear(classifier, val, comm);
@@ -277,8 +273,9 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   const bool cached = o.cached_features;
   const char* protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
   if (cached)
-    log::warn("--cached_features: training on features computed once without augmentation. "
-              "This is a fast approximation, NOT the official linear protocol.");
+    log::warn(
+        "--cached_features: training on features computed once without augmentation. "
+        "This is a fast approximation, NOT the official linear protocol.");
 
   ExtractOptions ex;
   ex.batch_size = o.batch_size_per_gpu;
@@ -288,8 +285,8 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   ex.kind = FeatureKind::kLinear;
   ex.n_last_blocks = o.n_last_blocks;
   ex.avgpool_patchtokens = o.avgpool_patchtokens;
-  const ProbeInputs in = cached ? cached_inputs(o, ex, comm, device)
-                                : official_inputs(o, comm, device);
+  const ProbeInputs in =
+      cached ? cached_inputs(o, ex, comm, device) : official_inputs(o, comm, device);
   XDINO_CHECK_ARG(in.classes <= o.num_labels, "the data has ", in.classes,
                   " classes but --num_labels is ", o.num_labels, ": raise --num_labels");
   if (in.classes < o.num_labels)
@@ -341,8 +338,8 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   if (comm.is_main()) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    result.json = result_json(o, ex, in, protocol, result.outcome, comm.world_size(), base_lr,
-                              seconds);
+    result.json =
+        result_json(o, ex, in, protocol, result.outcome, comm.world_size(), base_lr, seconds);
     write_file_atomically(out_dir / "linear.json", python_dumps(result.json, 2) + "\n");
     log::info("Training of the supervised linear classifier on frozen features completed.");
     char acc[32];

@@ -64,8 +64,7 @@ OnlineKnnResult OnlineKnn::measure(models::Backbone& backbone, Communicator& com
     KnnParams p;
     p.ks = {std::min(options_.k, train.features.size(0))};
     p.temperature = options_.temperature;
-    const KnnResult knn =
-        knn_classify(train.features, train.labels, val.features, val.labels, p);
+    const KnnResult knn = knn_classify(train.features, train.labels, val.features, val.labels, p);
     r.top1 = knn.per_k[0].top1;
     r.top5 = knn.per_k[0].top5;
   }

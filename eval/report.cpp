@@ -1,8 +1,8 @@
 #include "eval/report.h"
 
+#include <algorithm>
 #include <boost/property_tree/ini_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -49,8 +49,12 @@ std::string format_acc(const std::optional<double>& a, bool cached = false) {
 }
 
 std::vector<std::string> cells(const ReportRow& r) {
-  return {r.method,         r.model,          format_params(r.params), format_flops(r.flops),
-          format_acc(r.linear, r.linear_cached), format_acc(r.knn)};
+  return {r.method,
+          r.model,
+          format_params(r.params),
+          format_flops(r.flops),
+          format_acc(r.linear, r.linear_cached),
+          format_acc(r.knn)};
 }
 
 std::vector<std::string> transfer_cells(const ReportRow& r) {
@@ -68,13 +72,13 @@ std::vector<std::string> transfer_cells(const ReportRow& r) {
 
 const std::vector<std::string>& transfer_header() {
   static const std::vector<std::string> h = {
-      "SSL Method", "Model", "Copydays (strong mAP)", "ROx M", "ROx H", "RPar M", "RPar H",
-      "DAVIS (J&F)m", "Jm", "Fm"};
+      "SSL Method", "Model",  "Copydays (strong mAP)", "ROx M", "ROx H",
+      "RPar M",     "RPar H", "DAVIS (J&F)m",          "Jm",    "Fm"};
   return h;
 }
 
 const std::vector<std::string>& header() {
-  static const std::vector<std::string> h = {"SSL Method", "Model", "#params",
+  static const std::vector<std::string> h = {"SSL Method", "Model",  "#params",
                                              "FLOPs",      "Linear", "k-NN"};
   return h;
 }
@@ -127,8 +131,8 @@ void merge_model(ModelKey& key, const Json& j, const fs::path& file, bool resolu
   if (j.contains("arch")) {
     const auto arch = j.at("arch").get<std::string>();
     XDINO_CHECK_ARG(key.arch.empty() || key.arch == arch,
-                    "run folder results disagree on the architecture: '", key.arch, "' vs '",
-                    arch, "' in ", file.string());
+                    "run folder results disagree on the architecture: '", key.arch, "' vs '", arch,
+                    "' in ", file.string());
     key.arch = arch;
   }
   if (j.contains("patch_size")) key.patch_size = j.at("patch_size").get<int64_t>();
@@ -207,18 +211,19 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   const auto copy_file = find_result(dir, "copy_detection.json", "copy_detection");
   const auto davis_file = find_result(dir, "video_segmentation.json", "video_segmentation");
   std::vector<fs::path> retrieval_files;  // one per dataset
-  if (fs::is_regular_file(dir / "retrieval.json")) retrieval_files.push_back(dir / "retrieval.json");
+  if (fs::is_regular_file(dir / "retrieval.json"))
+    retrieval_files.push_back(dir / "retrieval.json");
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_directory() && fs::is_regular_file(e.path() / "retrieval.json"))
       retrieval_files.push_back(e.path() / "retrieval.json");
   std::sort(retrieval_files.begin(), retrieval_files.end());
-  const std::optional<fs::path> any_file =
-      knn_file ? knn_file
-      : linear_file ? linear_file
-      : copy_file ? copy_file
-      : davis_file ? davis_file
-      : retrieval_files.empty() ? std::nullopt
-                                : std::optional<fs::path>(retrieval_files.front());
+  const std::optional<fs::path> any_file = knn_file      ? knn_file
+                                           : linear_file ? linear_file
+                                           : copy_file   ? copy_file
+                                           : davis_file  ? davis_file
+                                           : retrieval_files.empty()
+                                               ? std::nullopt
+                                               : std::optional<fs::path>(retrieval_files.front());
   XDINO_CHECK_ARG(any_file, "run folder '", dir_text,
                   "' has no knn.json, linear.json, copy_detection.json, retrieval.json or "
                   "video_segmentation.json: run an evaluation with --output_dir there first");
@@ -245,8 +250,7 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   if (linear_file) {
     read_result(*linear_file, [&](const Json& j) {
       row.linear = j.at("best").at("acc1").get<double>();
-      row.linear_cached =
-          j.at("protocol").get<std::string>().rfind("cached-features", 0) == 0;
+      row.linear_cached = j.at("protocol").get<std::string>().rfind("cached-features", 0) == 0;
     });
   }
   if (copy_file)
@@ -254,23 +258,29 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
         *copy_file, [&](const Json& j) { row.copydays_strong = j.at("strong_mAP").get<double>(); },
         false);
   for (const fs::path& f : retrieval_files) {
-    read_result(f, [&](const Json& j) {
-      const std::string dataset = j.at("dataset").get<std::string>();
-      auto& m = dataset == "roxford5k" ? row.roxford_m : row.rparis_m;
-      auto& h = dataset == "roxford5k" ? row.roxford_h : row.rparis_h;
-      XDINO_CHECK_ARG(!m, "run folder '", dir_text, "' holds two retrieval.json files for ",
-                      dataset, ": give each its own --runs folder");
-      m = j.at("mAP_M").get<double>();
-      h = j.at("mAP_H").get<double>();
-    }, false);
+    read_result(
+        f,
+        [&](const Json& j) {
+          const std::string dataset = j.at("dataset").get<std::string>();
+          auto& m = dataset == "roxford5k" ? row.roxford_m : row.rparis_m;
+          auto& h = dataset == "roxford5k" ? row.roxford_h : row.rparis_h;
+          XDINO_CHECK_ARG(!m, "run folder '", dir_text, "' holds two retrieval.json files for ",
+                          dataset, ": give each its own --runs folder");
+          m = j.at("mAP_M").get<double>();
+          h = j.at("mAP_H").get<double>();
+        },
+        false);
   }
   if (davis_file) {
-    read_result(*davis_file, [&](const Json& j) {
-      if (!j.contains("J&F-Mean")) return;  // segmented without --evaluate
-      row.davis_jf = 100.0 * j.at("J&F-Mean").get<double>();
-      row.davis_j = 100.0 * j.at("J-Mean").get<double>();
-      row.davis_f = 100.0 * j.at("F-Mean").get<double>();
-    }, false);
+    read_result(
+        *davis_file,
+        [&](const Json& j) {
+          if (!j.contains("J&F-Mean")) return;  // segmented without --evaluate
+          row.davis_jf = 100.0 * j.at("J&F-Mean").get<double>();
+          row.davis_j = 100.0 * j.at("J-Mean").get<double>();
+          row.davis_f = 100.0 * j.at("F-Mean").get<double>();
+        },
+        false);
   }
   // Results written by older or other tools may lack fields: the run's config.ini has them.
   const fs::path ini = any_file->parent_path() / "config.ini";
@@ -298,7 +308,9 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   row.arch = key.arch;
   row.image_size = size;
   row.model = display_model_name(key.arch, patch, size);
-  row.method = key.arch == "pixels" ? "None" : key.pretrained.value_or(true) ? "DINO" : "Random init";
+  row.method = key.arch == "pixels"            ? "None"
+               : key.pretrained.value_or(true) ? "DINO"
+                                               : "Random init";
   if (facts) {
     const ModelFacts f = facts(key.arch, patch, size);
     row.params = f.params;
@@ -315,13 +327,11 @@ std::vector<ReportRow> published_rows() {
     double linear, knn;  // < 0: not reported
   };
   static const P table[] = {
-      {"MoBY", "Swin-T", 29, 4.5, 75.0, -1},      {"DINO", "ResNet-50", 23, 4.1, 74.5, 65.6},
-      {"DINO", "ViT-S/16", 22, 4.6, 76.1, 72.8},  {"DINO", "ViT-S/8", 22, 22.4, 79.2, 77.2},
-      {"DINO", "XCiT-S12/16", 26, 4.9, 77.8, 76.0},
-      {"DINO", "XCiT-S12/8", 26, 18.9, 79.2, 77.1},
-      {"DINO", "ViT-B/16", 87, 17.5, 78.2, 76.1}, {"DINO", "ViT-B/8", 87, 78.2, 80.1, 77.4},
-      {"DINO", "XCiT-M24/16", 84, 16.2, 78.8, 76.4},
-      {"DINO", "XCiT-M24/8", 84, 64.0, 80.3, 77.9},
+      {"MoBY", "Swin-T", 29, 4.5, 75.0, -1},           {"DINO", "ResNet-50", 23, 4.1, 74.5, 65.6},
+      {"DINO", "ViT-S/16", 22, 4.6, 76.1, 72.8},       {"DINO", "ViT-S/8", 22, 22.4, 79.2, 77.2},
+      {"DINO", "XCiT-S12/16", 26, 4.9, 77.8, 76.0},    {"DINO", "XCiT-S12/8", 26, 18.9, 79.2, 77.1},
+      {"DINO", "ViT-B/16", 87, 17.5, 78.2, 76.1},      {"DINO", "ViT-B/8", 87, 78.2, 80.1, 77.4},
+      {"DINO", "XCiT-M24/16", 84, 16.2, 78.8, 76.4},   {"DINO", "XCiT-M24/8", 84, 64.0, 80.3, 77.9},
       {"DINO", "XCiT-M24/8↑384", 84, 188.0, 80.9, -1},
   };
   std::vector<ReportRow> rows;
@@ -381,7 +391,8 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
                r.curves + ")\n";
   } else if (format == ReportFormat::kLatex) {
     out += "% XCiT paper Table 3 layout; needs \\usepackage{booktabs}\n";
-    out += std::string("\\begin{tabular}{ll") + "rrrr" + (with_source ? "l" : "") + "}\n\\toprule\n";
+    out +=
+        std::string("\\begin{tabular}{ll") + "rrrr" + (with_source ? "l" : "") + "}\n\\toprule\n";
     auto line = [&](const std::vector<std::string>& c) {
       for (size_t i = 0; i < c.size(); ++i) out += (i ? " & " : "") + latex_escape(c[i]);
       out += " \\\\\n";
@@ -464,7 +475,8 @@ std::string write_report(const ReportOptions& options, const ModelFactsFn& facts
   std::vector<ReportRow> rows;
   for (const std::string& run : options.runs) rows.push_back(read_run(run, facts));
   // Links relative to the report, so the folder can move as a whole.
-  const fs::path report_dir = options.output == "-" ? fs::path(".") : fs::path(options.output).parent_path();
+  const fs::path report_dir =
+      options.output == "-" ? fs::path(".") : fs::path(options.output).parent_path();
   for (ReportRow& r : rows)
     if (!r.curves.empty())
       r.curves = fs::relative(r.curves, report_dir.empty() ? fs::path(".") : report_dir).string();

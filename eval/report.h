@@ -64,19 +64,17 @@ struct ReportRow {
   std::string method;
   std::string model;
   std::optional<double> params, flops, linear, knn;
-  bool linear_cached = false;  // linear.json came from the cached-features fast mode
+  bool linear_cached = false;   // linear.json came from the cached-features fast mode
   std::string source = "ours";  // or "published"
-  std::string run;               // run folder ("" for published rows)
+  std::string run;              // run folder ("" for published rows)
   std::string arch;
   int64_t image_size = 224;
-  int64_t knn_k = 0;  // k of the k-NN column (0: none)
+  int64_t knn_k = 0;   // k of the k-NN column (0: none)
   std::string curves;  // the training run's curves.png next to the evaluated weights, if any
   // The transfer table (percent).
   std::optional<double> copydays_strong, roxford_m, roxford_h, rparis_m, rparis_h, davis_jf,
       davis_j, davis_f;
-  bool has_transfer() const {
-    return copydays_strong || roxford_m || rparis_m || davis_jf;
-  }
+  bool has_transfer() const { return copydays_strong || roxford_m || rparis_m || davis_jf; }
 };
 
 enum class ReportFormat { kMarkdown, kLatex, kCsv, kJson };

@@ -40,9 +40,9 @@ std::string format_threshold(double t) {
 }
 
 bool wants(const VisualizeOptions& o, const char* kind) {
-  XDINO_CHECK_ARG(o.qk_norms == "hat" || o.qk_norms == "raw" || o.qk_norms == "both" ||
-                      o.qk_norms == "none",
-                  "--qk_norms must be hat, raw, both or none, got '", o.qk_norms, "'");
+  XDINO_CHECK_ARG(
+      o.qk_norms == "hat" || o.qk_norms == "raw" || o.qk_norms == "both" || o.qk_norms == "none",
+      "--qk_norms must be hat, raw, both or none, got '", o.qk_norms, "'");
   return o.qk_norms == "both" || o.qk_norms == kind;
 }
 
@@ -161,8 +161,7 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
     write_png(dir / ("attn-overlay-head" + std::to_string(j) + ".png"), overlays.back());
   }
   write_npy(dir / "attn.npy", m.attention);
-  rows.push_back({(m.caps.class_attention_layers > 0 ? "CLS attn, CA layer "
-                                                      : "CLS attn, block ") +
+  rows.push_back({(m.caps.class_attention_layers > 0 ? "CLS attn, CA layer " : "CLS attn, block ") +
                       std::to_string(m.ca_layer),
                   attn_tiles, head_captions(heads)});
   rows.push_back({"attn over image", overlays, {}});
@@ -184,16 +183,17 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
   const bool unit_queries = m.caps.unit_queries;
   auto qk_rows = [&](const torch::Tensor& q, const torch::Tensor& k, const std::string& suffix,
                      const std::string& label) {
-    for (const auto& [map, stem] : {std::pair{q, std::string("qnorm")}, std::pair{k, std::string("knorm")}}) {
+    for (const auto& [map, stem] :
+         {std::pair{q, std::string("qnorm")}, std::pair{k, std::string("knorm")}}) {
       if (!map.defined()) continue;
       const auto tiles = heads_of(map, m.patch, Colormap::kViridis);
       for (int64_t j = 0; j < heads; ++j)
         write_png(dir / (stem + suffix + layer + "-head" + std::to_string(j) + ".png"), tiles[j]);
       write_npy(dir / (stem + (suffix.empty() ? "" : "_raw") + ".npy"), map);
-      rows.push_back({(stem == "qnorm" ? "|q|" : "|k|") + label +
-                          ", " + m.caps.block_label + " blk " +
-                          std::to_string(m.qk_block),
-                      tiles, {}});
+      rows.push_back({(stem == "qnorm" ? "|q|" : "|k|") + label + ", " + m.caps.block_label +
+                          " blk " + std::to_string(m.qk_block),
+                      tiles,
+                      {}});
     }
   };
   if (m.q_hat.defined() && wants(o, "hat"))
@@ -203,7 +203,8 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
   // Small images (28-32 px) drawn at least 4x, so a 7x7 token grid reads as cells.
   const int tile = static_cast<int>(std::clamp<int64_t>(4 * m.image.rows, 128, 192));
   const std::string title =
-      o.arch + (o.pretrained_weights.empty() ? " (random weights)" : " <- " + o.pretrained_weights) +
+      o.arch +
+      (o.pretrained_weights.empty() ? " (random weights)" : " <- " + o.pretrained_weights) +
       "   colours: each map from its minimum (dark blue) to its maximum (yellow)";
   write_png(dir / "overview.png", make_grid(rows, tile, title));
 }
@@ -297,7 +298,8 @@ int64_t visualize(const VisualizeOptions& o) {
   fs::create_directories(out);
   int64_t count = 0;
   for (const fs::path& path : images) {
-    const ImageMaps m = compute_maps(*model, augment::read_image(path), o, path.filename().string());
+    const ImageMaps m =
+        compute_maps(*model, augment::read_image(path), o, path.filename().string());
     const fs::path dir = images.size() == 1 ? out : out / path.stem();
     write_maps(m, dir, o);
     log::info("wrote ", dir / "overview.png", " (", m.attention.size(0), " heads, ",

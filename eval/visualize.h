@@ -52,9 +52,9 @@ struct VisualizeOptions {
   std::vector<int64_t> sample_indices = {0, 1, 2, 3};
   std::vector<int64_t> image_size = {480, 480};  // (H, W), one value for a square, 0: keep
   std::string output_dir = ".";
-  double threshold = 0;       // mass kept by the masks; 0: no masks (the official None)
-  int64_t ca_layer = -1;      // XCiT class-attention layer of the attention maps
-  int64_t qk_block = -1;      // XCiT XCA block of the |Q|/|K| maps
+  double threshold = 0;           // mass kept by the masks; 0: no masks (the official None)
+  int64_t ca_layer = -1;          // XCiT class-attention layer of the attention maps
+  int64_t qk_block = -1;          // XCiT XCA block of the |Q|/|K| maps
   std::string qk_norms = "both";  // hat, raw, both or none
   // Attention videos (video_generation.py's flags).
   double fps = 30.0;
@@ -64,11 +64,11 @@ struct VisualizeOptions {
 
 struct ImageMaps {
   std::string name;
-  augment::Image image;        // the resized, cropped RGB image the model saw
-  torch::Tensor input;         // (3, H, W) normalised
+  augment::Image image;  // the resized, cropped RGB image the model saw
+  torch::Tensor input;   // (3, H, W) normalised
   int64_t patch = 0;
-  torch::Tensor attention;     // (heads, Hf, Wf)
-  torch::Tensor mask;          // (heads, Hf, Wf), or undefined
+  torch::Tensor attention;                   // (heads, Hf, Wf)
+  torch::Tensor mask;                        // (heads, Hf, Wf), or undefined
   torch::Tensor q_hat, k_hat, q_raw, k_raw;  // (heads, Hf, Wf), or undefined
   int64_t ca_layer = 0, qk_block = 0;        // resolved indices, for labels and file names
   models::Capabilities caps;                 // the model's, for labels

@@ -26,7 +26,7 @@ H5Object string_type(bool variable, size_t width) {
 
 // The element type of a dataset: `choice` 0 is what the reader expects.
 H5Object element_type(const H5Schema::Dataset& d, uint8_t choice, ByteReader& in) {
-  const hid_t numeric[] = {H5T_NATIVE_UINT8, H5T_NATIVE_INT8,  H5T_NATIVE_INT32, H5T_NATIVE_INT64,
+  const hid_t numeric[] = {H5T_NATIVE_UINT8,  H5T_NATIVE_INT8,  H5T_NATIVE_INT32, H5T_NATIVE_INT64,
                            H5T_NATIVE_UINT64, H5T_NATIVE_FLOAT, H5T_NATIVE_DOUBLE};
   const int c = choice % 10;
   if (c == 0 && d.type == H5T_C_S1) return string_type(true, 0);
@@ -59,10 +59,10 @@ void write_dataset(ByteReader& in, const H5Object& file, const H5Schema::Dataset
   const H5Object type = element_type(d, type_choice, in);
   // Chunked datasets may grow (unlimited maximum extents); contiguous ones have fixed extents.
   const std::vector<hsize_t> max_dims(dims.size(), H5S_UNLIMITED);
-  const H5Object space(rank == 0 ? H5Screate(H5S_SCALAR)
-                                 : H5Screate_simple(rank, dims.data(),
-                                                    layout > 0 ? max_dims.data() : nullptr),
-                       H5Sclose);
+  const H5Object space(
+      rank == 0 ? H5Screate(H5S_SCALAR)
+                : H5Screate_simple(rank, dims.data(), layout > 0 ? max_dims.data() : nullptr),
+      H5Sclose);
   const H5Object dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   if (layout > 0) {
     std::vector<hsize_t> chunk(dims.size());
@@ -74,8 +74,8 @@ void write_dataset(ByteReader& in, const H5Object& file, const H5Schema::Dataset
     H5Pset_chunk(dcpl.get(), rank, chunk.data());
     if (layout == 2) H5Pset_deflate(dcpl.get(), 6);
   }
-  const H5Object set(H5Dcreate2(file.get(), d.name.c_str(), type.get(), space.get(),
-                                H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+  const H5Object set(H5Dcreate2(file.get(), d.name.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                dcpl.get(), H5P_DEFAULT),
                      H5Dclose);
   XDINO_CHECK(set.valid(), "HDF5 refused dataset ", d.name, ": ", augment::h5::last_error());
   if (huge || count == 0) return;
@@ -137,9 +137,9 @@ void write_attribute(ByteReader& in, const H5Object& file, const std::string& na
     type = H5Object(H5Tcopy(kind == 3 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64), H5Tclose);
     value = in.bytes(kind == 4 ? 16 : 8);
   }
-  const H5Object attr(H5Acreate2(file.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
-                                 H5P_DEFAULT),
-                      H5Aclose);
+  const H5Object attr(
+      H5Acreate2(file.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Aclose);
   XDINO_CHECK(attr.valid(), "HDF5 refused attribute ", name);
   herr_t status;
   if (kind == 1) {

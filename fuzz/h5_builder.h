@@ -52,7 +52,7 @@ class ByteReader {
 struct H5Schema {
   struct Dataset {
     std::string name;
-    hid_t type;   // the reader's expected type: a native numeric type, or H5T_C_S1 (strings)
+    hid_t type;  // the reader's expected type: a native numeric type, or H5T_C_S1 (strings)
     int rank;
   };
   std::vector<Dataset> datasets;

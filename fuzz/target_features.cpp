@@ -18,11 +18,10 @@ bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
 
 void fuzz_features(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
-  const H5Schema schema{{{"features", H5T_NATIVE_FLOAT, 2},
-                         {"labels", H5T_NATIVE_INT64, 1},
-                         {"paths", H5T_C_S1, 1}},
-                        {"arch", "checkpoint", "checkpoint_key", "split", "feature", "image_size",
-                         "patch_size", "normalized"}};
+  const H5Schema schema{
+      {{"features", H5T_NATIVE_FLOAT, 2}, {"labels", H5T_NATIVE_INT64, 1}, {"paths", H5T_C_S1, 1}},
+      {"arch", "checkpoint", "checkpoint_key", "split", "feature", "image_size", "patch_size",
+       "normalized"}};
   TempInput file(nullptr, 0, ".h5");
   build_h5(in, schema, file.path());
   const eval::FeatureSet set = eval::read_features(file.path());

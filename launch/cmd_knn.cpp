@@ -32,10 +32,9 @@ class KnnCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    return run_in_session(flags, dist_, opt_.output_dir,
-                          [&](Communicator& comm, torch::Device device) {
-                            eval::run_knn_eval(opt_, comm, device);
-                          });
+    return run_in_session(
+        flags, dist_, opt_.output_dir,
+        [&](Communicator& comm, torch::Device device) { eval::run_knn_eval(opt_, comm, device); });
   }
 
  private:

@@ -1,4 +1,5 @@
-// `dino pack`: an image folder split → encoded-image HDF5 shards (layout in augment/data/h5_dataset.h).
+// `dino pack`: an image folder split → encoded-image HDF5 shards (layout in
+// augment/data/h5_dataset.h).
 #include "augment/data/open_dataset.h"
 #include "augment/data/pack.h"
 #include "core/log.h"
@@ -27,8 +28,8 @@ class PackCommand : public Command {
 
   int run(const Flags&) override {
     const augment::PackResult r = augment::pack_image_folder(opt_);
-    log::info("packed ", r.images, " images (", r.bytes, " bytes) into ", r.files.size(),
-              " file", r.files.size() == 1 ? "" : "s", r.skipped ? " (" : "",
+    log::info("packed ", r.images, " images (", r.bytes, " bytes) into ", r.files.size(), " file",
+              r.files.size() == 1 ? "" : "s", r.skipped ? " (" : "",
               r.skipped ? std::to_string(r.skipped) + " unreadable left out)" : "");
     for (const auto& f : r.files) log::info("  ", f.string());
     return 0;

@@ -31,8 +31,8 @@ struct Stage {
 Stage parse_stage(const std::string& name) {
   const auto colon = name.find(':');
   Stage s{name, name.substr(0, colon), colon == std::string::npos ? "" : name.substr(colon + 1)};
-  XDINO_CHECK_ARG(s.subcommand != "pipeline" && s.subcommand != "launch",
-                  "stage '", name, "': a pipeline runs subcommands, not ", s.subcommand);
+  XDINO_CHECK_ARG(s.subcommand != "pipeline" && s.subcommand != "launch", "stage '", name,
+                  "': a pipeline runs subcommands, not ", s.subcommand);
   return s;
 }
 
@@ -128,7 +128,8 @@ class PipelineCommand : public Command {
           rc = p.command->run(p.flags);
         }
         if (rc != 0) {
-          log::error("stage ", stage.name, " failed (exit code ", rc, "); rerun the same "
+          log::error("stage ", stage.name, " failed (exit code ", rc,
+                     "); rerun the same "
                      "command to continue from here");
           return rc;
         }

@@ -19,7 +19,7 @@ class ReportCommand : public Command {
              "report file; the format follows the extension: .md, .tex, .csv or .json "
              "(- prints Markdown)")
         .add_switch("with_published", &o.with_published,
-             "append the XCiT paper's published Table 3 rows, marked as published");
+                    "append the XCiT paper's published Table 3 rows, marked as published");
   }
 
   int run(const Flags&) override {

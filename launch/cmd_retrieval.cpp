@@ -10,8 +10,7 @@ class RetrievalCommand : public Command {
  public:
   void declare(Flags& f) override {
     eval::retrieval::RetrievalOptions& o = opt_;
-    f.add("data_path", &o.data_path,
-          "root holding <dataset>/gnd_<dataset>.pkl and <dataset>/jpg/")
+    f.add("data_path", &o.data_path, "root holding <dataset>/gnd_<dataset>.pkl and <dataset>/jpg/")
         .add("dataset", &o.dataset, "roxford5k or rparis6k")
         .add("multiscale", &o.multiscale,
              "average the features at scales 1, 1/sqrt(2), 1/2 (utils.multi_scale)")

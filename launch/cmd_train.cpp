@@ -47,9 +47,10 @@ class LoaderSource : public ssl::DataSource {
 augment::MultiCropOptions multi_crop_options(const ssl::DinoOptions& o) {
   augment::MultiCropOptions mo;
   static_cast<CropSizes&>(mo) = o;  // the crop flags, one assignment
-  XDINO_CHECK_ARG(o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
-                  "--blur_sigma takes two values 0 < min <= max (pixels), got ", o.blur_sigma.size(),
-                  " values");
+  XDINO_CHECK_ARG(
+      o.blur_sigma.size() == 2 && o.blur_sigma[0] > 0 && o.blur_sigma[0] <= o.blur_sigma[1],
+      "--blur_sigma takes two values 0 < min <= max (pixels), got ", o.blur_sigma.size(),
+      " values");
   mo.blur_sigma_min = o.blur_sigma[0];
   mo.blur_sigma_max = o.blur_sigma[1];
   return mo;
@@ -228,9 +229,9 @@ class TrainCommand : public Command {
     lo.batch_size = o.batch_size_per_gpu;
     lo.num_workers = o.num_workers;
     lo.seed = o.seed;
-    auto data = std::make_shared<LoaderSource>(
-        dataset, augment::multi_crop_transform(multi_crop_options(o)), lo, comm->rank(),
-        comm->world_size());
+    auto data = std::make_shared<LoaderSource>(dataset,
+                                               augment::multi_crop_transform(multi_crop_options(o)),
+                                               lo, comm->rank(), comm->world_size());
 
     ssl::Trainer trainer(
         o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },

@@ -16,8 +16,8 @@ class VisualizeCommand : public Command {
     eval::VisualizeOptions& o = opt_;
     declare_backbone_flags(f, o.arch, o.patch_size, o.pretrained_weights, o.checkpoint_key);
     f.add("image_path", &o.image_path,
-             "images to visualise; a folder is a video's frames (one attn-<frame> each, then "
-             "video.mp4); a video file is cut into frames first (video_generation.py)")
+          "images to visualise; a folder is a video's frames (one attn-<frame> each, then "
+          "video.mp4); a video file is cut into frames first (video_generation.py)")
         .add("data_path", &o.data_path,
              "instead of --image_path: a dataset to take --sample_indices from: " +
                  augment::dataset_layouts())

@@ -105,8 +105,8 @@ std::string join(const std::vector<T>& v, Render render) {
 Flags::Flags(std::string command) : command_(std::move(command)) {}
 
 Flags& Flags::add_flag(Flag flag) {
-  XDINO_CHECK(find(flag.name) == nullptr && flag.name != "config" && flag.name != "help",
-              "flag --", flag.name, " declared twice in 'dino ", command_, "'");
+  XDINO_CHECK(find(flag.name) == nullptr && flag.name != "config" && flag.name != "help", "flag --",
+              flag.name, " declared twice in 'dino ", command_, "'");
   flags_.push_back(std::move(flag));
   return *this;
 }
@@ -124,11 +124,10 @@ std::vector<std::string> Flags::names() const {
 }
 
 Flags& Flags::add(const std::string& name, bool* field, const std::string& help) {
-  return add_flag({name, help, "BOOL", false,
-                   [=](const std::vector<std::string>& t) {
-                     *field = parse_bool(name, single(t, name), "");
-                   },
-                   [=] { return std::string(*field ? "true" : "false"); }});
+  return add_flag(
+      {name, help, "BOOL", false,
+       [=](const std::vector<std::string>& t) { *field = parse_bool(name, single(t, name), ""); },
+       [=] { return std::string(*field ? "true" : "false"); }});
 }
 
 Flags& Flags::add_switch(const std::string& name, bool* field, const std::string& help) {
@@ -142,35 +141,32 @@ Flags& Flags::add(const std::string& name, int* field, const std::string& help) 
   return add_flag({name, help, "INT", false,
                    [=](const std::vector<std::string>& t) {
                      const int64_t v = parse_int(name, single(t, name), "");
-                     XDINO_CHECK_ARG(v >= INT32_MIN && v <= INT32_MAX, "value ", v, " for --",
-                                     name, " is out of range for INT");
+                     XDINO_CHECK_ARG(v >= INT32_MIN && v <= INT32_MAX, "value ", v, " for --", name,
+                                     " is out of range for INT");
                      *field = static_cast<int>(v);
                    },
                    [=] { return std::to_string(*field); }});
 }
 
 Flags& Flags::add(const std::string& name, int64_t* field, const std::string& help) {
-  return add_flag({name, help, "INT", false,
-                   [=](const std::vector<std::string>& t) {
-                     *field = parse_int(name, single(t, name), "");
-                   },
-                   [=] { return std::to_string(*field); }});
+  return add_flag(
+      {name, help, "INT", false,
+       [=](const std::vector<std::string>& t) { *field = parse_int(name, single(t, name), ""); },
+       [=] { return std::to_string(*field); }});
 }
 
 Flags& Flags::add(const std::string& name, double* field, const std::string& help) {
-  return add_flag({name, help, "FLOAT", false,
-                   [=](const std::vector<std::string>& t) {
-                     *field = parse_double(name, single(t, name), "");
-                   },
-                   [=] { return python_repr(*field); }});
+  return add_flag(
+      {name, help, "FLOAT", false,
+       [=](const std::vector<std::string>& t) { *field = parse_double(name, single(t, name), ""); },
+       [=] { return python_repr(*field); }});
 }
 
 Flags& Flags::add(const std::string& name, std::string* field, const std::string& help) {
-  return add_flag({name, help, "STR", false,
-                   [=](const std::vector<std::string>& t) {
-                     *field = recordable(name, single(t, name));
-                   },
-                   [=] { return *field; }});
+  return add_flag(
+      {name, help, "STR", false,
+       [=](const std::vector<std::string>& t) { *field = recordable(name, single(t, name)); },
+       [=] { return *field; }});
 }
 
 Flags& Flags::add(const std::string& name, std::vector<int64_t>* field, const std::string& help) {
@@ -244,12 +240,12 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
     // An empty positional description makes boost throw on a stray argument; without one it
     // returns the argument as an option with no name.
     const po::positional_options_description no_positionals;
-    cli = po::command_line_parser(args)
-              .options(desc)
-              .positional(no_positionals)
-              .style(po::command_line_style::default_style &
-                     ~po::command_line_style::allow_guessing)
-              .run();
+    cli =
+        po::command_line_parser(args)
+            .options(desc)
+            .positional(no_positionals)
+            .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+            .run();
   } catch (const po::unknown_option& e) {
     std::string name = e.get_option_name();
     while (!name.empty() && name[0] == '-') name.erase(0, 1);
@@ -300,8 +296,8 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
         const std::string base = section.substr(0, section.find(':'));
         in_variant = !variant_.empty() && section == command_ + ":" + variant_;
         if (section != command_ && !in_variant) {
-          XDINO_CHECK_ARG(other_sections_.count(base) > 0 || base == command_,
-                          "unknown section [", section, "] in config file '", file,
+          XDINO_CHECK_ARG(other_sections_.count(base) > 0 || base == command_, "unknown section [",
+                          section, "] in config file '", file,
                           "': sections name subcommands, optionally as [subcommand:variant]");
           continue;
         }
@@ -313,8 +309,8 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
       const Flag* flag = find(key);
       if (flag == nullptr) {
         XDINO_CHECK_ARG(dot == std::string::npos && known_elsewhere_.count(key) > 0,
-                        "unknown key '", key, "' in config file '", file, "' for 'dino ",
-                        command_, "' (see 'dino ", command_, " --help')");
+                        "unknown key '", key, "' in config file '", file, "' for 'dino ", command_,
+                        "' (see 'dino ", command_, " --help')");
         continue;
       }
       if (in_variant)
@@ -348,8 +344,10 @@ void Flags::print_help(std::ostream& os, const std::string& summary) const {
      << "Flags (an INI file given with --config may set any of them; the command line wins):\n";
   for (const Flag& f : flags_) {
     std::string head = "  --" + f.name + " " + f.type;
-    if (head.size() < 36) head.resize(36, ' ');
-    else head += "\n" + std::string(36, ' ');
+    if (head.size() < 36)
+      head.resize(36, ' ');
+    else
+      head += "\n" + std::string(36, ' ');
     const std::string def = f.render();
     os << head << f.help << " [default: " << (def.empty() ? "\"\"" : def) << "]\n";
   }
@@ -362,8 +360,8 @@ void Flags::print_help(std::ostream& os, const std::string& summary) const {
 
 std::string Flags::to_ini() const {
   std::ostringstream os;
-  os << "# Effective configuration of 'dino " << command_
-     << "'. Rerun with: dino " << command_ << " --config config.ini\n";
+  os << "# Effective configuration of 'dino " << command_ << "'. Rerun with: dino " << command_
+     << " --config config.ini\n";
   os << "[" << command_ << "]\n";
   for (const Flag& f : flags_) os << f.name << " = " << f.render() << "\n";
   return os.str();

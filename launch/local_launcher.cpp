@@ -26,7 +26,7 @@ void remember_signal(int sig) { g_signal = sig; }
 class ForwardSignals {
  public:
   ForwardSignals() {
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = remember_signal;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
@@ -64,11 +64,14 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
   XDINO_CHECK_ARG(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
                   "--node_rank must be in [0, --nnodes), got ", o.node_rank, " of ", o.nnodes);
   if (o.nnodes > 1) {
-    XDINO_CHECK_ARG(o.master_port > 0, "--nnodes ", o.nnodes, " needs --master_port: every "
+    XDINO_CHECK_ARG(o.master_port > 0, "--nnodes ", o.nnodes,
+                    " needs --master_port: every "
                     "node's launcher must name the same port of rank 0's host");
-    XDINO_CHECK_ARG(o.master_addr != "127.0.0.1" && o.master_addr != "localhost",
-                    "--nnodes ", o.nnodes, " needs --master_addr: the address of node 0 that "
-                    "the other nodes reach (not ", o.master_addr, ")");
+    XDINO_CHECK_ARG(o.master_addr != "127.0.0.1" && o.master_addr != "localhost", "--nnodes ",
+                    o.nnodes,
+                    " needs --master_addr: the address of node 0 that "
+                    "the other nodes reach (not ",
+                    o.master_addr, ")");
   }
   XDINO_CHECK_ARG(!child_args.empty(),
                   "nothing to launch: give the subcommand after '--', e.g. "

@@ -24,9 +24,9 @@
 namespace xdino::launch {
 
 struct LocalLaunchOptions {
-  int64_t nproc = 1;       // processes on this node
-  int64_t nnodes = 1;      // nodes of the run, each with its own `dino launch`
-  int64_t node_rank = 0;   // this node's index: its ranks are node_rank * nproc + 0..nproc-1
+  int64_t nproc = 1;      // processes on this node
+  int64_t nnodes = 1;     // nodes of the run, each with its own `dino launch`
+  int64_t node_rank = 0;  // this node's index: its ranks are node_rank * nproc + 0..nproc-1
   std::string master_addr = "127.0.0.1";
   int64_t master_port = 0;  // 0: a free port
   double grace_seconds = 60;

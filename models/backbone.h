@@ -72,8 +72,8 @@ struct Capabilities {
   // > 0: the CLS attention maps come from this many class-attention layers (XCiT, X-ViT);
   // 0: from the CLS rows of the main blocks' self-attention (ViT), or none (pixels).
   int64_t class_attention_layers = 0;
-  bool qk_norms = false;      // qk_norms() works: per-block |Q|/|K| maps
-  bool unit_queries = false;  // queries normalised per token (|q^| = 1 by design, no k^)
+  bool qk_norms = false;              // qk_norms() works: per-block |Q|/|K| maps
+  bool unit_queries = false;          // queries normalised per token (|q^| = 1 by design, no k^)
   std::string block_label = "block";  // the main blocks in captions ("XCA", "XNorm")
 };
 

@@ -12,15 +12,16 @@ namespace {
 struct AllReduceSum : torch::autograd::Function<AllReduceSum> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& t,
                                Communicator* communicator) {
-    ctx->saved_data["communicator"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(communicator));
+    ctx->saved_data["communicator"] =
+        static_cast<int64_t>(reinterpret_cast<intptr_t>(communicator));
     torch::Tensor out = t.clone();
     communicator->all_reduce_sum(out);
     return out;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* communicator =
-        reinterpret_cast<Communicator*>(static_cast<intptr_t>(ctx->saved_data["communicator"].toInt()));
+    auto* communicator = reinterpret_cast<Communicator*>(
+        static_cast<intptr_t>(ctx->saved_data["communicator"].toInt()));
     torch::Tensor g = grads[0].contiguous().clone();
     communicator->all_reduce_sum(g);
     return {g, torch::Tensor()};
@@ -46,11 +47,10 @@ BatchNormImpl::BatchNormImpl(int64_t num_features_, double eps_, double momentum
 torch::Tensor BatchNormImpl::forward(const torch::Tensor& x) {
   XDINO_CHECK(x.dim() >= 2 && x.size(1) == num_features, "BatchNorm over ", num_features,
               " channels got an input of shape ", x.sizes());
-  if (is_training() && communicator_ && communicator_->world_size() > 1)
-    return forward_synced(x);
+  if (is_training() && communicator_ && communicator_->world_size() > 1) return forward_synced(x);
   if (is_training()) num_batches_tracked.add_(1);
-  return torch::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum,
-                           eps, at::globalContext().userEnabledCuDNN());
+  return torch::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                           at::globalContext().userEnabledCuDNN());
 }
 
 torch::Tensor BatchNormImpl::forward_synced(const torch::Tensor& x_in) {
@@ -65,8 +65,8 @@ torch::Tensor BatchNormImpl::forward_synced(const torch::Tensor& x_in) {
   const double local_count = static_cast<double>(x.numel() / num_features);
   // Pass 1: sums and the element count; pass 2: squared deviations from the global mean
   // (two passes keep the variance accurate in float32).
-  torch::Tensor sum_and_count = torch::cat(
-      {x.sum(reduce_dims), torch::full({1}, local_count, x.options())});
+  torch::Tensor sum_and_count =
+      torch::cat({x.sum(reduce_dims), torch::full({1}, local_count, x.options())});
   sum_and_count = differentiable_all_reduce_sum(sum_and_count, comm);
   const torch::Tensor count = sum_and_count.narrow(0, num_features, 1).detach();
   const torch::Tensor mean = sum_and_count.narrow(0, 0, num_features) / count;

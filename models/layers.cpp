@@ -22,7 +22,7 @@ Tensor drop_path_factor(const Tensor& x, double rate, bool training) {
     std::vector<int64_t> full_shape = shape;
     full_shape[0] *= replica->count;
     mask = distributed::replica_rows(
-        torch::rand(full_shape, replica->generator, x.options().dtype(torch::kFloat)))
+               torch::rand(full_shape, replica->generator, x.options().dtype(torch::kFloat)))
                .contiguous();
   } else {
     mask = torch::rand(shape, x.options().dtype(torch::kFloat));
@@ -58,7 +58,8 @@ Tensor MlpImpl::forward(const Tensor& x) { return fc2(torch::gelu(fc1(x))); }
 
 ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch_size(patch) {
   XDINO_CHECK_ARG(patch == 16 || patch == 8 || patch == 4,
-                  "XCiT's convolutional patch embedding supports patch size 16, 8 or 4, not ", patch);
+                  "XCiT's convolutional patch embedding supports patch size 16, 8 or 4, not ",
+                  patch);
   XDINO_CHECK_ARG(embed_dim % 8 == 0, "XCiT embed_dim must be a multiple of 8, got ", embed_dim);
   proj = nn::ModuleList();
   // One "conv3x3" unit: Sequential [Conv2d(k3, s2, p1, no bias), BatchNorm2d].

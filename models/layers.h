@@ -41,8 +41,9 @@ struct MlpImpl : torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 // `patch_embed`: stride-2 conv3x3 (no bias) + BN units with GELU between them, 4 units for
-// patch 16, 3 for patch 8 and 2 for patch 4 (ours, small images), at Sequential indices 0,2,4(,6). Any input size; every unit
-// rounds up (out = ceil(in / 2)). Throws xdino::UsageError for another patch size.
+// patch 16, 3 for patch 8 and 2 for patch 4 (ours, small images), at Sequential indices 0,2,4(,6).
+// Any input size; every unit rounds up (out = ceil(in / 2)). Throws xdino::UsageError for another
+// patch size.
 struct ConvPatchEmbedImpl : torch::nn::Module {
   ConvPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
   // images (B, 3, H, W) -> tokens (B, N, C) contiguous, and the grid (Hp, Wp).

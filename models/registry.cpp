@@ -93,7 +93,8 @@ std::string patch_size_help() {
   std::string flag_takers;
   for (const auto& [name, entry] : entries())
     if (entry.patch_from_flag) flag_takers += (flag_takers.empty() ? "" : ", ") + name;
-  return "patch size of " + flag_takers + " (DINO's --patch_size); every other --arch carries "
+  return "patch size of " + flag_takers +
+         " (DINO's --patch_size); every other --arch carries "
          "its patch size in its name";
 }
 

@@ -55,8 +55,10 @@ const std::vector<XCiTConfig>& xcit_small_image_variants() {
       const char *size, *paper;
       int64_t dim, depth, heads;
     };
-    const Row rows[] = {{"nano_12", "N12", 128, 12, 4}, {"tiny_12", "T12", 192, 12, 4},
-                        {"nano_6", "N6", 128, 6, 4}, {"nano_4", "N4", 128, 4, 4}};
+    const Row rows[] = {{"nano_12", "N12", 128, 12, 4},
+                        {"tiny_12", "T12", 192, 12, 4},
+                        {"nano_6", "N6", 128, 6, 4},
+                        {"nano_4", "N4", 128, 4, 4}};
     std::vector<XCiTConfig> out;
     for (const Row& r : rows) {
       XCiTConfig c;

@@ -1,7 +1,6 @@
 // XCiT (Cross-Covariance Image Transformer), checkpoint-compatible with facebookresearch/xcit
-// (docs/architecture.md, "XCiT"). The 14 official variants come from xcit_variants(), our patch-4 ones from
-// xcit_small_image_variants(); any other
-// XCiTConfig works too (tests build tiny ones).
+// (docs/architecture.md, "XCiT"). The 14 official variants come from xcit_variants(), our patch-4
+// ones from xcit_small_image_variants(); any other XCiTConfig works too (tests build tiny ones).
 //
 // Contract:
 //  - Construction initialises the weights as the official code does (docs/architecture.md, "XCiT").

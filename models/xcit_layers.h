@@ -34,7 +34,8 @@
 namespace xdino::models {
 
 // `pos_embeder`: fixed Fourier features of the 1-based grid coordinates (y channels 0-31,
-// x channels 32-63, interleaved sin/cos) projected by a 1x1 conv 64 -> C (docs/architecture.md, "XCiT").
+// x channels 32-63, interleaved sin/cos) projected by a 1x1 conv 64 -> C (docs/architecture.md,
+// "XCiT").
 struct FourierPositionalEncodingImpl : torch::nn::Module {
   explicit FourierPositionalEncodingImpl(int64_t dim);
   // (1, N, C) in token_projection's dtype (or autocast's), to add to the patch tokens.
@@ -116,7 +117,7 @@ struct ClassAttentionBlockOptions {
   ClassAttentionBlockOptions(int64_t dim, int64_t num_heads) : dim_(dim), num_heads_(num_heads) {}
   TORCH_ARG(int64_t, dim);
   TORCH_ARG(int64_t, num_heads);
-  TORCH_ARG(double, eta) = 1.0;         // initial value of the layer scales gamma1, gamma2
+  TORCH_ARG(double, eta) = 1.0;          // initial value of the layer scales gamma1, gamma2
   TORCH_ARG(bool, tokens_norm) = false;  // norm2 on all tokens (true) or on CLS only
 };
 

@@ -258,11 +258,9 @@ XViT::XViT(XViTConfig config)
   // Our order (no official checkpoint): stem, positions, blocks, norm, head.
   register_stem();
   register_positions();
-  register_blocks([&] { return XViTBlock(block_options); },
-                  [&] {
-                    return XViTClassAttentionBlock(
-                        XViTBlockOptions(block_options).drop_path_rate(0));
-                  });
+  register_blocks(
+      [&] { return XViTBlock(block_options); },
+      [&] { return XViTClassAttentionBlock(XViTBlockOptions(block_options).drop_path_rate(0)); });
   register_norm_and_head(pre_norm(c.embed_dim));
   init_weights();
 }

@@ -29,6 +29,8 @@ if [[ "${1:-}" == "--tests" ]]; then
   packages+=(python3-torch python3-h5py python3-numpy python3-pil python3-skimage)
   # ip and tc: the simulated hosts of tests/multinode (network namespaces, veth, tbf)
   packages+=(iproute2)
+  # scripts/check_format.sh, which .ci/run runs: the tree is kept in clang-format 14's layout
+  packages+=(clang-format)
 elif [[ -n "${1:-}" ]]; then
   echo "usage: scripts/setup.sh [--tests]" >&2
   exit 2

@@ -126,7 +126,7 @@ c10::IValue make_checkpoint(const CheckpointParts& p, const DinoOptions& options
 }
 
 TrainingState restore_checkpoint(const c10::IValue& value, const CheckpointParts& p,
-                               const std::string& source) {
+                                 const std::string& source) {
   const auto ckpt = as_dict(value, "checkpoint '" + source + "'");
   load_model(ckpt, "student", *p.student, source);
   load_model(ckpt, "teacher", *p.teacher, source);

@@ -57,7 +57,7 @@ c10::IValue make_checkpoint(const CheckpointParts& parts, const DinoOptions& opt
                             const TrainingState& where);
 
 TrainingState restore_checkpoint(const c10::IValue& checkpoint, const CheckpointParts& parts,
-                               const std::string& source);
+                                 const std::string& source);
 
 // DinoOptions as {flag name: value} (the checkpoint's `args`).
 IDict options_dict(const DinoOptions& o);

@@ -9,10 +9,10 @@
 namespace xdino::ssl {
 namespace fs = std::filesystem;
 
-void save_checkpoint(const fs::path& dir, const CheckpointParts& parts,
-                     const DinoOptions& options, int64_t next_epoch, int64_t next_iteration,
-                     int64_t iterations_per_epoch, const EpochMeters& meters, Communicator& comm,
-                     const torch::Device& device, const std::string& log_line) {
+void save_checkpoint(const fs::path& dir, const CheckpointParts& parts, const DinoOptions& options,
+                     int64_t next_epoch, int64_t next_iteration, int64_t iterations_per_epoch,
+                     const EpochMeters& meters, Communicator& comm, const torch::Device& device,
+                     const std::string& log_line) {
   TrainingState state = TrainingState::capture(next_epoch, next_iteration, iterations_per_epoch,
                                                meters, comm, device);
   state.log_line = log_line;

@@ -35,9 +35,9 @@ struct DinoOptions : CropSizes {
   DINOLossSettings loss;
 
   // Optimisation.
-  bool use_fp16 = true;             // official: fp16 autocast + loss scaling (CUDA only here)
-  std::string precision = "auto";   // ours: auto|fp32|bf16|fp16, see train/precision.h
-  std::string device = "auto";      // ours: auto|cpu|cuda|cuda:N
+  bool use_fp16 = true;            // official: fp16 autocast + loss scaling (CUDA only here)
+  std::string precision = "auto";  // ours: auto|fp32|bf16|fp16, see train/precision.h
+  std::string device = "auto";     // ours: auto|cpu|cuda|cuda:N
   double weight_decay = 0.04;
   double weight_decay_end = 0.4;
   double clip_grad = 3.0;
@@ -54,9 +54,9 @@ struct DinoOptions : CropSizes {
   train::UpdatePath update_path = train::UpdatePath::kAuto;
 
   // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
-  // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their defaults.
-  // ours: GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py; it is
-  // meant for 224-pixel crops, so small crops need it scaled down.
+  // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their
+  // defaults. ours: GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py; it
+  // is meant for 224-pixel crops, so small crops need it scaled down.
   std::vector<double> blur_sigma = {0.1, 2.0};
 
   // Run.

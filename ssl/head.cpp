@@ -34,7 +34,9 @@ WeightNormLinearImpl::WeightNormLinearImpl(int64_t in_features, int64_t out_feat
   weight_v = register_parameter("weight_v", init->weight.detach().clone());
 }
 
-torch::Tensor WeightNormLinearImpl::weight() const { return torch::_weight_norm(weight_v, weight_g, 0); }
+torch::Tensor WeightNormLinearImpl::weight() const {
+  return torch::_weight_norm(weight_v, weight_g, 0);
+}
 
 torch::Tensor WeightNormLinearImpl::forward(const torch::Tensor& x) {
   return torch::nn::functional::linear(x, weight());

@@ -9,7 +9,6 @@ namespace xdino::ssl {
 
 using train::teacher_temp_schedule;
 
-
 DINOLossImpl::DINOLossImpl(const DINOLossOptions& o, std::shared_ptr<Communicator> comm)
     : options_(o),
       comm_(comm ? std::move(comm) : local_communicator()),
@@ -22,8 +21,7 @@ DINOLossImpl::DINOLossImpl(const DINOLossOptions& o, std::shared_ptr<Communicato
 
 double DINOLossImpl::teacher_temp(int64_t epoch) const {
   XDINO_CHECK(epoch >= 0 && epoch < static_cast<int64_t>(teacher_temps_.size()), "epoch ", epoch,
-              " is outside the teacher-temperature schedule of ", teacher_temps_.size(),
-              " epochs");
+              " is outside the teacher-temperature schedule of ", teacher_temps_.size(), " epochs");
   return teacher_temps_[static_cast<size_t>(epoch)];
 }
 
@@ -66,8 +64,8 @@ void DINOLossImpl::update_center_and_stats(const torch::Tensor& teacher, const t
   const int64_t K = options_.out_dim;
   // One all-reduce: the raw teacher rows' sum (center), the softmax rows' sum and the summed
   // row entropies (statistics of the whole batch, every process and replica).
-  auto sums = torch::cat({teacher.to(torch::kFloat).sum(0), p.sum(0),
-                          -(p * log_p).sum().view({1})});
+  auto sums =
+      torch::cat({teacher.to(torch::kFloat).sum(0), p.sum(0), -(p * log_p).sum().view({1})});
   comm_->all_reduce_sum(sums);
   const double rows = static_cast<double>(teacher.size(0) * comm_->world_size());
   // Replicas share this module: one writes (the values are the same on all of them).

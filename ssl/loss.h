@@ -59,8 +59,7 @@ class DINOLossImpl : public torch::nn::Module {
  public:
   DINOLossImpl(const DINOLossOptions& options, std::shared_ptr<Communicator> comm);
 
-  torch::Tensor forward(const torch::Tensor& student, const torch::Tensor& teacher,
-                        int64_t epoch);
+  torch::Tensor forward(const torch::Tensor& student, const torch::Tensor& teacher, int64_t epoch);
   double teacher_temp(int64_t epoch) const;
   const DINOLossStats& last_stats() const { return stats_; }
   const DINOLossOptions& options() const { return options_; }

@@ -16,9 +16,8 @@ const std::array<const char*, EpochMeters::kCount>& EpochMeters::keys() {
 }
 
 void EpochMeters::add(const IterationStats& s) {
-  const std::array<double, kCount> v = {s.loss,         s.lr,          s.wd,
-                                        s.momentum,     s.teacher_temp, s.teacher_entropy,
-                                        s.kl_uniform};
+  const std::array<double, kCount> v = {
+      s.loss, s.lr, s.wd, s.momentum, s.teacher_temp, s.teacher_entropy, s.kl_uniform};
   for (size_t i = 0; i < kCount; ++i) sums_[i] += v[i];
   ++count_;
 }

@@ -55,11 +55,10 @@ void check_options(const DinoOptions& o) {
   XDINO_CHECK_ARG(o.freeze_last_layer >= 0, "--freeze_last_layer must be >= 0, got ",
                   o.freeze_last_layer);
   XDINO_CHECK_ARG(o.lr >= 0 && o.min_lr >= 0, "--lr and --min_lr must be >= 0");
-  XDINO_CHECK_ARG(o.replicas >= 0, "--replicas must be >= 0 (0: one per core), got ",
-                  o.replicas);
-  XDINO_CHECK_ARG(o.batch_size_per_gpu % std::max<int64_t>(o.replicas, 1) == 0, "--batch_size_per_gpu ",
-                  o.batch_size_per_gpu, " does not split into --replicas ", o.replicas,
-                  ": use a multiple of it");
+  XDINO_CHECK_ARG(o.replicas >= 0, "--replicas must be >= 0 (0: one per core), got ", o.replicas);
+  XDINO_CHECK_ARG(o.batch_size_per_gpu % std::max<int64_t>(o.replicas, 1) == 0,
+                  "--batch_size_per_gpu ", o.batch_size_per_gpu, " does not split into --replicas ",
+                  o.replicas, ": use a multiple of it");
 }
 
 std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
@@ -84,7 +83,8 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   XDINO_CHECK_ARG(o_.replicas <= 1 || plan_.device.is_cpu(), "--replicas ", o_.replicas,
                   " splits the batch over CPU cores; on ", plan_.device.str(),
                   " use --replicas 1 (one process per GPU)");
-  XDINO_CHECK(data_ != nullptr && make_backbone, "Trainer needs a data source and a backbone factory");
+  XDINO_CHECK(data_ != nullptr && make_backbone,
+              "Trainer needs a data source and a backbone factory");
   niter_ = data_->batches_per_epoch();
   XDINO_CHECK_ARG(niter_ > 0, "the training set holds less than one batch of ",
                   o_.batch_size_per_gpu, " images per process: lower --batch_size_per_gpu");
@@ -110,8 +110,8 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   // DDP: every process starts from rank 0's student; SyncBatchNorm in both networks, over
   // every process and replica.
   broadcast_module(*student_, *comm_);
-  if (o_.replicas > 1) replicas_ = std::make_unique<distributed::ReplicaGroup>(
-      static_cast<int>(o_.replicas), comm_);
+  if (o_.replicas > 1)
+    replicas_ = std::make_unique<distributed::ReplicaGroup>(static_cast<int>(o_.replicas), comm_);
   step_comm_ = replicas_ ? replicas_->communicator() : comm_;
   models::set_batch_norm_communicator(*student_, step_comm_);
   models::set_batch_norm_communicator(*teacher_, step_comm_);
@@ -141,8 +141,8 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
                                                       /*overlap=*/!replicas_);
 
   const double total_batch = static_cast<double>(o_.batch_size_per_gpu * comm_->world_size());
-  lr_schedule_ = cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_,
-                                 o_.warmup_epochs);
+  lr_schedule_ =
+      cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_, o_.warmup_epochs);
   wd_schedule_ = cosine_schedule(o_.weight_decay, o_.weight_decay_end, o_.epochs, niter_);
   momentum_schedule_ = cosine_schedule(o_.momentum_teacher, 1.0, o_.epochs, niter_);
 
@@ -153,8 +153,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
             replicas_ ? "; " + std::to_string(o_.replicas) + " replicas of " +
                             std::to_string(o_.batch_size_per_gpu / o_.replicas) + " images"
                       : std::string(),
-            "; ", niter_,
-            " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
+            "; ", niter_, " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
 }
 
 Trainer::~Trainer() = default;
@@ -181,11 +180,10 @@ TrainOutcome Trainer::train() {
       for (int64_t i = first; i < niter_ && !stop; ++i) {
         stop = train_step(epoch, i);
         char status[200];
-        std::snprintf(status, sizeof status,
-                      "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s", last_.loss,
-                      last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
-                      progress.rate() * static_cast<double>(o_.batch_size_per_gpu *
-                                                            comm_->world_size()));
+        std::snprintf(
+            status, sizeof status, "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s",
+            last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
+            progress.rate() * static_cast<double>(o_.batch_size_per_gpu * comm_->world_size()));
         progress.step(1, status);
         if (stop && i + 1 < niter_) {
           progress.finish();
@@ -216,8 +214,9 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   }
   auto t = Clock::now();
   std::vector<torch::Tensor> crops = data_->next_batch();
-  XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2, "the data source gave ",
-              crops.size(), " crops, expected 2 global + ", o_.local_crops_number, " local");
+  XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2,
+              "the data source gave ", crops.size(), " crops, expected 2 global + ",
+              o_.local_crops_number, " local");
   for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
   times_.data += seconds_since(t);
 

@@ -68,11 +68,12 @@ TrainingState TrainingState::capture(int64_t next_epoch, int64_t next_iteration,
 }
 
 TrainingState::Position TrainingState::resume_position(int64_t niter, Communicator& comm,
-                                                        const torch::Device& device,
-                                                        EpochMeters& meters) const {
+                                                       const torch::Device& device,
+                                                       EpochMeters& meters) const {
   Position pos{epoch, 0};
   if (!exact) {
-    log::info("Resuming at the start of epoch ", pos.epoch, " (checkpoint without our resume "
+    log::info("Resuming at the start of epoch ", pos.epoch,
+              " (checkpoint without our resume "
               "state: batches and random numbers will differ from an uninterrupted run)");
     return pos;
   }

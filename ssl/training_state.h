@@ -37,12 +37,12 @@ struct TrainingState {
   int64_t iteration = 0;             // global index of the next iteration
   int64_t iterations_per_epoch = 0;  // 0 when unknown (official checkpoints)
   int64_t world_size = 1;
-  EpochMeters epoch_stats;           // sums over all processes of the epoch so far
+  EpochMeters epoch_stats;                       // sums over all processes of the epoch so far
   std::vector<torch::Tensor> rng_cpu, rng_cuda;  // per rank; empty when unknown
   // log.txt's line for the last completed epoch ("" before the first). The checkpoint is
   // written before log.txt, so a run killed between the two finds the line here on resume.
   std::string log_line;
-  bool exact = false;                // false: only `epoch` is known
+  bool exact = false;  // false: only `epoch` is known
 
   static TrainingState capture(int64_t next_epoch, int64_t next_iteration,
                                int64_t iterations_per_epoch, const EpochMeters& meters,

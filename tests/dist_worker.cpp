@@ -56,7 +56,8 @@ void collectives(Communicator& c) {
   c.broadcast(b, w - 1);
   expect_close(b[0], torch::full({4}, w - 1.0), "broadcast");
   auto g = c.all_gather(torch::full({2}, static_cast<float>(r)));
-  for (int k = 0; k < w; ++k) expect_close(g[k], torch::full({2}, static_cast<float>(k)), "all_gather");
+  for (int k = 0; k < w; ++k)
+    expect_close(g[k], torch::full({2}, static_cast<float>(k)), "all_gather");
   auto v = c.all_gather_varying(torch::full({r + 1, 3}, static_cast<float>(r)));
   for (int k = 0; k < w; ++k) XDINO_CHECK(v[k].size(0) == k + 1, "all_gather_varying rows");
   auto a = torch::full({7}, 1.0f);

@@ -5,11 +5,10 @@
 // Frame counts, sizes and rates are read back with OpenCV's VideoCapture.
 #include <gtest/gtest.h>
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/videoio.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -46,8 +45,14 @@ int count_files(const fs::path& dir, const std::string& prefix) {
 }
 
 std::vector<std::string> visualize(const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {xdino::testing::dino_binary(), "visualize", "--arch", "vit_tiny",
-                                   "--patch_size", "16", "--image_size", "0"};
+  std::vector<std::string> argv = {xdino::testing::dino_binary(),
+                                   "visualize",
+                                   "--arch",
+                                   "vit_tiny",
+                                   "--patch_size",
+                                   "16",
+                                   "--image_size",
+                                   "0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -76,8 +81,8 @@ TEST(AttentionVideo, FramesToVideoAndBack) {
   EXPECT_EQ(v.size, cv::Size(96, 64));
 
   // The video as input: frames, pictures and a video at the rate it carries.
-  r = run_process(visualize({"--image_path", (dir / "out" / "video.avi").string(),
-                             "--output_dir", (dir / "again").string()}));
+  r = run_process(visualize({"--image_path", (dir / "out" / "video.avi").string(), "--output_dir",
+                             (dir / "again").string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(count_files(dir / "again" / "frames", "frame-"), 6);
   EXPECT_TRUE(fs::exists(dir / "again" / "frames" / "frame-0005.jpg"));

@@ -71,8 +71,8 @@ void expect_image_near(const Image& got, const Image& want, int tolerance,
   cv::absdiff(got.reshape(1), want.reshape(1), diff);
   double max_diff = 0;
   cv::minMaxLoc(diff, nullptr, &max_diff);
-  EXPECT_LE(max_diff, tolerance) << what << ": " << cv::countNonZero(diff) << " of "
-                                 << diff.total() << " values differ";
+  EXPECT_LE(max_diff, tolerance) << what << ": " << cv::countNonZero(diff) << " of " << diff.total()
+                                 << " values differ";
 }
 
 }  // namespace
@@ -169,7 +169,8 @@ TEST(AugmentGolden, EvalTransformMatchesResizeCenterCrop) {
     Image sub(static_cast<int>((out.rows + stride - 1) / stride),
               static_cast<int>((out.cols + stride - 1) / stride), CV_8UC3);
     for (int y = 0; y < sub.rows; ++y)
-      for (int x = 0; x < sub.cols; ++x) sub.at<cv::Vec3b>(y, x) = out.at<cv::Vec3b>(y * stride, x * stride);
+      for (int x = 0; x < sub.cols; ++x)
+        sub.at<cv::Vec3b>(y, x) = out.at<cv::Vec3b>(y * stride, x * stride);
     expect_image_near(sub, load_rgb(c.output), 0, c.line);
   }
 }

@@ -135,15 +135,16 @@ TEST(AugmentResize, ConstantImagesAndIdentity) {
   const Image flat(40, 30, CV_8UC3, cv::Scalar(3, 128, 250));
   for (auto f : {xa::Interpolation::kBicubic, xa::Interpolation::kBilinear}) {
     for (const cv::Size size : {cv::Size(7, 9), cv::Size(90, 61), cv::Size(30, 13)}) {
-      EXPECT_TRUE(same_pixels(xa::resize(flat, size, f), Image(size, CV_8UC3, cv::Scalar(3, 128, 250))));
+      EXPECT_TRUE(
+          same_pixels(xa::resize(flat, size, f), Image(size, CV_8UC3, cv::Scalar(3, 128, 250))));
     }
   }
   const Image img = noise_image(21, 14, 9);
   EXPECT_TRUE(same_pixels(xa::resize(img, img.size(), xa::Interpolation::kBicubic), img));
   Image out;
-  EXPECT_THROW(xa::resize(img, cv::Rect(15, 0, 10, 5), cv::Size(4, 4),
-                          xa::Interpolation::kBicubic, out),
-               xdino::Error);
+  EXPECT_THROW(
+      xa::resize(img, cv::Rect(15, 0, 10, 5), cv::Size(4, 4), xa::Interpolation::kBicubic, out),
+      xdino::Error);
 }
 
 TEST(AugmentColor, LumaAndSolarizeFormulas) {

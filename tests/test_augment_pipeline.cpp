@@ -44,8 +44,8 @@ TEST(AugmentStatistics, RandomResizedCropAreaAndLogRatioAreUniform) {
   std::array<int, 10> area_bins{}, ratio_bins{};
   double top_pos = 0;
   for (int k = 0; k < n; ++k) {
-    const cv::Rect b = xa::random_resized_crop_box(cv::Size(1000, 1000), 0.05, 0.4, 0.75,
-                                                   4.0 / 3, rng);
+    const cv::Rect b =
+        xa::random_resized_crop_box(cv::Size(1000, 1000), 0.05, 0.4, 0.75, 4.0 / 3, rng);
     const double area = b.area() / 1e6;
     const double log_ratio = std::log(static_cast<double>(b.width) / b.height);
     ASSERT_GE(area, 0.049);
@@ -69,8 +69,8 @@ TEST(AugmentStatistics, RandomResizedCropFallsBackToTheWholeImageWhenNothingFits
   xa::Rng rng(2);
   int whole = 0;
   for (int k = 0; k < 2000; ++k) {
-    const cv::Rect b = xa::random_resized_crop_box(cv::Size(100, 100), 0.99, 1.0, 0.75,
-                                                   4.0 / 3, rng);
+    const cv::Rect b =
+        xa::random_resized_crop_box(cv::Size(100, 100), 0.99, 1.0, 0.75, 4.0 / 3, rng);
     ASSERT_LE(b.width, 100);
     ASSERT_LE(b.height, 100);
     whole += b == cv::Rect(0, 0, 100, 100);
@@ -117,7 +117,8 @@ TEST(AugmentStatistics, ApplyProbabilitiesSigmaAndJitterFactors) {
     }
   }
   const int local = n * 8;
-  for (const auto& [which, count] : {std::pair{std::string("g1"), n}, {"g2", n}, {"local", local}}) {
+  for (const auto& [which, count] :
+       {std::pair{std::string("g1"), n}, {"g2", n}, {"local", local}}) {
     expect_proportion(hits[which + "/flip"], count, 0.5, which + " flip");
     expect_proportion(hits[which + "/jitter"], count, 0.8, which + " jitter");
     expect_proportion(hits[which + "/gray"], count, 0.2, which + " grayscale");

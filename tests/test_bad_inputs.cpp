@@ -55,13 +55,38 @@ class BadInputs : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = xdino::testing::fresh_dir("bad_inputs");
     xdino::testing::write_ppm_folder(root_ / "img", 3, 36, 30);
-    const auto r = run_process(
-        {dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
-         (root_ / "img" / "train").string(), "--epochs", "1", "--warmup_epochs", "0",
-         "--batch_size_per_gpu", "2", "--out_dim", "64", "--head_hidden_dim", "32",
-         "--head_bottleneck_dim", "16", "--global_crops_size", "32", "--local_crops_size", "16",
-         "--local_crops_number", "1", "--num_workers", "0", "--device", "cpu", "--use_fp16",
-         "false", "--output_dir", (root_ / "run").string()});
+    const auto r = run_process({dino_binary(),
+                                "train",
+                                "--arch",
+                                "xcit_nano_12_p16",
+                                "--data_path",
+                                (root_ / "img" / "train").string(),
+                                "--epochs",
+                                "1",
+                                "--warmup_epochs",
+                                "0",
+                                "--batch_size_per_gpu",
+                                "2",
+                                "--out_dim",
+                                "64",
+                                "--head_hidden_dim",
+                                "32",
+                                "--head_bottleneck_dim",
+                                "16",
+                                "--global_crops_size",
+                                "32",
+                                "--local_crops_size",
+                                "16",
+                                "--local_crops_number",
+                                "1",
+                                "--num_workers",
+                                "0",
+                                "--device",
+                                "cpu",
+                                "--use_fp16",
+                                "false",
+                                "--output_dir",
+                                (root_ / "run").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
     fs::create_directories(root_ / "a_dir");
@@ -101,7 +126,8 @@ class BadInputs : public ::testing::Test {
     const auto p = run_process({dino_binary(), "pack", "--data_path", (root_ / "img").string(),
                                 "--output_dir", (root_ / "shards").string()});
     ASSERT_EQ(p.exit_code, 0) << p.err;
-    fs::resize_file(root_ / "shards" / "train.h5", fs::file_size(root_ / "shards" / "train.h5") / 2);
+    fs::resize_file(root_ / "shards" / "train.h5",
+                    fs::file_size(root_ / "shards" / "train.h5") / 2);
 
     // An image that is not one, among good ones (a copy of the folder).
     fs::copy(root_ / "img", root_ / "img_bad", fs::copy_options::recursive);
@@ -121,20 +147,29 @@ fs::path BadInputs::root_;
 // `dino knn` on the image folder with these weights.
 std::vector<std::string> knn_with(const fs::path& root, const std::string& weights,
                                   const std::vector<std::string>& more = {}) {
-  std::vector<std::string> a{"knn",          "--arch",       "xcit_nano_12_p16",
-                             "--data_path",  (root / "img").string(),
-                             "--image_size", "32",
-                             "--nb_knn",     "2",
-                             "--output_dir", (root / "out").string(),
-                             "--pretrained_weights", weights};
+  std::vector<std::string> a{"knn",
+                             "--arch",
+                             "xcit_nano_12_p16",
+                             "--data_path",
+                             (root / "img").string(),
+                             "--image_size",
+                             "32",
+                             "--nb_knn",
+                             "2",
+                             "--output_dir",
+                             (root / "out").string(),
+                             "--pretrained_weights",
+                             weights};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
 
 std::vector<std::string> features_of(const fs::path& data, const fs::path& out,
                                      const std::string& arch = "xcit_nano_12_p16") {
-  return {"features", "--arch",  arch, "--data_path", data.string(), "--split", "train",
-          "--image_size", arch == "pixels" ? "28" : "32", "--output", out.string()};
+  return {"features",    "--arch",       arch,
+          "--data_path", data.string(),  "--split",
+          "train",       "--image_size", arch == "pixels" ? "28" : "32",
+          "--output",    out.string()};
 }
 
 const std::vector<BadInput>& table() {
@@ -152,8 +187,7 @@ const std::vector<BadInput>& table() {
        [](const fs::path& r) { return features_of(r / "idx_magic", r / "f.h5", "pixels"); }},
       {"a damaged checkpoint (one byte flipped)", 1, "fails its CRC-32 check",
        [](const fs::path& r) { return knn_with(r, (r / "damaged.pth").string()); }},
-      {"a checkpoint whose data.pkl nests 10^6 lists", 1,
-       "containers nest deeper than 256 levels",
+      {"a checkpoint whose data.pkl nests 10^6 lists", 1, "containers nest deeper than 256 levels",
        [](const fs::path& r) { return knn_with(r, (r / "deep.pth").string()); }},
       {"a truncated checkpoint", 1,
        "has no zip directory at its end: the file is truncated or is not a torch.save file",
@@ -180,16 +214,27 @@ const std::vector<BadInput>& table() {
        "has no key 'studnt' (--checkpoint_key); it holds 'student', 'teacher', 'optimizer', "
        "'epoch', 'args', 'dino_loss', 'xdino_resume'",
        [](const fs::path& r) {
-         return knn_with(r, (r / "run" / "checkpoint.pth").string(), {"--checkpoint_key", "studnt"});
+         return knn_with(r, (r / "run" / "checkpoint.pth").string(),
+                         {"--checkpoint_key", "studnt"});
        }},
       {"a non-image in an ImageFolder (skipped and counted; exit 0)", 0,
        "warning: 1 of 7 images of ",
        [](const fs::path& r) { return features_of(r / "img_bad", r / "f_ok.h5"); }},
-      {"a label out of range", 2, "the data has 2 classes but --num_labels is 1: raise --num_labels",
+      {"a label out of range", 2,
+       "the data has 2 classes but --num_labels is 1: raise --num_labels",
        [](const fs::path& r) {
-         return std::vector<std::string>{"linear", "--arch", "xcit_nano_12_p16", "--data_path",
-                                         (r / "img").string(), "--image_size", "32",
-                                         "--num_labels", "1", "--epochs", "1", "--output_dir",
+         return std::vector<std::string>{"linear",
+                                         "--arch",
+                                         "xcit_nano_12_p16",
+                                         "--data_path",
+                                         (r / "img").string(),
+                                         "--image_size",
+                                         "32",
+                                         "--num_labels",
+                                         "1",
+                                         "--epochs",
+                                         "1",
+                                         "--output_dir",
                                          (r / "lin").string()};
        }},
       {"an unknown INI key", 2, "unknown key 'learning_rate' in config file",
@@ -202,25 +247,38 @@ const std::vector<BadInput>& table() {
        }},
       {"conflicting flags", 2, "--precision fp16 needs a CUDA device (on CPU use bf16 or fp32)",
        [](const fs::path& r) {
-         return std::vector<std::string>{"train", "--data_path", (r / "img").string(), "--device",
-                                         "cpu", "--precision", "fp16"};
+         return std::vector<std::string>{"train",    "--data_path", (r / "img").string(),
+                                         "--device", "cpu",         "--precision",
+                                         "fp16"};
        }},
-      {"a stray argument", 2, "unexpected argument for 'dino train': flags take the form --name value",
-       [](const fs::path&) { return std::vector<std::string>{"train", "runs/exp"}; }},
+      {"a stray argument", 2,
+       "unexpected argument for 'dino train': flags take the form --name value",
+       [](const fs::path&) {
+         return std::vector<std::string>{"train", "runs/exp"};
+       }},
       {"a value config.ini cannot record", 2,
        "value 'runs/exp#1' for --output_dir cannot be recorded in config.ini",
        [](const fs::path&) {
          return std::vector<std::string>{"train", "--output_dir", "runs/exp#1"};
        }},
       {"an output dir that cannot be created", 1, "cannot create directories: Not a directory",
-       [](const fs::path& r) { return knn_with(r, "", {"--output_dir", (r / "a_file" / "o").string()}); }},
-      {"a full disk or a file-size limit while writing (ENOSPC, EFBIG)", 1,
+       [](const fs::path& r) {
+         return knn_with(r, "", {"--output_dir", (r / "a_file" / "o").string()});
+       }},
+      {"a full disk or a file-size limit while writing (ENOSPC, EFBIG)",
+       1,
        "f_big.h5': File too large (the previous file is left as it was)",
-       [](const fs::path& r) { return features_of(r / "img", r / "f_big.h5"); }, {}, 2},
-      {"the launcher's environment disagreeing with itself", 2,
+       [](const fs::path& r) { return features_of(r / "img", r / "f_big.h5"); },
+       {},
+       2},
+      {"the launcher's environment disagreeing with itself",
+       2,
        "rank 2 is not below the world size 2 (torchrun environment)",
        [](const fs::path& r) { return knn_with(r, ""); },
-       {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}}},
+       {{"RANK", "2"},
+        {"WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29511"}}},
   };
   return rows;
 }
@@ -266,8 +324,8 @@ TEST_F(BadInputs, EachGivesItsExitCodeAndOneLine) {
 // README.md's table, between `<!-- bad-inputs:begin -->` and `<!-- bad-inputs:end -->`, has
 // one row per entry of table(), in the same order: `| title | command | exit | line |`.
 TEST(BadInputsReadme, TheTableMatchesTheTests) {
-  const std::string readme =
-      read_file(fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "README.md");
+  const std::string readme = read_file(
+      fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "README.md");
   const size_t begin = readme.find("<!-- bad-inputs:begin -->");
   const size_t end = readme.find("<!-- bad-inputs:end -->");
   ASSERT_NE(begin, std::string::npos);
@@ -283,7 +341,8 @@ TEST(BadInputsReadme, TheTableMatchesTheTests) {
     const BadInput& t = table()[i];
     SCOPED_TRACE(t.title);
     EXPECT_EQ(rows[i].rfind("| " + t.title + " |", 0), 0u) << rows[i];
-    EXPECT_NE(rows[i].find("| " + std::to_string(t.exit_code) + " |"), std::string::npos) << rows[i];
+    EXPECT_NE(rows[i].find("| " + std::to_string(t.exit_code) + " |"), std::string::npos)
+        << rows[i];
     EXPECT_NE(rows[i].find(t.line), std::string::npos) << rows[i];
   }
 }

@@ -11,13 +11,27 @@ using xdino::testing::run_process;
 
 namespace {
 
-const std::vector<std::string> kTiny = {
-    XDINO_BENCH_TRAIN_BIN, "--arch", "xcit_nano_12_p16", "--out_dim", "64",
-    "--head_hidden_dim", "32", "--batch", "2", "--global_size", "32", "--local_size", "16",
-    "--locals", "2", "--steps", "1", "--warmup", "1"};
+const std::vector<std::string> kTiny = {XDINO_BENCH_TRAIN_BIN,
+                                        "--arch",
+                                        "xcit_nano_12_p16",
+                                        "--out_dim",
+                                        "64",
+                                        "--head_hidden_dim",
+                                        "32",
+                                        "--batch",
+                                        "2",
+                                        "--global_size",
+                                        "32",
+                                        "--local_size",
+                                        "16",
+                                        "--locals",
+                                        "2",
+                                        "--steps",
+                                        "1",
+                                        "--warmup",
+                                        "1"};
 
-std::vector<std::string> with(std::vector<std::string> args,
-                              const std::vector<std::string>& more) {
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -27,9 +41,9 @@ std::vector<std::string> with(std::vector<std::string> args,
 TEST(BenchTrainCli, PrintsDeviceAndPrecisionInItsJson) {
   const auto r = run_process(with(kTiny, {"--device", "cpu", "--precision", "fp32"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* field : {"\"device\": \"cpu\"", "\"precision\": \"fp32\"",
-                            "\"images_per_sec\": ", "\"optimizer_sec\": ",
-                            "\"forward_retained_mib\": "})
+  for (const char* field :
+       {"\"device\": \"cpu\"", "\"precision\": \"fp32\"",
+        "\"images_per_sec\": ", "\"optimizer_sec\": ", "\"forward_retained_mib\": "})
     EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in: " << r.out;
   EXPECT_EQ(r.out.find("peak_allocated_mib"), std::string::npos) << "a CUDA-only field on CPU";
 

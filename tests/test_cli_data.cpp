@@ -13,8 +13,8 @@ using xdino::testing::run_process;
 TEST(CliPack, PacksAFolderThatTrainingThenFinds) {
   const fs::path out = xdino::testing::fresh_dir("cli_pack");
   const auto r = run_process({dino_binary(), "pack", "--data_path",
-                              xdino::testing::fixture("datasets/folder").string(), "--split",
-                              "val", "--output_dir", out.string()});
+                              xdino::testing::fixture("datasets/folder").string(), "--split", "val",
+                              "--output_dir", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("packed 3 images"), std::string::npos) << r.out;
   EXPECT_EQ(xdino::augment::H5Dataset({out / "val.h5"}).size(), 3);
@@ -39,17 +39,16 @@ TEST(CliPack, BadInvocationsExitTwoWithOneLine) {
 
 TEST(CliPreview, WritesAPngOfTheMultiCropViews) {
   const fs::path out = xdino::testing::fresh_dir("cli_preview");
-  const auto r = run_process({dino_binary(), "preview", "--data_path",
-                              xdino::testing::fixture("datasets/folder").string(), "--output",
-                              (out / "crops.png").string(), "--num_images", "2",
-                              "--local_crops_number", "2", "--global_crops_size", "64",
-                              "--local_crops_size", "32"});
+  const auto r = run_process(
+      {dino_binary(), "preview", "--data_path", xdino::testing::fixture("datasets/folder").string(),
+       "--output", (out / "crops.png").string(), "--num_images", "2", "--local_crops_number", "2",
+       "--global_crops_size", "64", "--local_crops_size", "32"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const xdino::augment::Image png = xdino::augment::read_image(out / "crops.png");
   EXPECT_EQ(png.cols, 4 + 2 * (64 + 4) + 2 * (32 + 4));
   EXPECT_EQ(png.rows, 4 + 2 * (64 + 4));
-  const auto bad = run_process({dino_binary(), "preview", "--data_path", out.string(),
-                                "--transform", "sharpen"});
+  const auto bad = run_process(
+      {dino_binary(), "preview", "--data_path", out.string(), "--transform", "sharpen"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--transform"), std::string::npos) << bad.err;
   fs::remove_all(out);

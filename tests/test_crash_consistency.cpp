@@ -27,13 +27,44 @@ using xdino::testing::run_process;
 namespace {
 
 std::vector<std::string> train_argv(const fs::path& data, const fs::path& out, int epochs) {
-  return {dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
-          (data / "train").string(), "--epochs", std::to_string(epochs), "--warmup_epochs", "1",
-          "--batch_size_per_gpu", "4", "--out_dim", "64", "--head_hidden_dim", "32",
-          "--head_bottleneck_dim", "16", "--global_crops_size", "32", "--local_crops_size", "16",
-          "--local_crops_number", "1", "--num_workers", "1", "--device", "cpu", "--use_fp16",
-          "false", "--saveckp_freq", "2", "--knn_every", "1", "--knn_data_path", data.string(),
-          "--output_dir", out.string()};
+  return {dino_binary(),
+          "train",
+          "--arch",
+          "xcit_nano_12_p16",
+          "--data_path",
+          (data / "train").string(),
+          "--epochs",
+          std::to_string(epochs),
+          "--warmup_epochs",
+          "1",
+          "--batch_size_per_gpu",
+          "4",
+          "--out_dim",
+          "64",
+          "--head_hidden_dim",
+          "32",
+          "--head_bottleneck_dim",
+          "16",
+          "--global_crops_size",
+          "32",
+          "--local_crops_size",
+          "16",
+          "--local_crops_number",
+          "1",
+          "--num_workers",
+          "1",
+          "--device",
+          "cpu",
+          "--use_fp16",
+          "false",
+          "--saveckp_freq",
+          "2",
+          "--knn_every",
+          "1",
+          "--knn_data_path",
+          data.string(),
+          "--output_dir",
+          out.string()};
 }
 
 std::vector<std::string> temporaries(const fs::path& dir) {
@@ -70,9 +101,9 @@ TEST(CrashConsistency, KilledAtRandomAndRerunEqualsAnUninterruptedRun) {
     bool seen_checkpoint = false;
     for (;;) {
       ++starts;
-      const int pid = xdino::testing::start_process(
-          train_argv(root / "img", root / "run", kEpochs), (root / "out.txt").string(),
-          (root / "err.txt").string(), env);
+      const int pid = xdino::testing::start_process(train_argv(root / "img", root / "run", kEpochs),
+                                                    (root / "out.txt").string(),
+                                                    (root / "err.txt").string(), env);
       if (kills < 20) {
         if (kills % 2 == 1) {
           // Until a checkpoint exists; a finished process stays a zombie until waited for, so
@@ -131,8 +162,8 @@ TEST(CrashConsistency, AFailedCheckpointWriteLeavesThePreviousOne) {
   const auto r = run_process({"/bin/sh", "-c", command}, {}, 600);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const std::string last = r.err.substr(r.err.rfind('\n', r.err.size() - 2) + 1);
-  EXPECT_NE(last.find("dino train: error: cannot write '" + (root / "run" / "checkpoint.pth").string() +
-                      "': File too large"),
+  EXPECT_NE(last.find("dino train: error: cannot write '" +
+                      (root / "run" / "checkpoint.pth").string() + "': File too large"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;

@@ -50,7 +50,9 @@ void write_gz(const fs::path& p, const std::string& bytes) {
   gzclose(f);
 }
 
-uint8_t idx_pixel(int i, int r, int c) { return static_cast<uint8_t>((i * 31 + r * 7 + c * 3) % 256); }
+uint8_t idx_pixel(int i, int r, int c) {
+  return static_cast<uint8_t>((i * 31 + r * 7 + c * 3) % 256);
+}
 
 // n images of h x w with pixel idx_pixel(i, r, c), label i % 3, written by `write` under prefix.
 void write_idx(const fs::path& dir, const std::string& prefix, int n, int h, int w, bool gz) {
@@ -110,8 +112,8 @@ TEST(ImageFolder, FlatFolderIsUnlabeledAndSortedByName) {
 }
 
 TEST(ImageFolder, ExtensionsAreTorchvisionsCaseInsensitively) {
-  for (const char* yes : {"a.jpg", "b.JPEG", "c.Png", "d.ppm", "e.bmp", "f.pgm", "g.tif",
-                          "h.TIFF", "i.webp"})
+  for (const char* yes :
+       {"a.jpg", "b.JPEG", "c.Png", "d.ppm", "e.bmp", "f.pgm", "g.tif", "h.TIFF", "i.webp"})
     EXPECT_TRUE(has_image_extension(yes)) << yes;
   for (const char* no : {"a.gif", "b.txt", "jpg", "c.jpg.bak", "d.heic"})
     EXPECT_FALSE(has_image_extension(no)) << no;
@@ -220,8 +222,9 @@ TEST(OpenDataset, DetectsEachLayoutPerSplit) {
   const DatasetPtr itself = open_dataset((root / "images" / "train").string(), "train");
   EXPECT_EQ(itself->format(), "imagefolder");
   EXPECT_EQ(itself->num_classes(), 3);
-  EXPECT_NE(usage_error_of([&] { open_dataset((root / "images" / "train").string(), "val"); })
-                .find("no val split"),
+  EXPECT_NE(usage_error_of([&] {
+              open_dataset((root / "images" / "train").string(), "val");
+            }).find("no val split"),
             std::string::npos);
   // A folder of loose images: unlabeled.
   EXPECT_EQ(open_dataset(fixture("datasets/flat").string(), "train")->format(), "folder");
@@ -236,8 +239,9 @@ TEST(OpenDataset, DetectsEachLayoutPerSplit) {
   fs::copy(fixture("datasets/folder/val"), root / "idx" / "train", fs::copy_options::recursive);
   EXPECT_EQ(open_dataset((root / "idx").string(), "train")->format(), "imagefolder");
   // Errors: missing root, unknown split, a file that is no pack.
-  EXPECT_NE(usage_error_of([&] { open_dataset((root / "nope").string(), "train"); })
-                .find("does not exist"),
+  EXPECT_NE(usage_error_of([&] {
+              open_dataset((root / "nope").string(), "train");
+            }).find("does not exist"),
             std::string::npos);
   EXPECT_NE(usage_error_of([&] { open_dataset(root.string(), "test"); }).find("split"),
             std::string::npos);

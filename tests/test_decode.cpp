@@ -108,8 +108,8 @@ TEST(Decode, TruncatedJpegIsDetectedByItsMissingEndMarker) {
     EXPECT_NE(msg.find("truncated JPEG"), std::string::npos) << msg;
   }
   // An end marker inside an APP segment (an EXIF thumbnail) is not the image's.
-  std::string with_app = good.substr(0, 2) + std::string("\xFF\xE1\x00\x06\xFF\xD9\x00\x00", 8) +
-                         good.substr(2);
+  std::string with_app =
+      good.substr(0, 2) + std::string("\xFF\xE1\x00\x06\xFF\xD9\x00\x00", 8) + good.substr(2);
   EXPECT_TRUE(jpeg_is_complete(with_app));
   EXPECT_FALSE(jpeg_is_complete(with_app.substr(0, with_app.size() - 2)));
   EXPECT_EQ(bytes_of(decode_image(with_app, "app.jpg")), bytes_of(decode_image(good, "b.jpg")));

@@ -50,9 +50,9 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   const fs::path dir = xdino::testing::fresh_dir("demo");
   const fs::path here = fs::current_path();
   fs::current_path(dir);  // the configs' relative runs/ folders land here
-  const std::vector<std::string> argv = {dino_binary(), "pipeline", "--config",
-                                         config("fashion_mnist.ini").string(), "--config",
-                                         config("fashion_mnist_smoke.ini").string()};
+  const std::vector<std::string> argv = {dino_binary(), "pipeline",
+                                         "--config",    config("fashion_mnist.ini").string(),
+                                         "--config",    config("fashion_mnist_smoke.ini").string()};
   auto r = run_process(argv);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const fs::path runs = dir / "runs" / "fashion_mnist_smoke";

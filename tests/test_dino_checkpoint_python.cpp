@@ -30,24 +30,27 @@ std::string script() {
 }  // namespace
 
 TEST(DinoCheckpointPython, TorchLoadsOursWithOfficialKeys) {
-  if (!xdino::testing::python_has("torch")) XDINO_SKIP_MISSING() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch"))
+    XDINO_SKIP_MISSING() << kPython << " cannot import torch";
   TempDir dir;
   auto opt = xdino::testing::tiny_options(dir.path());
   opt.epochs = 1;
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), TrainOutcome::kCompleted);
-  const auto r = run_process({kPython, script(), "check", (dir.path() / "checkpoint.pth").string()});
+  const auto r =
+      run_process({kPython, script(), "check", (dir.path() / "checkpoint.pth").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out << r.err;
 }
 
 TEST(DinoCheckpointPython, ResumesFromTheOfficialLayout) {
-  if (!xdino::testing::python_has("torch")) XDINO_SKIP_MISSING() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch"))
+    XDINO_SKIP_MISSING() << kPython << " cannot import torch";
   TempDir ours, official;
   auto opt = xdino::testing::tiny_options(ours.path());
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), TrainOutcome::kCompleted);
-  const auto r = run_process({kPython, script(), "official",
-                              (ours.path() / "checkpoint.pth").string(),
-                              (official.path() / "checkpoint.pth").string()});
+  const auto r =
+      run_process({kPython, script(), "official", (ours.path() / "checkpoint.pth").string(),
+                   (official.path() / "checkpoint.pth").string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
   // epoch = 2 = epochs: the run loads everything and has nothing left to do.

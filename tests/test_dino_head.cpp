@@ -30,9 +30,9 @@ TEST(DINOHead, OfficialParameterNamesAndShapes) {
   const auto p = head->named_parameters();
   std::vector<std::string> names;
   for (const auto& item : p) names.push_back(item.key());
-  const std::vector<std::string> expect = {"mlp.0.weight", "mlp.0.bias", "mlp.2.weight",
-                                           "mlp.2.bias",   "mlp.4.weight", "mlp.4.bias",
-                                           "last_layer.weight_g", "last_layer.weight_v"};
+  const std::vector<std::string> expect = {
+      "mlp.0.weight", "mlp.0.bias", "mlp.2.weight",        "mlp.2.bias",
+      "mlp.4.weight", "mlp.4.bias", "last_layer.weight_g", "last_layer.weight_v"};
   EXPECT_EQ(names, expect);
   EXPECT_EQ(p["last_layer.weight_g"].sizes(), torch::IntArrayRef({11, 1}));
   EXPECT_EQ(p["last_layer.weight_v"].sizes(), torch::IntArrayRef({11, 5}));
@@ -41,8 +41,8 @@ TEST(DINOHead, OfficialParameterNamesAndShapes) {
 
   DINOHead bn(small_head(true, true));
   const auto q = bn->named_parameters();
-  for (const char* key : {"mlp.0.weight", "mlp.1.weight", "mlp.3.weight", "mlp.4.bias",
-                          "mlp.6.weight", "mlp.6.bias"})
+  for (const char* key :
+       {"mlp.0.weight", "mlp.1.weight", "mlp.3.weight", "mlp.4.bias", "mlp.6.weight", "mlp.6.bias"})
     EXPECT_TRUE(q.contains(key)) << key;
   EXPECT_TRUE(bn->named_buffers().contains("mlp.1.running_mean"));
 }
@@ -135,7 +135,8 @@ TEST(MultiCropWrapper, OneBackbonePassPerConsecutiveWidthGroup) {
   EXPECT_EQ(backbone->calls[1], std::make_pair(3 * B, int64_t{8}));
   // Rows are crop-major: row c*B + b comes from crop c, sample b.
   std::vector<torch::Tensor> feats;
-  for (int64_t c = 0; c < 5; ++c) feats.push_back(crops[c].mean({1, 2, 3}).unsqueeze(1).expand({B, 8}));
+  for (int64_t c = 0; c < 5; ++c)
+    feats.push_back(crops[c].mean({1, 2, 3}).unsqueeze(1).expand({B, 8}));
   EXPECT_TRUE(torch::allclose(out, head->forward(torch::cat(feats)), 1e-6, 1e-6));
 
   backbone->calls.clear();

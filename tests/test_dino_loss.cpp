@@ -127,8 +127,8 @@ TEST(DINOLoss, CenterUsesValueBeforeUpdateThenMovesTowardsBatchMean) {
   const auto c1 = loss->center.clone();
   const double second = loss->forward(S, T, 2).item<double>();
   EXPECT_NEAR(second, reference_loss(S, T, c1, 0.07), 1e-5);
-  EXPECT_TRUE(torch::allclose(loss->center.to(torch::kDouble), 0.9 * 0.1 * mean + 0.1 * mean,
-                              1e-6, 1e-7));
+  EXPECT_TRUE(
+      torch::allclose(loss->center.to(torch::kDouble), 0.9 * 0.1 * mean + 0.1 * mean, 1e-6, 1e-7));
 }
 
 TEST(DINOLoss, CenterAndStatisticsCoverAllProcessRows) {
@@ -144,7 +144,8 @@ TEST(DINOLoss, CenterAndStatisticsCoverAllProcessRows) {
   const auto other = torch::cat({T2.sum(0), p2.sum(0), -(p2 * log_p2).sum().view({1})});
   DINOLoss loss(opts(), std::make_shared<FakeTwoProcesses>(other));
   loss->forward(torch::randn({NCROPS * B, K}), T, 0);
-  whole->forward(torch::randn({NCROPS * 2 * B, K}), torch::cat({T.view({2, B, K}), T2.view({2, B, K})}, 1).view({4 * B, K}), 0);
+  whole->forward(torch::randn({NCROPS * 2 * B, K}),
+                 torch::cat({T.view({2, B, K}), T2.view({2, B, K})}, 1).view({4 * B, K}), 0);
   EXPECT_TRUE(torch::allclose(loss->center, whole->center, 1e-6, 1e-7));
   EXPECT_TRUE(torch::allclose(loss->center, 0.1 * (T.sum(0, true) + T2.sum(0, true)) / (4.0 * B),
                               1e-6, 1e-7));

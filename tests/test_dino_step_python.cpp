@@ -119,9 +119,8 @@ c10::IValue all_batches(const DinoOptions& o) {
 // shapes; integer buffers equal), through the update each side made from `init`:
 // |delta_ours - delta_theirs| <= max_abs everywhere, and ||delta_ours - delta_theirs||_2 <=
 // rel x ||delta_theirs||_2 + floor for each tensor.
-void expect_close(torch::nn::Module& ours, const c10::IValue& theirs,
-                  const xdino::IDict& init, double max_abs, double rel, double floor,
-                  const std::string& what) {
+void expect_close(torch::nn::Module& ours, const c10::IValue& theirs, const xdino::IDict& init,
+                  double max_abs, double rel, double floor, const std::string& what) {
   const auto d = theirs.toGenericDict();
   int64_t compared = 0;
   double worst_abs = 0, worst_rel = 0;
@@ -152,10 +151,11 @@ void expect_close(torch::nn::Module& ours, const c10::IValue& theirs,
   for (const auto& p : ours.named_parameters()) compare(p.key(), p.value());
   for (const auto& p : ours.named_buffers()) compare(p.key(), p.value());
   EXPECT_EQ(compared, static_cast<int64_t>(d.size())) << what << ": Python has other keys";
-  std::printf("%s: %lld tensors, largest difference %.3g (bound %.3g), largest relative update "
-              "difference %.3g in %s (bound %.3g)\n",
-              what.c_str(), static_cast<long long>(compared), worst_abs, max_abs, worst_rel,
-              worst_key.c_str(), rel);
+  std::printf(
+      "%s: %lld tensors, largest difference %.3g (bound %.3g), largest relative update "
+      "difference %.3g in %s (bound %.3g)\n",
+      what.c_str(), static_cast<long long>(compared), worst_abs, max_abs, worst_rel,
+      worst_key.c_str(), rel);
 }
 
 std::vector<double> doubles(const c10::IValue& v) {
@@ -167,7 +167,8 @@ std::vector<double> doubles(const c10::IValue& v) {
 }  // namespace
 
 TEST(DinoStepPython, TwoEpochsMatchTheOfficialOperations) {
-  if (!xdino::testing::python_has("torch")) XDINO_SKIP_MISSING() << kPython << " cannot import torch";
+  if (!xdino::testing::python_has("torch"))
+    XDINO_SKIP_MISSING() << kPython << " cannot import torch";
   TempDir dir;
   const auto o = parity_options(dir.path());
   auto data = std::make_shared<xdino::testing::SyntheticCrops>(

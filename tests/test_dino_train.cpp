@@ -70,7 +70,7 @@ TEST(DinoTrain, WritesOfficialCheckpointLayoutAndLog) {
   std::vector<std::string> keys;
   for (const auto& e : ckpt) keys.push_back(e.key().toStringRef());
   EXPECT_EQ(keys, (std::vector<std::string>{"student", "teacher", "optimizer", "epoch", "args",
-                                             "dino_loss", "xdino_resume"}));
+                                            "dino_loss", "xdino_resume"}));
   EXPECT_EQ(ckpt.at("epoch").toInt(), 2);
   const auto student = ckpt.at("student").toGenericDict();
   EXPECT_TRUE(student.contains("module.backbone.cls_token"));
@@ -103,15 +103,18 @@ TEST(DinoTrain, ResumeAfterAnEpochEqualsAStraightRun) {
   auto first = tiny_trainer(opt);
   const int64_t last_of_epoch0 = first->iterations_per_epoch() - 1;
   first->set_hooks({[&](int64_t it, torch::Tensor&, torch::Tensor&) {
-    if (it == last_of_epoch0) std::raise(SIGTERM);
-  }, nullptr});
+                      if (it == last_of_epoch0) std::raise(SIGTERM);
+                    },
+                    nullptr});
   EXPECT_EQ(first->train(), TrainOutcome::kStopped);
-  EXPECT_EQ(xdino::load_pth(split.path() / "checkpoint.pth").toGenericDict().at("epoch").toInt(), 1);
+  EXPECT_EQ(xdino::load_pth(split.path() / "checkpoint.pth").toGenericDict().at("epoch").toInt(),
+            1);
   first.reset();
   EXPECT_EQ(tiny_trainer(opt)->train(), TrainOutcome::kCompleted);
 
   expect_same_checkpoints(straight.path() / "checkpoint.pth", split.path() / "checkpoint.pth");
-  EXPECT_EQ(xdino::read_file(straight.path() / "log.txt"), xdino::read_file(split.path() / "log.txt"));
+  EXPECT_EQ(xdino::read_file(straight.path() / "log.txt"),
+            xdino::read_file(split.path() / "log.txt"));
 }
 
 // A straight run against one stopped by SIGTERM in epoch 1, batch 1 and resumed: same
@@ -126,8 +129,9 @@ void expect_sigterm_resume_is_exact(xdino::ssl::DinoOptions opt) {
   const int64_t niter = first->iterations_per_epoch();
   const int64_t stop_at = niter + 1;  // epoch 1, batch 1
   first->set_hooks({[&](int64_t it, torch::Tensor&, torch::Tensor&) {
-    if (it == stop_at) std::raise(SIGTERM);
-  }, nullptr});
+                      if (it == stop_at) std::raise(SIGTERM);
+                    },
+                    nullptr});
   EXPECT_EQ(first->train(), TrainOutcome::kStopped);
   const auto ckpt = xdino::load_pth(split.path() / "checkpoint.pth").toGenericDict();
   EXPECT_EQ(ckpt.at("epoch").toInt(), 1);
@@ -142,7 +146,8 @@ void expect_sigterm_resume_is_exact(xdino::ssl::DinoOptions opt) {
   EXPECT_EQ(data->batches_served, niter - (stop_at + 1) % niter);
 
   expect_same_checkpoints(straight.path() / "checkpoint.pth", split.path() / "checkpoint.pth");
-  EXPECT_EQ(xdino::read_file(straight.path() / "log.txt"), xdino::read_file(split.path() / "log.txt"));
+  EXPECT_EQ(xdino::read_file(straight.path() / "log.txt"),
+            xdino::read_file(split.path() / "log.txt"));
 }
 
 TEST(DinoTrain, SigtermMidEpochSavesAndResumeContinuesExactly) {
@@ -182,11 +187,12 @@ TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
     const int64_t niter = trainer->iterations_per_epoch();
     std::string saved;
     trainer->set_hooks({[&](int64_t it, torch::Tensor& s, torch::Tensor& t) {
-      if (it == niter) saved = xdino::read_file(dir.path() / "checkpoint.pth");
-      if (it != niter + 1) return;
-      torch::Tensor& target = which == "student output" ? s : t;
-      target = target.new_full(target.sizes(), NAN);
-    }, nullptr});
+                          if (it == niter) saved = xdino::read_file(dir.path() / "checkpoint.pth");
+                          if (it != niter + 1) return;
+                          torch::Tensor& target = which == "student output" ? s : t;
+                          target = target.new_full(target.sizes(), NAN);
+                        },
+                        nullptr});
     try {
       trainer->train();
       FAIL() << "a NaN " << which << " must stop the run";
@@ -248,8 +254,8 @@ TEST(DinoTrain, Bf16AutocastTrainsOnCpu) {
   EXPECT_TRUE(trainer->precision().autocast);
   EXPECT_EQ(trainer->scaler(), nullptr);
   torch::ScalarType seen = torch::kFloat;
-  trainer->set_hooks({[&](int64_t, torch::Tensor& s, torch::Tensor&) { seen = s.scalar_type(); },
-                      nullptr});
+  trainer->set_hooks(
+      {[&](int64_t, torch::Tensor& s, torch::Tensor&) { seen = s.scalar_type(); }, nullptr});
   ASSERT_EQ(trainer->train(), TrainOutcome::kCompleted);
   EXPECT_EQ(seen, torch::kBFloat16);  // the head's matmuls ran under autocast
   EXPECT_EQ(trainer->loss()->center.scalar_type(), torch::kFloat);

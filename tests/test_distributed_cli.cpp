@@ -33,11 +33,33 @@ namespace {
 
 std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int epochs,
                                     int batch) {
-  return {"train", "--data_path", data.string(), "--output_dir", out.string(),
-          "--arch", "xcit_nano_12_p16", "--out_dim", "64", "--global_crops_size", "32",
-          "--local_crops_size", "16", "--local_crops_number", "2", "--batch_size_per_gpu",
-          std::to_string(batch), "--epochs", std::to_string(epochs), "--warmup_epochs", "0",
-          "--num_workers", "1", "--saveckp_freq", "1", "--device", "cpu"};
+  return {"train",
+          "--data_path",
+          data.string(),
+          "--output_dir",
+          out.string(),
+          "--arch",
+          "xcit_nano_12_p16",
+          "--out_dim",
+          "64",
+          "--global_crops_size",
+          "32",
+          "--local_crops_size",
+          "16",
+          "--local_crops_number",
+          "2",
+          "--batch_size_per_gpu",
+          std::to_string(batch),
+          "--epochs",
+          std::to_string(epochs),
+          "--warmup_epochs",
+          "0",
+          "--num_workers",
+          "1",
+          "--saveckp_freq",
+          "1",
+          "--device",
+          "cpu"};
 }
 
 std::vector<std::string> launch(int nproc, std::vector<std::string> child,
@@ -134,7 +156,8 @@ class DistributedCli : public ::testing::Test {
     EXPECT_LT(r.seconds, 20) << "the survivor must notice a dead peer before --dist_timeout";
     EXPECT_NE(err.find("rank " + std::to_string(victim) + " (pid " +
                        std::to_string(ranks_.at(victim)) + ") was killed by signal 9"),
-              std::string::npos) << err;
+              std::string::npos)
+        << err;
     EXPECT_NE(err.find(survivor_says), std::string::npos) << err;
     EXPECT_EQ(count(err, "error: "), 1u) << "one failure line, from the survivor: " << err;
   }
@@ -152,7 +175,8 @@ class DistributedCli : public ::testing::Test {
     const int survivor = 1 - victim;
     EXPECT_NE(err.find("rank " + std::to_string(survivor) + " (pid " +
                        std::to_string(ranks_.at(survivor)) + ") exited with code 1"),
-              std::string::npos) << err;
+              std::string::npos)
+        << err;
     EXPECT_GT(r.seconds, 10) << "the survivor must wait out --dist_timeout";
     // Bounded by --dist_timeout + the 7.5 s probe + the launcher's 2 s grace and 10 s to stop
     // the victim, plus exits on a loaded machine (measured 24-36 s); a hang hits 90 s.
@@ -204,7 +228,8 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
   auto r = run_process(launch(2, first));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("[rank 0] warning: epoch 0: the teacher outputs are nearly uniform"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(r.err.find("[rank 1]"), std::string::npos) << r.err;
   // Exactly what one process writes: no second log line, no stray temporary files.
   std::set<std::string> files;
@@ -287,10 +312,10 @@ TEST_F(DistributedCli, FrozenRankIsNamedByItsSilentHeartbeat) {
 }
 
 TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStoreWithinTheHeartbeatTimeout) {
-  freeze_past_heartbeat(0, {"on rank 1 failed: lost rank 0 on host ",
-                            ": rank 0's rendezvous store at 127.0.0.1:",
-                            " has not answered for 4 s (that host is unreachable from here, or "
-                            "rank 0 is stopped)"});
+  freeze_past_heartbeat(
+      0, {"on rank 1 failed: lost rank 0 on host ", ": rank 0's rendezvous store at 127.0.0.1:",
+          " has not answered for 4 s (that host is unreachable from here, or "
+          "rank 0 is stopped)"});
 }
 
 TEST_F(DistributedCli, ASlowRankIsWaitedForNotLost) {
@@ -323,8 +348,10 @@ TEST_F(DistributedCli, ASlowRankIsWaitedForNotLost) {
 class LaunchMistakes : public DistributedCli {
  protected:
   std::map<std::string, std::string> env(int rank, int world_size, int port) const {
-    return {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world_size)},
-            {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+    return {{"RANK", std::to_string(rank)},
+            {"WORLD_SIZE", std::to_string(world_size)},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", std::to_string(port)}};
   }
   std::vector<std::string> train(const std::string& name) const {
     auto argv = train_args(data_, out_ / name, 1, 4);
@@ -352,9 +379,12 @@ TEST_F(LaunchMistakes, AWorldSizeThatDiffersIsNamedByEveryProcess) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 hosts the store
   const auto second = run_process(train("second"), env(1, 3, port), 60);
   const auto r0 = xdino::testing::wait_process(first, 60);
-  const std::string says = "rank 1 has WORLD_SIZE 3 but a process that joined the rendezvous at "
-                           "127.0.0.1:" + std::to_string(port) + " before it has 2; start every "
-                           "process with the same WORLD_SIZE";
+  const std::string says =
+      "rank 1 has WORLD_SIZE 3 but a process that joined the rendezvous at "
+      "127.0.0.1:" +
+      std::to_string(port) +
+      " before it has 2; start every "
+      "process with the same WORLD_SIZE";
   EXPECT_EQ(second.exit_code, 2) << second.err;
   EXPECT_NE(second.err.find(says), std::string::npos) << second.err;
   EXPECT_EQ(r0.exit_code, 2);
@@ -370,9 +400,12 @@ TEST_F(LaunchMistakes, ARankStartedTwiceIsNamed) {
   const int rank1 = start("rank1", env(1, 3, port));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto again = run_process(train("again"), env(1, 3, port), 60);
-  const std::string says = "rank 1 was started twice (two processes joined the rendezvous at "
-                           "127.0.0.1:" + std::to_string(port) + " as rank 1); give each process "
-                           "its own rank";
+  const std::string says =
+      "rank 1 was started twice (two processes joined the rendezvous at "
+      "127.0.0.1:" +
+      std::to_string(port) +
+      " as rank 1); give each process "
+      "its own rank";
   EXPECT_EQ(again.exit_code, 2) << again.err;
   EXPECT_NE(again.err.find(says), std::string::npos) << again.err;
   // The others were waiting for rank 2: they read the conflict instead of timing out.
@@ -391,9 +424,10 @@ TEST_F(LaunchMistakes, APortAlreadyTakenIsNamed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto r = run_process(train("second"), env(0, 2, port), 60);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("rendezvous with 127.0.0.1:" + std::to_string(port) +
-                       " failed for rank 0: "),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("rendezvous with 127.0.0.1:" + std::to_string(port) + " failed for rank 0: "),
+      std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("Address already in use"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 10);
   kill(rank0, SIGKILL);
@@ -405,10 +439,11 @@ TEST_F(LaunchMistakes, AMasterAddrWhereNothingListensIsNamedWithinTheRendezvousT
   argv.back() = "5";  // --dist_timeout 5
   const auto r = run_process(argv, env(1, 2, port), 60);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("rendezvous with 127.0.0.1:" + std::to_string(port) +
-                       " failed for rank 1: "),
-            std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(is MASTER_ADDR rank 0's host, and is rank 0 running?)"),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("rendezvous with 127.0.0.1:" + std::to_string(port) + " failed for rank 1: "),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(is MASTER_ADDR rank 0's host, and is rank 0 running?)"), std::string::npos)
+      << r.err;
   EXPECT_LT(r.seconds, 30);
 }

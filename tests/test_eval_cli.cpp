@@ -11,8 +11,8 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
-using xdino::testing::fresh_temp_dir;
 using xdino::testing::dino_binary;
+using xdino::testing::fresh_temp_dir;
 using xdino::testing::run_process;
 
 namespace {
@@ -63,9 +63,8 @@ xdino::Json results_of(const fs::path& knn_json) {
 TEST(EvalCli, FeaturesWritesTheSplit) {
   const fs::path root = make_ppm_folder("features_cli", 2, 3);
   const auto r = run_process({dino_binary(), "features", "--arch", "xcit_nano_12_p16",
-                              "--image_size", "32", "--data_path", root.string(), "--split",
-                              "val", "--num_workers", "1", "--output",
-                              (root / "out/val.h5").string()});
+                              "--image_size", "32", "--data_path", root.string(), "--split", "val",
+                              "--num_workers", "1", "--output", (root / "out/val.h5").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("RANDOMLY INITIALISED"), std::string::npos) << r.err;
   const auto f = xdino::eval::read_features(root / "out/val.h5");
@@ -80,9 +79,9 @@ TEST(EvalCli, ResultFilesRecordTheModelsPatchSizeNotTheFlagsDefault) {
   // --patch_size is a ViT flag (default 16); XCiT names carry their own.
   const fs::path root = make_ppm_folder("knn_patch", 3, 2);
   const auto r = run_process({dino_binary(), "knn", "--arch", "xcit_nano_4_p4", "--image_size",
-                              "32", "--data_path", root.string(), "--nb_knn", "1",
-                              "--num_workers", "1", "--output_dir", (root / "out").string(),
-                              "--dump_features", (root / "dump").string()});
+                              "32", "--data_path", root.string(), "--nb_knn", "1", "--num_workers",
+                              "1", "--output_dir", (root / "out").string(), "--dump_features",
+                              (root / "dump").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(root / "out/knn.json");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -95,10 +94,21 @@ TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
   // 9 train images on 2 processes: the DistributedSampler pads one duplicate.
   const fs::path root = make_ppm_folder("knn_dist", 5, 3);
   fs::remove(root / "train/b/x4.ppm");
-  const std::vector<std::string> common = {"knn", "--arch", "xcit_nano_12_p16", "--image_size",
-                                           "32", "--data_path", root.string(), "--nb_knn", "1",
-                                           "3", "5", "--num_workers", "1",
-                                           "--batch_size_per_gpu", "2"};
+  const std::vector<std::string> common = {"knn",
+                                           "--arch",
+                                           "xcit_nano_12_p16",
+                                           "--image_size",
+                                           "32",
+                                           "--data_path",
+                                           root.string(),
+                                           "--nb_knn",
+                                           "1",
+                                           "3",
+                                           "5",
+                                           "--num_workers",
+                                           "1",
+                                           "--batch_size_per_gpu",
+                                           "2"};
   std::vector<std::string> one{dino_binary()};
   one.insert(one.end(), common.begin(), common.end());
   one.insert(one.end(), {"--output_dir", (root / "one").string(), "--dump_features",
@@ -125,16 +135,15 @@ TEST(EvalCli, MissingInputsExitTwoWithOneLine) {
   expect_one_line_failure({"knn", "--arch", "xcit_nano_12_p16", "--data_path", "/no/such/data",
                            "--output_dir", (root / "o").string()},
                           2, "/no/such/data");
-  expect_one_line_failure({"knn", "--arch", "xcit_nano_12_p16", "--data_path", root.string(),
-                           "--pretrained_weights", "/no/such/weights.pth", "--output_dir",
-                           (root / "o").string()},
-                          2, "/no/such/weights.pth");
+  expect_one_line_failure(
+      {"knn", "--arch", "xcit_nano_12_p16", "--data_path", root.string(), "--pretrained_weights",
+       "/no/such/weights.pth", "--output_dir", (root / "o").string()},
+      2, "/no/such/weights.pth");
   expect_one_line_failure({"knn", "--load_features", (root / "nothing").string(), "--output_dir",
                            (root / "o").string()},
                           2, "nothing");
-  expect_one_line_failure({"features", "--arch", "xcit_nano_12_p16", "--data_path",
-                           root.string(), "--split", "test", "--output",
-                           (root / "f.h5").string()},
+  expect_one_line_failure({"features", "--arch", "xcit_nano_12_p16", "--data_path", root.string(),
+                           "--split", "test", "--output", (root / "f.h5").string()},
                           2, "--split");
   expect_one_line_failure({"knn", "--arch", "no_such_arch", "--data_path", root.string(),
                            "--output_dir", (root / "o").string()},

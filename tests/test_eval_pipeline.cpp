@@ -53,9 +53,7 @@ BackboneSpec tiny_xcit() {
   return s;
 }
 
-Json read_json(const fs::path& p) {
-  return xdino::parse_json(xdino::read_file(p), p.string());
-}
+Json read_json(const fs::path& p) { return xdino::parse_json(xdino::read_file(p), p.string()); }
 
 std::vector<std::string> keys(const Json& j) {
   std::vector<std::string> k;
@@ -110,11 +108,11 @@ TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
   o.nb_knn = {1, 3, 10};
   const KnnEvalResult r = run_knn_eval(o, *xdino::local_communicator(), torch::kCPU);
   const Json j = read_json(out / "knn.json");
-  EXPECT_EQ(keys(j), (std::vector<std::string>{
-                         "protocol", "arch", "patch_size", "image_size", "pretrained_weights",
-                         "checkpoint_key", "weights", "temperature", "num_train", "num_test",
-                         "num_classes", "feature_dim", "backend", "features", "results",
-                         "reported", "seconds"}));
+  EXPECT_EQ(keys(j),
+            (std::vector<std::string>{
+                "protocol", "arch", "patch_size", "image_size", "pretrained_weights",
+                "checkpoint_key", "weights", "temperature", "num_train", "num_test", "num_classes",
+                "feature_dim", "backend", "features", "results", "reported", "seconds"}));
   EXPECT_EQ(j.at("weights").get<std::string>(), "random");
   EXPECT_EQ(j.at("num_train").get<int64_t>(), 12);
   EXPECT_EQ(j.at("num_classes").get<int64_t>(), 2);
@@ -137,8 +135,8 @@ TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
 TEST(EvalPipeline, LoadsDinoCheckpointsLikeTheOfficialLoader) {
   const fs::path dir = fresh_temp_dir("dino_ckpt");
   torch::manual_seed(5);
-  auto source = xdino::models::create_backbone(
-      "xcit_nano_12_p16", eval_backbone_options("xcit_nano_12_p16", 16, 32));
+  auto source = xdino::models::create_backbone("xcit_nano_12_p16",
+                                               eval_backbone_options("xcit_nano_12_p16", 16, 32));
   source->eval();
   // A DINO training checkpoint: teacher without DDP prefix, student with it, heads included.
   auto sub = [&](const std::string& prefix) {

@@ -63,8 +63,8 @@ TEST(Flags, CommandLineValuesOfEveryType) {
   Flags f("train");
   declare(f, o);
   ASSERT_TRUE(f.parse({"--lr", "1e-3", "--epochs", "7", "--use_fp16", "false", "--arch",
-                       "xcit_small_12_p16", "--global_crops_scale", "0.3", "0.9", "--runs",
-                       "a", "b", "c"}));
+                       "xcit_small_12_p16", "--global_crops_scale", "0.3", "0.9", "--runs", "a",
+                       "b", "c"}));
   EXPECT_DOUBLE_EQ(o.lr, 1e-3);
   EXPECT_EQ(o.epochs, 7);
   EXPECT_FALSE(o.use_fp16);
@@ -93,8 +93,8 @@ TEST(Flags, OverrideOrderFilesThenCommandLine) {
   Flags f("train");
   declare(f, o);
   ASSERT_TRUE(f.parse({"--config", a, "--config", b, "--arch", "from_cli"}));
-  EXPECT_DOUBLE_EQ(o.lr, 0.2);  // later file wins
-  EXPECT_EQ(o.epochs, 5);       // earlier file still applies where the later is silent
+  EXPECT_DOUBLE_EQ(o.lr, 0.2);    // later file wins
+  EXPECT_EQ(o.epochs, 5);         // earlier file still applies where the later is silent
   EXPECT_EQ(o.arch, "from_cli");  // command line wins over every file
   EXPECT_EQ(o.scale, (std::vector<double>{0.5, 0.8}));
   // The command line wins even when it comes before --config.
@@ -244,9 +244,10 @@ TEST(Flags, FormatDoubleMatchesPythonRepr) {
 
 TEST(Flags, VariantSectionsApplyOnTopOfTheirSubcommand) {
   // The variant section comes first in the file and still wins over [train].
-  const std::string ini = write_ini(
-      "variant", "epochs = 3\n[train:long]\nepochs = 50\n[train]\nepochs = 10\nlr = 0.1\n"
-                 "[train:short]\nepochs = 1\n");
+  const std::string ini =
+      write_ini("variant",
+                "epochs = 3\n[train:long]\nepochs = 50\n[train]\nepochs = 10\nlr = 0.1\n"
+                "[train:short]\nepochs = 1\n");
   Opts o;
   Flags f("train");
   declare(f, o);

@@ -73,13 +73,13 @@ TEST(FuzzRegressions, IdxDimensionOverflowIsChecked) {
   EXPECT_NE(got.find("more than any file holds"), std::string::npos) << got;
 }
 
-// A 79-byte JPEG declaring 12079 x 65338 pixels (width x height): refused from its header, where OpenCV
-// allocated 2.4 GB; and a PNG header declaring the same, made here.
+// A 79-byte JPEG declaring 12079 x 65338 pixels (width x height): refused from its header, where
+// OpenCV allocated 2.4 GB; and a PNG header declaring the same, made here.
 TEST(FuzzRegressions, DecompressionBombsAreRefusedFromTheHeader) {
-  std::string got = outcome(xdino::fuzz::fuzz_decode,
-                            kDir / "decode" / "oom-a140d0ac_jpeg_sof_65338x12079.jpg");
-  EXPECT_NE(got.find("declares 12079 x 65338 pixels, more than the 178956970"),
-            std::string::npos) << got;
+  std::string got =
+      outcome(xdino::fuzz::fuzz_decode, kDir / "decode" / "oom-a140d0ac_jpeg_sof_65338x12079.jpg");
+  EXPECT_NE(got.find("declares 12079 x 65338 pixels, more than the 178956970"), std::string::npos)
+      << got;
   static const char kHeader[] =
       "\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\xff\x3a\0\0\x2f\x2f\x08\x02\0\0\0";
   std::string png(kHeader, sizeof kHeader - 1);

@@ -83,7 +83,7 @@ TEST(GradScaler, GrowsAfterIntervalAndRoundTripsState) {
   std::vector<std::string> keys;
   for (const auto& e : sd) keys.push_back(e.key().toStringRef());
   EXPECT_EQ(keys, (std::vector<std::string>{"scale", "growth_factor", "backoff_factor",
-                                             "growth_interval", "_growth_tracker"}));
+                                            "growth_interval", "_growth_tracker"}));
   GradScaler other;
   other.load_state_dict(sd);
   EXPECT_EQ(other.get_scale(), 131072.0);

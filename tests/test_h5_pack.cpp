@@ -118,10 +118,13 @@ TEST(H5Pack, CheckImagesLeavesUnreadableFilesOut) {
 TEST(H5Pack, InconsistentPackIsAnErrorNamingTheFile) {
   const fs::path out = fresh_dir("pack_bad");
   if (!xdino::testing::python_has("h5py")) XDINO_SKIP_MISSING() << "no h5py for /usr/bin/python3";
-  const auto r = python("import h5py, numpy as np\n"
-                        "with h5py.File('" + (out / "train.h5").string() + "', 'w') as f:\n"
-                        "  f['images'] = np.zeros(10, np.uint8)\n"
-                        "  f['offsets'] = np.array([0, 4, 20])\n");
+  const auto r = python(
+      "import h5py, numpy as np\n"
+      "with h5py.File('" +
+      (out / "train.h5").string() +
+      "', 'w') as f:\n"
+      "  f['images'] = np.zeros(10, np.uint8)\n"
+      "  f['offsets'] = np.array([0, 4, 20])\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   try {
     H5Dataset({out / "train.h5"});
@@ -143,7 +146,9 @@ TEST(H5Pack, H5pyReadsOurPack) {
       "import glob, h5py, io, numpy as np\n"
       "from PIL import Image\n"
       "n = 0\n"
-      "for name in sorted(glob.glob('" + out.string() + "/train-*.h5')):\n"
+      "for name in sorted(glob.glob('" +
+      out.string() +
+      "/train-*.h5')):\n"
       "  with h5py.File(name, 'r') as f:\n"
       "    assert f.attrs['format'] == 'xdino-encoded-images', f.attrs['format']\n"
       "    names = [s.decode() for s in f['class_names'][()]]\n"
@@ -151,7 +156,9 @@ TEST(H5Pack, H5pyReadsOurPack) {
       "    for i, p in enumerate(f['paths'][()]):\n"
       "      p = p.decode()\n"
       "      data = f['images'][o[i]:o[i + 1]].tobytes()\n"
-      "      assert data == open('" + src.string() + "/' + p, 'rb').read(), p\n"
+      "      assert data == open('" +
+      src.string() +
+      "/' + p, 'rb').read(), p\n"
       "      assert f['labels'][i] == names.index(p.split('/')[0]), p\n"
       "      Image.open(io.BytesIO(data)).convert('RGB')\n"
       "      n += 1\n"
@@ -170,14 +177,20 @@ TEST(H5Pack, WeReadH5pyWrittenFilesContiguousOrCompressed) {
   const auto r = python(
       "import h5py, numpy as np\n"
       "paths = ['cat/v1.png', 'dog/V0.png', 'dog/v2.jpg']\n"
-      "blobs = [open('" + src.string() + "/' + p, 'rb').read() for p in paths]\n"
+      "blobs = [open('" +
+      src.string() +
+      "/' + p, 'rb').read() for p in paths]\n"
       "data = np.frombuffer(b''.join(blobs), np.uint8)\n"
       "offsets = np.cumsum([0] + [len(b) for b in blobs])\n"
-      "with h5py.File('" + (out / "a.h5").string() + "', 'w') as f:\n"
+      "with h5py.File('" +
+      (out / "a.h5").string() +
+      "', 'w') as f:\n"
       "  f['images'] = data\n"
       "  f['offsets'] = offsets\n"
       "  f['labels'] = np.array([0, 1, 1], np.int32)\n"
-      "with h5py.File('" + (out / "b.h5").string() + "', 'w') as f:\n"
+      "with h5py.File('" +
+      (out / "b.h5").string() +
+      "', 'w') as f:\n"
       "  f.create_dataset('images', data=data, chunks=(1000,), compression='gzip')\n"
       "  f['offsets'] = offsets\n"
       "  f['labels'] = np.array([0, 1, 1])\n"

@@ -34,7 +34,8 @@ TEST(Heatmap, MaskKeepsTheSmallestSetReachingTheMass) {
       std::vector<double> kept, dropped;
       const double total = attn[h].sum().item<double>();
       for (int n = 0; n < 50; ++n)
-        (mask[h][n].item<float>() > 0.5f ? kept : dropped).push_back(attn[h][n].item<double>() / total);
+        (mask[h][n].item<float>() > 0.5f ? kept : dropped)
+            .push_back(attn[h][n].item<double>() / total);
       double mass = 0;
       for (double v : kept) mass += v;
       ASSERT_FALSE(kept.empty());
@@ -85,10 +86,10 @@ TEST(Heatmap, OverlayBlendsHalfwayTowardsTheColour) {
 
 TEST(Heatmap, PngDecodesBackWithItsSize) {
   const fs::path dir = temp_dir();
-  const cv::Mat grid = make_grid({{"image", {cv::Mat(20, 30, CV_8UC3, cv::Scalar(1, 2, 3))}, {}},
-                                  {"heads", {colorize(torch::rand({5, 5})), colorize(torch::rand({5, 5}))},
-                                   {"h0", "h1"}}},
-                                 64);
+  const cv::Mat grid = make_grid(
+      {{"image", {cv::Mat(20, 30, CV_8UC3, cv::Scalar(1, 2, 3))}, {}},
+       {"heads", {colorize(torch::rand({5, 5})), colorize(torch::rand({5, 5}))}, {"h0", "h1"}}},
+      64);
   write_png(dir / "grid.png", grid);
   const cv::Mat back = cv::imread((dir / "grid.png").string(), cv::IMREAD_UNCHANGED);
   EXPECT_EQ(back.cols, grid.cols);

@@ -22,9 +22,8 @@ TEST(Json, DumpsLikePythonsJsonModule) {
   o["list"] = Json{1e-06, true, nullptr};
   o["empty"] = Json::object();
   // Right-hand sides: json.dumps of the same dict in CPython 3.11.
-  EXPECT_EQ(python_dumps(o),
-            R"({"k": 20, "top1": 76.04, "lr": 3.0, "name": "a \"q\"\n\u00e9", )"
-            R"("list": [1e-06, true, null], "empty": {}})");
+  EXPECT_EQ(python_dumps(o), R"({"k": 20, "top1": 76.04, "lr": 3.0, "name": "a \"q\"\n\u00e9", )"
+                             R"("list": [1e-06, true, null], "empty": {}})");
   EXPECT_EQ(python_dumps(Json{{"a", Json{1, 2}}, {"b", Json::array()}}, 2),
             "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": []\n}");
   // NaN and infinities: what json.dumps writes (and json.loads reads back).

@@ -123,9 +123,8 @@ TEST(Knn, NeighboursEqualBruteForce) {
     std::vector<int64_t> order(500);
     std::iota(order.begin(), order.end(), 0);
     auto row = sims[q];
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return row[a].item<double>() > row[b].item<double>();
-    });
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return row[a].item<double>() > row[b].item<double>(); });
     for (int64_t j = 0; j < 30; ++j) {
       EXPECT_EQ(nb.indices[q][j].item<int64_t>(), order[j]) << "query " << q << " rank " << j;
       EXPECT_NEAR(nb.similarities[q][j].item<float>(), row[order[j]].item<double>(), 1e-5);
@@ -175,8 +174,7 @@ TEST(Knn, HandMadeVote) {
   EXPECT_EQ(rank_classes(sims, labels, 4, 1.0, 6, 5, scratch),
             (std::vector<int64_t>{1, 2, 0, 3, 4}));
   // Only the first k neighbours vote: with k = 1 class 2 alone; unvoted classes by index.
-  EXPECT_EQ(rank_classes(sims, labels, 1, 0.07, 6, 3, scratch),
-            (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_EQ(rank_classes(sims, labels, 1, 0.07, 6, 3, scratch), (std::vector<int64_t>{2, 0, 1}));
   // Scratch comes back clean: equal votes rank the smaller class first.
   const float equal[] = {0.5f, 0.5f};
   const int64_t two[] = {4, 3};

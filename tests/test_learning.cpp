@@ -38,16 +38,50 @@ TEST(Learning, DinoLearnsTexturesThatARandomNetworkCannotTellApart) {
   const fs::path root = xdino::testing::fresh_dir("learning");
   const fs::path data = root / "data", out = root / "train";
   xdino::testing::write_textures(data, kTrainPerClass, kValPerClass);
-  const auto r = run_process(
-      {dino_binary(), "train", "--data_path", data.string(), "--output_dir", out.string(),
-       "--arch", "xcit_nano_4_p4", "--out_dim", "256", "--head_hidden_dim", "256",
-       "--head_bottleneck_dim", "64", "--global_crops_size", "32", "--local_crops_size", "16",
-       "--local_crops_number", "2", "--blur_sigma", "0.02", "0.3", "--batch_size_per_gpu", "32",
-       "--epochs", std::to_string(kEpochs), "--warmup_epochs", "1", "--lr", "0.002",
-       "--momentum_teacher", "0.99", "--knn_every", "1", "--knn_train_samples",
-       std::to_string(4 * kTrainPerClass), "--knn_val_samples",
-       std::to_string(4 * kValPerClass), "--num_workers", "1", "--device", "cpu"},
-      {{"OMP_NUM_THREADS", "2"}});
+  const auto r = run_process({dino_binary(),
+                              "train",
+                              "--data_path",
+                              data.string(),
+                              "--output_dir",
+                              out.string(),
+                              "--arch",
+                              "xcit_nano_4_p4",
+                              "--out_dim",
+                              "256",
+                              "--head_hidden_dim",
+                              "256",
+                              "--head_bottleneck_dim",
+                              "64",
+                              "--global_crops_size",
+                              "32",
+                              "--local_crops_size",
+                              "16",
+                              "--local_crops_number",
+                              "2",
+                              "--blur_sigma",
+                              "0.02",
+                              "0.3",
+                              "--batch_size_per_gpu",
+                              "32",
+                              "--epochs",
+                              std::to_string(kEpochs),
+                              "--warmup_epochs",
+                              "1",
+                              "--lr",
+                              "0.002",
+                              "--momentum_teacher",
+                              "0.99",
+                              "--knn_every",
+                              "1",
+                              "--knn_train_samples",
+                              std::to_string(4 * kTrainPerClass),
+                              "--knn_val_samples",
+                              std::to_string(4 * kValPerClass),
+                              "--num_workers",
+                              "1",
+                              "--device",
+                              "cpu"},
+                             {{"OMP_NUM_THREADS", "2"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   const Json ref = parse_json(read_file(out / "knn_reference.json"), "knn_reference.json");
@@ -67,8 +101,8 @@ TEST(Learning, DinoLearnsTexturesThatARandomNetworkCannotTellApart) {
   // Learned: the final teacher classifies clearly better than its random initialisation...
   EXPECT_GE(knn.back(), random + kMarginPoints) << "random init " << random << ", epochs:" << curve;
   // ... and the loss fell.
-  EXPECT_LT(loss.back(), loss.front() - kLossDrop) << "loss " << loss.front() << " -> "
-                                                         << loss.back();
+  EXPECT_LT(loss.back(), loss.front() - kLossDrop)
+      << "loss " << loss.front() << " -> " << loss.back();
   EXPECT_FALSE(cv::imread((out / "curves.png").string()).empty());
   fs::remove_all(root);
 }

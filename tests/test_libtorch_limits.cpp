@@ -49,16 +49,24 @@ TEST(LibTorchLimits, UnpicklerCannotReadWhatPythonCheckpointsHold) {
   const fs::path dir = xdino::testing::fresh_dir("libtorch_limits_unpickle");
   // Each case next to a control that differs only in the construct LibTorch lacks.
   // {"a": 1} with SETITEM (Python's pickler uses it for one-item dicts) vs SETITEMS.
-  const std::string setitem = bin("\x80\x02}X\x01\x00\x00\x00" "aK\x01s.");
-  const std::string setitems = bin("\x80\x02}(X\x01\x00\x00\x00" "aK\x01u.");
+  const std::string setitem =
+      bin("\x80\x02}X\x01\x00\x00\x00"
+          "aK\x01s.");
+  const std::string setitems =
+      bin("\x80\x02}(X\x01\x00\x00\x00"
+          "aK\x01u.");
   // OrderedDict({"a": 1}), as every nn.Module state_dict is pickled. (LibTorch turns the
   // OrderedDict global into None, which it only expects in a tensor's backward hooks, so an
   // empty one "loads" as None and a filled one fails.)
   const std::string ordered =
-      bin("\x80\x02" "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00" "aK\x01u.");
+      bin("\x80\x02"
+          "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00"
+          "aK\x01u.");
   // argparse.Namespace(a=1) (the official checkpoints' `args`), built with NEWOBJ + BUILD.
   const std::string ns =
-      bin("\x80\x02" "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00" "aK\x01sb.");
+      bin("\x80\x02"
+          "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00"
+          "aK\x01sb.");
   const fs::path control = zip_with_pickle(dir, "setitems.pth", setitems);
   EXPECT_NO_THROW(torch::pickle_load(bytes_of(control)));
   for (const auto& [name, pickle] : {std::pair<std::string, std::string>{"setitem.pth", setitem},
@@ -85,7 +93,8 @@ TEST(LibTorchLimits, PicklerWritesGlobalsThatWeightsOnlyLoadingRejects) {
   EXPECT_NE(text.find("torch.jit._pickle"), std::string::npos)
       << "LibTorch's pickler no longer emits torch.jit._pickle globals";
   if (!xdino::testing::python_torch_available())
-    XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import torch and numpy (scripts/setup.sh --tests)";
+    XDINO_SKIP_MISSING()
+        << "/usr/bin/python3 cannot import torch and numpy (scripts/setup.sh --tests)";
   const fs::path dir = xdino::testing::fresh_dir("libtorch_limits_pickle");
   xdino::write_file_atomically(dir / "theirs.pth", text);
   xdino::save_pth(dir / "ours.pth", d);

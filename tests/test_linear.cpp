@@ -81,8 +81,8 @@ TEST(Linear, TrainingStepsMatchPyTorch) {
   const LinearOutcome out = train_linear(
       clf, *opt, train, val, s, *xdino::local_communicator(), 0, {},
       [&](const EpochStats& e, const LinearOutcome&) { losses.push_back(e.train_loss); });
-  EXPECT_TRUE(torch::allclose(clf->linear->weight, tensor_of(g.at("w")).view({labels, dim}),
-                              1e-5, 1e-7));
+  EXPECT_TRUE(
+      torch::allclose(clf->linear->weight, tensor_of(g.at("w")).view({labels, dim}), 1e-5, 1e-7));
   EXPECT_TRUE(torch::allclose(clf->linear->bias, tensor_of(g.at("b")), 1e-5, 1e-7));
   const Json& ref = g.at("train_loss");
   ASSERT_EQ(losses.size(), ref.size());
@@ -104,7 +104,8 @@ TEST(Linear, ShuffledShardsMatchDistributedSampler) {
     torch::Tensor x, y;
     ASSERT_TRUE(b.next(x, y));
     std::vector<int64_t> got;
-    for (int64_t i = 0; i < x.size(0); ++i) got.push_back(static_cast<int64_t>(x[i][0].item<float>()));
+    for (int64_t i = 0; i < x.size(0); ++i)
+      got.push_back(static_cast<int64_t>(x[i][0].item<float>()));
     EXPECT_EQ(got, ints_of(g.at("shards")[rank])) << "rank " << rank;
     EXPECT_FALSE(b.next(x, y));
   }
@@ -139,9 +140,9 @@ TEST(Linear, SeparableSetReachesFullAccuracy) {
   CachedBatches val(xte, yte, 64, false, 0, 0, 1, torch::kCPU);
   auto opt = make_linear_optimizer(clf, scaled_lr(s, 1));
   std::vector<double> lrs;
-  const LinearOutcome out = train_linear(
-      clf, *opt, train, val, s, *xdino::local_communicator(), 0, {},
-      [&](const EpochStats& e, const LinearOutcome&) { lrs.push_back(e.train_lr); });
+  const LinearOutcome out =
+      train_linear(clf, *opt, train, val, s, *xdino::local_communicator(), 0, {},
+                   [&](const EpochStats& e, const LinearOutcome&) { lrs.push_back(e.train_lr); });
   EXPECT_GE(out.best_acc, 99.9);
   EXPECT_GE(out.best_acc5, 99.9);
   EXPECT_GE(out.last->test->acc1, 99.9);
@@ -166,8 +167,8 @@ TEST(Linear, ValidationFrequencyAndBestEpoch) {
   auto opt = make_linear_optimizer(clf, scaled_lr(s, 1));
   std::vector<int64_t> validated;
   double best_seen = 0;
-  const LinearOutcome out = train_linear(clf, *opt, train, val, s, *xdino::local_communicator(),
-                                         0, {}, [&](const EpochStats& e, const LinearOutcome&) {
+  const LinearOutcome out = train_linear(clf, *opt, train, val, s, *xdino::local_communicator(), 0,
+                                         {}, [&](const EpochStats& e, const LinearOutcome&) {
                                            if (e.test) {
                                              validated.push_back(e.epoch);
                                              best_seen = std::max(best_seen, e.test->acc1);

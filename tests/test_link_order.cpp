@@ -79,9 +79,7 @@ std::string joined(const std::vector<std::string>& v) {
   return os.str();
 }
 
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 }  // namespace
 
@@ -109,8 +107,8 @@ TEST(LinkOrder, LibstdcxxComesBeforeEveryLibTorchLibrary) {
     for (auto it = needed.begin(); it != needed.end(); ++it) {
       if (!starts_with(*it, "libtorch") && !starts_with(*it, "libc10")) continue;
       saw_torch = true;
-      EXPECT_LT(stdcxx, it) << file << " lists " << *it << " before libstdc++.so.6: "
-                            << joined(needed);
+      EXPECT_LT(stdcxx, it) << file << " lists " << *it
+                            << " before libstdc++.so.6: " << joined(needed);
     }
   }
   EXPECT_TRUE(saw_torch) << "no executable links LibTorch: the list is not this build's";

@@ -128,14 +128,14 @@ TEST(Loader, BatchesEqualSerialRecomputationForAnyThreadCount) {
 
 TEST(Loader, WritingTransformsFillTheBatchSlotsWithTheSameResult) {
   const auto data = std::make_shared<SyntheticDataset>(30);
-  const SampleTransform writing({{3, 8, 8}, {3, 4, 4}},
-                                [](const Image& m, Rng& rng, const std::vector<torch::Tensor>& out) {
-                                  const std::vector<torch::Tensor> v = two_crops(m, rng);
-                                  for (size_t k = 0; k < v.size(); ++k) {
-                                    EXPECT_TRUE(out[k].is_contiguous());
-                                    out[k].copy_(v[k]);
-                                  }
-                                });
+  const SampleTransform writing(
+      {{3, 8, 8}, {3, 4, 4}}, [](const Image& m, Rng& rng, const std::vector<torch::Tensor>& out) {
+        const std::vector<torch::Tensor> v = two_crops(m, rng);
+        for (size_t k = 0; k < v.size(); ++k) {
+          EXPECT_TRUE(out[k].is_contiguous());
+          out[k].copy_(v[k]);
+        }
+      });
   EXPECT_TRUE(writing.writes_in_place());
   DataLoader returning_loader(data, two_crops, options(4, 2));
   DataLoader writing_loader(data, writing, options(4, 3));
@@ -153,11 +153,11 @@ TEST(Loader, BatchMemoryIsReusedOnlyOnceTheConsumerLetsGo) {
   const auto data = std::make_shared<SyntheticDataset>(64);
   for (const SampleTransform& t :
        {SampleTransform(two_crops),
-        SampleTransform({{3, 8, 8}, {3, 4, 4}}, [](const Image& m, Rng& rng,
-                                                   const std::vector<torch::Tensor>& out) {
-          const std::vector<torch::Tensor> v = two_crops(m, rng);
-          for (size_t k = 0; k < v.size(); ++k) out[k].copy_(v[k]);
-        })}) {
+        SampleTransform({{3, 8, 8}, {3, 4, 4}},
+                        [](const Image&m, Rng&rng, const std::vector<torch::Tensor>&out) {
+                          const std::vector<torch::Tensor> v = two_crops(m, rng);
+                          for (size_t k = 0; k < v.size(); ++k) out[k].copy_(v[k]);
+                        })}) {
     DataLoader loader(data, t, options(4, 2));
     loader.start_epoch(0);
     // Kept: a whole batch, and a slice of another. Neither may change until the epoch ends.
@@ -270,9 +270,10 @@ TEST(Loader, WorkerFailuresSurfaceInTheConsumerAsError) {
     const int size = m.at<cv::Vec3b>(0, 0)[0] % 2 == 0 ? 2 : 3;
     return {torch::zeros({3, size, size})};
   };
-  for (const auto& [transform, text] :
-       std::vector<std::pair<SampleTransform, std::string>>{
-           {std_throw, "synthetic/7): boom at seven"}, {torch_throw, "is invalid for input"}, {ragged, "cannot be batched"}}) {
+  for (const auto& [transform, text] : std::vector<std::pair<SampleTransform, std::string>>{
+           {std_throw, "synthetic/7): boom at seven"},
+           {torch_throw, "is invalid for input"},
+           {ragged, "cannot be batched"}}) {
     DataLoader loader(data, transform, options(4, 2));
     loader.start_epoch(0);
     try {

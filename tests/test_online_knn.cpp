@@ -92,7 +92,8 @@ TEST_F(OnlineKnnTest, TeacherMeasuredAsDinoKnnMeasuresRandomWeightsAndLeftUntouc
   EXPECT_TRUE(drawn_after.equal(torch::rand({4}))) << "the monitor consumed the global RNG";
   EXPECT_TRUE(model->is_training());
   size_t i = 0;
-  for (const auto& t : model->named_parameters()) EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+  for (const auto& t : model->named_parameters())
+    EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
   for (const auto& t : model->named_buffers()) EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
 
   const fs::path out = xdino::testing::fresh_dir("online_knn_random");

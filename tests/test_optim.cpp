@@ -13,8 +13,8 @@
 
 using namespace xdino::ssl;
 using xdino::ssl::cancel_gradients_last_layer;
-using xdino::train::clip_gradients;
 using xdino::ssl::dino_param_groups;
+using xdino::train::clip_gradients;
 using xdino::train::make_adamw;
 using xdino::train::make_lars;
 using xdino::train::make_sgd;
@@ -45,9 +45,9 @@ TEST(ParamGroups, DecayEverythingButBiasesAndOneDimensionalTensors) {
   const auto groups = dino_param_groups(student->named_parameters());
   ASSERT_EQ(groups.size(), 2u);
   const auto g0 = names(groups[0]), g1 = names(groups[1]);
-  for (const char* k : {"backbone.cls_token", "backbone.blocks.0.attn.temperature",
-                        "backbone.patch_embed.0.weight", "backbone.blocks.0.attn.proj.weight",
-                        "head.mlp.0.weight", "head.last_layer.weight_v"})
+  for (const char* k :
+       {"backbone.cls_token", "backbone.blocks.0.attn.temperature", "backbone.patch_embed.0.weight",
+        "backbone.blocks.0.attn.proj.weight", "head.mlp.0.weight", "head.last_layer.weight_v"})
     EXPECT_TRUE(g0.count(k)) << k << " should be decayed";
   for (const char* k : {"backbone.blocks.0.attn.proj.bias", "backbone.blocks.0.norm1.weight",
                         "backbone.blocks.0.norm1.bias", "backbone.blocks.0.gamma1",
@@ -137,7 +137,7 @@ TEST(SGD, MatchesClosedFormWithMomentum) {
 }
 
 TEST(LARS, MatchesDinoLarsClosedForm) {
-  auto w = torch::tensor({{3.0f, 4.0f}});  // 2-D: decay + trust ratio
+  auto w = torch::tensor({{3.0f, 4.0f}});   // 2-D: decay + trust ratio
   auto bias = torch::tensor({1.0f, 1.0f});  // 1-D: plain momentum
   ParamGroup g;
   g.params = {w, bias};
@@ -168,7 +168,8 @@ TEST(Optimizer, StateDictHasTorchLayoutAndResumesExactly) {
   };
   auto opt = make_adamw(make_groups(a, b));
   std::vector<torch::Tensor> grads;
-  for (int i = 0; i < 4; ++i) grads.push_back(torch::randn({3, 2})), grads.push_back(torch::randn({3}));
+  for (int i = 0; i < 4; ++i)
+    grads.push_back(torch::randn({3, 2})), grads.push_back(torch::randn({3}));
   for (int i = 0; i < 2; ++i) {
     a.mutable_grad() = grads[2 * i];
     b.mutable_grad() = grads[2 * i + 1];
@@ -182,8 +183,8 @@ TEST(Optimizer, StateDictHasTorchLayoutAndResumesExactly) {
   const auto g0 = groups[0].toGenericDict();
   std::vector<std::string> keys;
   for (const auto& e : g0) keys.push_back(e.key().toStringRef());
-  EXPECT_EQ(keys, (std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "amsgrad",
-                                             "params"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "amsgrad", "params"}));
   EXPECT_EQ(groups[1].toGenericDict().at("params").toIntVector(), std::vector<int64_t>{1});
   const auto s1 = sd.at("state").toGenericDict().at(int64_t{1}).toGenericDict();
   EXPECT_EQ(s1.at("step").toInt(), 2);
@@ -208,9 +209,10 @@ TEST(Optimizer, StateDictHasTorchLayoutAndResumesExactly) {
 }
 
 TEST(Gradients, ClipEachTensorSeparately) {
-  auto big = torch::zeros({2}, torch::requires_grad()), small = torch::zeros({2}, torch::requires_grad());
-  big.mutable_grad() = torch::tensor({30.0f, 40.0f});    // norm 50 -> scaled to 3
-  small.mutable_grad() = torch::tensor({0.3f, 0.4f});    // norm 0.5 -> untouched
+  auto big = torch::zeros({2}, torch::requires_grad()),
+       small = torch::zeros({2}, torch::requires_grad());
+  big.mutable_grad() = torch::tensor({30.0f, 40.0f});  // norm 50 -> scaled to 3
+  small.mutable_grad() = torch::tensor({0.3f, 0.4f});  // norm 0.5 -> untouched
   NamedTensors named;
   named.insert("big", big);
   named.insert("small", small);

@@ -69,8 +69,7 @@ TEST(Pipeline, AStageWhoseInputChangedRunsAgain) {
   fs::copy_file(fixture("augment/photo_a.png"), image);
   std::ofstream(dir / "p.ini") << "arch = xcit_nano_12_p16\n[pipeline]\nstages = visualize\n"
                                << "[visualize]\nimage_path = " << image.string()
-                               << "\nimage_size = 0\noutput_dir = " << (dir / "v").string()
-                               << "\n";
+                               << "\nimage_size = 0\noutput_dir = " << (dir / "v").string() << "\n";
   const std::vector<std::string> cmd = {dino_binary(), "pipeline", "--config",
                                         (dir / "p.ini").string()};
   auto r = run_process(cmd);
@@ -106,8 +105,7 @@ TEST(Pipeline, AFailingStageStopsWithItsExitCode) {
 // checkpoint and the train marker made a rerun skip the rest of the training. With
 // train_nproc = 2 the signal reaches the pipeline's launcher, which forwards it to both ranks.
 static void expect_a_signal_stops_training(int train_nproc) {
-  const fs::path dir =
-      xdino::testing::fresh_dir("pipeline_signal_" + std::to_string(train_nproc));
+  const fs::path dir = xdino::testing::fresh_dir("pipeline_signal_" + std::to_string(train_nproc));
   fs::create_directories(dir / "data");
   xdino::testing::write_random_idx(dir / "data", 64);
   const fs::path ini = dir / "p.ini";
@@ -118,12 +116,13 @@ static void expect_a_signal_stops_training(int train_nproc) {
                      << "out_dim = 64\nglobal_crops_size = 32\nlocal_crops_size = 16\n"
                      << "local_crops_number = 2\nbatch_size_per_gpu = 8\nepochs = 200\n"
                      << "warmup_epochs = 0\nnum_workers = 1\nsaveckp_freq = 1\ndevice = cpu\n"
-                     << "[visualize]\npretrained_weights = " << (dir / "run/checkpoint.pth").string()
+                     << "[visualize]\npretrained_weights = "
+                     << (dir / "run/checkpoint.pth").string()
                      << "\nimage_path = " << fixture("augment/photo_a.png").string()
                      << "\noutput_dir = " << (dir / "pictures").string() << "\n";
-  const int pid = xdino::testing::start_process(
-      {dino_binary(), "pipeline", "--config", ini.string()}, (dir / "out.txt").string(),
-      (dir / "err.txt").string());
+  const int pid =
+      xdino::testing::start_process({dino_binary(), "pipeline", "--config", ini.string()},
+                                    (dir / "out.txt").string(), (dir / "err.txt").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (!fs::exists(dir / "run" / "checkpoint0000.pth") &&
          std::chrono::steady_clock::now() < deadline)
@@ -139,8 +138,8 @@ static void expect_a_signal_stops_training(int train_nproc) {
   EXPECT_FALSE(fs::exists(dir / "pictures"));
   EXPECT_FALSE(fs::exists(dir / "run" / ".pipeline-train.done")) << "train marked done";
   if (train_nproc > 1) {
-    EXPECT_NE(out.find("launched " + std::to_string(train_nproc) + " processes"),
-              std::string::npos) << out;
+    EXPECT_NE(out.find("launched " + std::to_string(train_nproc) + " processes"), std::string::npos)
+        << out;
   }
   fs::remove_all(dir);
 }
@@ -149,6 +148,4 @@ TEST(Pipeline, ASignalDuringTrainingStopsThePipelineWithoutMarkingTheStageDone) 
   expect_a_signal_stops_training(1);
 }
 
-TEST(Pipeline, ASignalReachesTheRanksOfALaunchedTrainStage) {
-  expect_a_signal_stops_training(2);
-}
+TEST(Pipeline, ASignalReachesTheRanksOfALaunchedTrainStage) { expect_a_signal_stops_training(2); }

@@ -29,10 +29,10 @@ TEST(Preview, RowsOfViewsDenormalisedAndPadded) {
     EXPECT_EQ(grid.at<cv::Vec3b>(2, 2)[c], expected) << c;
     EXPECT_EQ(grid.at<cv::Vec3b>(5, 5)[c], expected);
   }
-  EXPECT_EQ(grid.at<cv::Vec3b>(2, 8), cv::Vec3b(255, 255, 255));   // row 0, view 1
-  EXPECT_EQ(grid.at<cv::Vec3b>(4, 8), cv::Vec3b(128, 128, 128));   // below the short view
-  EXPECT_EQ(grid.at<cv::Vec3b>(8, 2), cv::Vec3b(0, 0, 0));         // row 1 starts at 2+4+2
-  EXPECT_EQ(grid.at<cv::Vec3b>(0, 0), cv::Vec3b(128, 128, 128));   // padding
+  EXPECT_EQ(grid.at<cv::Vec3b>(2, 8), cv::Vec3b(255, 255, 255));  // row 0, view 1
+  EXPECT_EQ(grid.at<cv::Vec3b>(4, 8), cv::Vec3b(128, 128, 128));  // below the short view
+  EXPECT_EQ(grid.at<cv::Vec3b>(8, 2), cv::Vec3b(0, 0, 0));        // row 1 starts at 2+4+2
+  EXPECT_EQ(grid.at<cv::Vec3b>(0, 0), cv::Vec3b(128, 128, 128));  // padding
   EXPECT_THROW(views_grid({{torch::zeros({1, 4, 4})}}), xdino::Error);
 }
 

@@ -311,12 +311,14 @@ TEST(PthErrors, NestingPastTheBoundIsRefusedAndFiftyLevelsLoad) {
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "nest deeper than 256");
 
   // A list appended to itself (MARK EMPTY_LIST BINPUT 0 BINGET 0 APPEND): recursive, refused.
-  f = write("self.pth", bin("\x80\x02]q\x00h\x00" "a."));
+  f = write("self.pth", bin("\x80\x02]q\x00h\x00"
+                            "a."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
                          "a container is changed after it was nested in another");
   // A list grown after it was nested, reached again through the memo: the aliasing that could
   // hide depth (A = [], B = [], B.append(A), then A.append([])).
-  f = write("alias.pth", bin("\x80\x02]q\x00]q\x01h\x00" "a0h\x00]ah\x01."));
+  f = write("alias.pth", bin("\x80\x02]q\x00]q\x01h\x00"
+                             "a0h\x00]ah\x01."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
                          "a container is changed after it was nested in another");
 

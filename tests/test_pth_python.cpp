@@ -20,10 +20,10 @@ using xdino::testing::split_lines;
 
 namespace {
 
-#define SKIP_WITHOUT_PYTHON_TORCH()                                                    \
-  if (!xdino::testing::python_torch_available())                                       \
+#define SKIP_WITHOUT_PYTHON_TORCH()                                                            \
+  if (!xdino::testing::python_torch_available())                                               \
   XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import torch and numpy (install them with " \
-                  "scripts/setup.sh --tests)"
+                          "scripts/setup.sh --tests)"
 
 // What a DINO training checkpoint holds (docs/checkpoints.md), small.
 IValue checkpoint_like() {

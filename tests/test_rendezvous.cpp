@@ -30,9 +30,13 @@ TEST(Rendezvous, SingleProcessByDefault) {
 }
 
 TEST(Rendezvous, TorchrunVariablesComeFirst) {
-  const auto c = dist_config_from_env(env_of({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                                              {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.5"},
-                                              {"MASTER_PORT", "12345"}, {"SLURM_PROCID", "7"}}));
+  const auto c = dist_config_from_env(env_of({{"RANK", "3"},
+                                              {"WORLD_SIZE", "8"},
+                                              {"LOCAL_RANK", "1"},
+                                              {"LOCAL_WORLD_SIZE", "2"},
+                                              {"MASTER_ADDR", "10.0.0.5"},
+                                              {"MASTER_PORT", "12345"},
+                                              {"SLURM_PROCID", "7"}}));
   EXPECT_EQ(c.launcher, "torchrun");
   EXPECT_EQ(c.rank, 3);
   EXPECT_EQ(c.world_size, 8);
@@ -43,8 +47,10 @@ TEST(Rendezvous, TorchrunVariablesComeFirst) {
 }
 
 TEST(Rendezvous, SlurmDerivesMasterFromNodeList) {
-  const auto c = dist_config_from_env(env_of({{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "16"},
-                                              {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS_PER_NODE", "8(x2)"},
+  const auto c = dist_config_from_env(env_of({{"SLURM_PROCID", "9"},
+                                              {"SLURM_NTASKS", "16"},
+                                              {"SLURM_LOCALID", "1"},
+                                              {"SLURM_NTASKS_PER_NODE", "8(x2)"},
                                               {"SLURM_JOB_NODELIST", "gpu[017-018]"},
                                               {"SLURM_JOB_ID", "123456"}}));
   EXPECT_EQ(c.launcher, "slurm");
@@ -66,14 +72,16 @@ TEST(Rendezvous, SlurmHostLists) {
 }
 
 TEST(Rendezvous, OpenMpi) {
-  const auto c = dist_config_from_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+  const auto c = dist_config_from_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"},
+                                              {"OMPI_COMM_WORLD_SIZE", "2"},
                                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
   EXPECT_EQ(c.launcher, "mpi");
   EXPECT_EQ(c.rank, 1);
   EXPECT_EQ(c.master_addr, "127.0.0.1");
   // Across nodes, MASTER_ADDR is required.
-  EXPECT_THROW(dist_config_from_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  EXPECT_THROW(dist_config_from_env(env_of({{"OMPI_COMM_WORLD_RANK", "1"},
+                                            {"OMPI_COMM_WORLD_SIZE", "4"},
                                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})),
                xdino::UsageError);
 }
@@ -85,7 +93,8 @@ TEST(Rendezvous, MalformedValuesNameTheVariable) {
   } catch (const xdino::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("RANK"), std::string::npos);
   }
-  EXPECT_THROW(dist_config_from_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})), xdino::UsageError);
+  EXPECT_THROW(dist_config_from_env(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})),
+               xdino::UsageError);
 }
 
 TEST(Rendezvous, DistTimeoutFlagSetsTheCollectiveTimeout) {
@@ -110,5 +119,8 @@ TEST(Rendezvous, AutoReplicasAreTheCoresThatDivideTheBatch) {
   EXPECT_EQ(xdino::launch::auto_replicas(s, 2), 2);
   s.device = torch::Device(torch::kCUDA, 0);
   EXPECT_EQ(xdino::launch::auto_replicas(s, 32), 1);  // one process per GPU instead
-  if (before) ::setenv("OMP_NUM_THREADS", saved.c_str(), 1); else ::unsetenv("OMP_NUM_THREADS");
+  if (before)
+    ::setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  else
+    ::unsetenv("OMP_NUM_THREADS");
 }

@@ -16,8 +16,8 @@
 #include "tests/support/train_fixture.h"
 
 using xdino::distributed::current_replica;
-using xdino::distributed::ReplicaGroup;
 using xdino::distributed::replica_rows;
+using xdino::distributed::ReplicaGroup;
 namespace fs = std::filesystem;
 
 TEST(Replicas, CollectivesSumInIndexOrderAndAgree) {
@@ -30,20 +30,22 @@ TEST(Replicas, CollectivesSumInIndexOrderAndAgree) {
   std::vector<std::vector<torch::Tensor>> gathered(3), varying(3);
   std::vector<int> ranks(3, -1);
   std::vector<bool> owners(3);
-  group.run([&](int r) {
-    const auto u = static_cast<size_t>(r);
-    ranks[u] = comm->rank();
-    owners[u] = comm->owns_module_state();
-    auto t = torch::full({2}, values[u]);
-    comm->all_reduce_sum(t);
-    sums[u] = t;
-    std::vector<torch::Tensor> b{torch::full({3}, static_cast<float>(10 * r))};
-    comm->broadcast(b, /*root=*/2);
-    broadcasts[u] = b[0];
-    gathered[u] = comm->all_gather(torch::full({2}, static_cast<float>(r)));
-    varying[u] = comm->all_gather_varying(torch::arange(r + 1).to(torch::kFloat));
-    comm->barrier();
-  }, /*samples=*/1);
+  group.run(
+      [&](int r) {
+        const auto u = static_cast<size_t>(r);
+        ranks[u] = comm->rank();
+        owners[u] = comm->owns_module_state();
+        auto t = torch::full({2}, values[u]);
+        comm->all_reduce_sum(t);
+        sums[u] = t;
+        std::vector<torch::Tensor> b{torch::full({3}, static_cast<float>(10 * r))};
+        comm->broadcast(b, /*root=*/2);
+        broadcasts[u] = b[0];
+        gathered[u] = comm->all_gather(torch::full({2}, static_cast<float>(r)));
+        varying[u] = comm->all_gather_varying(torch::arange(r + 1).to(torch::kFloat));
+        comm->barrier();
+      },
+      /*samples=*/1);
   const float in_order = (values[0] + values[1]) + values[2];
   ASSERT_EQ(in_order, 0.0f);
   for (int r = 0; r < 3; ++r) {
@@ -57,8 +59,8 @@ TEST(Replicas, CollectivesSumInIndexOrderAndAgree) {
     for (int k = 0; k < 3; ++k) {
       EXPECT_TRUE(torch::equal(gathered[u][static_cast<size_t>(k)],
                                torch::full({2}, static_cast<float>(k))));
-      EXPECT_TRUE(torch::equal(varying[u][static_cast<size_t>(k)],
-                               torch::arange(k + 1).to(torch::kFloat)));
+      EXPECT_TRUE(
+          torch::equal(varying[u][static_cast<size_t>(k)], torch::arange(k + 1).to(torch::kFloat)));
     }
   }
   EXPECT_EQ(current_replica(), nullptr);
@@ -107,17 +109,19 @@ TEST(Replicas, ProcessesAndReplicasCombine) {
   std::vector<int> ranks(2);
   std::vector<torch::Tensor> sums(2), broadcasts(2);
   std::vector<std::vector<torch::Tensor>> gathered(2);
-  group.run([&](int r) {
-    const auto u = static_cast<size_t>(r);
-    ranks[u] = comm->rank();
-    auto t = torch::full({2}, static_cast<float>(r + 1));
-    comm->all_reduce_sum(t);
-    sums[u] = t;
-    std::vector<torch::Tensor> b{torch::zeros({1})};
-    comm->broadcast(b, /*root=*/1);  // rank 1: replica 1 of process 0
-    broadcasts[u] = b[0];
-    gathered[u] = comm->all_gather(torch::full({1}, static_cast<float>(r)));
-  }, 1);
+  group.run(
+      [&](int r) {
+        const auto u = static_cast<size_t>(r);
+        ranks[u] = comm->rank();
+        auto t = torch::full({2}, static_cast<float>(r + 1));
+        comm->all_reduce_sum(t);
+        sums[u] = t;
+        std::vector<torch::Tensor> b{torch::zeros({1})};
+        comm->broadcast(b, /*root=*/1);  // rank 1: replica 1 of process 0
+        broadcasts[u] = b[0];
+        gathered[u] = comm->all_gather(torch::full({1}, static_cast<float>(r)));
+      },
+      1);
   EXPECT_EQ(outer->calls.load(), 3);
   for (size_t u = 0; u < 2; ++u) {
     EXPECT_EQ(ranks[u], 2 + static_cast<int>(u));
@@ -134,12 +138,14 @@ TEST(Replicas, AFailingReplicaReleasesTheOthersAndTheGroupGoesOn) {
   auto comm = group.communicator();
   std::atomic<int> finished{0};
   try {
-    group.run([&](int r) {
-      if (r == 1) XDINO_FAIL("replica one gives up");
-      auto t = torch::ones({1});
-      comm->all_reduce_sum(t);  // would wait forever for replica 1
-      ++finished;
-    }, 1);
+    group.run(
+        [&](int r) {
+          if (r == 1) XDINO_FAIL("replica one gives up");
+          auto t = torch::ones({1});
+          comm->all_reduce_sum(t);  // would wait forever for replica 1
+          ++finished;
+        },
+        1);
     FAIL() << "run() must rethrow the failure";
   } catch (const xdino::Error& e) {
     EXPECT_NE(std::string(e.what()).find("replica one gives up"), std::string::npos) << e.what();
@@ -147,11 +153,13 @@ TEST(Replicas, AFailingReplicaReleasesTheOthersAndTheGroupGoesOn) {
   EXPECT_EQ(finished.load(), 0);
   // The next run starts clean.
   std::vector<float> got(3);
-  group.run([&](int r) {
-    auto t = torch::ones({1});
-    comm->all_reduce_sum(t);
-    got[static_cast<size_t>(r)] = t.item<float>();
-  }, 1);
+  group.run(
+      [&](int r) {
+        auto t = torch::ones({1});
+        comm->all_reduce_sum(t);
+        got[static_cast<size_t>(r)] = t.item<float>();
+      },
+      1);
   EXPECT_EQ(got, std::vector<float>(3, 3.0f));
 }
 
@@ -186,13 +194,16 @@ TEST(Replicas, DropPathMasksAreTheUnsplitBatchs) {
   torch::manual_seed(11);
   ReplicaGroup group(2, xdino::local_communicator());
   std::vector<torch::Tensor> masks(2);
-  group.run([&](int r) {
-    const auto share = torch::zeros({crops * images / 2, 3, 5});
-    masks[static_cast<size_t>(r)] = xdino::models::drop_path_factor(share, 0.5, true);
-  }, images / 2);
+  group.run(
+      [&](int r) {
+        const auto share = torch::zeros({crops * images / 2, 3, 5});
+        masks[static_cast<size_t>(r)] = xdino::models::drop_path_factor(share, 0.5, true);
+      },
+      images / 2);
   const auto w = whole.view({crops, 2, images / 2});
   for (int r = 0; r < 2; ++r)
-    EXPECT_TRUE(torch::equal(masks[static_cast<size_t>(r)].view({crops, images / 2}), w.select(1, r)))
+    EXPECT_TRUE(
+        torch::equal(masks[static_cast<size_t>(r)].view({crops, images / 2}), w.select(1, r)))
         << "replica " << r;
   EXPECT_TRUE(torch::equal(torch::rand({4}), next_whole));
 }

@@ -90,8 +90,7 @@ TEST(Report, PublishedRowsAreMarked) {
             std::string::npos);
   EXPECT_NE(text.find("| DINO | XCiT-S12/16 | 26M | 4.9B | 77.8 | 76.0 | ours |"),
             std::string::npos);
-  EXPECT_NE(text.find("| MoBY | Swin-T | 29M | 4.5B | 75.0 | – | published |"),
-            std::string::npos);
+  EXPECT_NE(text.find("| MoBY | Swin-T | 29M | 4.5B | 75.0 | – | published |"), std::string::npos);
   EXPECT_NE(text.find("| DINO | XCiT-M24/8↑384 | 84M | 188.0B | 80.9 | – | published |"),
             std::string::npos);
   EXPECT_EQ(published_rows().size(), 11u);
@@ -209,15 +208,21 @@ TEST(Report, SmallImageModelsShowFlopsInMillions) {
 // folder each) and DAVIS results; another with k-NN only has no transfer row.
 TEST(Report, TransferTableInTheDinoPaperLayout) {
   const fs::path root = fresh_temp_dir("report_transfer");
-  const std::string model = R"("arch": "xcit_small_12_p16", "patch_size": 16, "weights": "pretrained")";
-  write(root / "t/copy_detection.json", "{" + model + R"(, "image_size": 320, "strong_mAP": 85.26, "mAP": 90.0})");
+  const std::string model =
+      R"("arch": "xcit_small_12_p16", "patch_size": 16, "weights": "pretrained")";
+  write(root / "t/copy_detection.json",
+        "{" + model + R"(, "image_size": 320, "strong_mAP": 85.26, "mAP": 90.0})");
   write(root / "t/roxford5k/retrieval.json",
-        "{" + model + R"(, "image_size": 224, "dataset": "roxford5k", "mAP_M": 37.21, "mAP_H": 13.04})");
+        "{" + model +
+            R"(, "image_size": 224, "dataset": "roxford5k", "mAP_M": 37.21, "mAP_H": 13.04})");
   write(root / "t/rparis6k/retrieval.json",
-        "{" + model + R"(, "image_size": 224, "dataset": "rparis6k", "mAP_M": 63.15, "mAP_H": 34.46})");
+        "{" + model +
+            R"(, "image_size": 224, "dataset": "rparis6k", "mAP_M": 63.15, "mAP_H": 34.46})");
   write(root / "t/davis/video_segmentation.json",
-        "{" + model + R"(, "image_size": 224, "J&F-Mean": 0.6154, "J-Mean": 0.5981, "F-Mean": 0.6329})");
-  write(root / "k/knn.json", "{" + model + R"(, "image_size": 224, "reported": {"k": 20, "top1": 76.04}})");
+        "{" + model +
+            R"(, "image_size": 224, "J&F-Mean": 0.6154, "J-Mean": 0.5981, "F-Mean": 0.6329})");
+  write(root / "k/knn.json",
+        "{" + model + R"(, "image_size": 224, "reported": {"k": 20, "top1": 76.04}})");
   ReportOptions o;
   o.runs = {(root / "t").string(), (root / "k").string()};
   o.output = "-";
@@ -225,7 +230,8 @@ TEST(Report, TransferTableInTheDinoPaperLayout) {
   const std::string text = write_report(o, fake_facts);
   testing::internal::GetCapturedStdout();
   const std::string expected_tail =
-      "| SSL Method | Model | Copydays (strong mAP) | ROx M | ROx H | RPar M | RPar H | DAVIS (J&F)m "
+      "| SSL Method | Model | Copydays (strong mAP) | ROx M | ROx H | RPar M | RPar H | DAVIS "
+      "(J&F)m "
       "| Jm | Fm |\n"
       "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n"
       "| DINO | XCiT-S12/16 | 85.3 | 37.2 | 13.0 | 63.1 | 34.5 | 61.5 | 59.8 | 63.3 |\n";

@@ -19,8 +19,10 @@ class RequireEnv : public ::testing::Test {
     if (had_) old_ = v;
   }
   void TearDown() override {
-    if (had_) setenv("XDINO_REQUIRE_ALL", old_.c_str(), 1);
-    else unsetenv("XDINO_REQUIRE_ALL");
+    if (had_)
+      setenv("XDINO_REQUIRE_ALL", old_.c_str(), 1);
+    else
+      unsetenv("XDINO_REQUIRE_ALL");
   }
   bool had_ = false;
   std::string old_;

@@ -50,8 +50,8 @@ Json read_json(const fs::path& path) {
 }
 
 Json run_reference(const std::string& which, const fs::path& features, const fs::path& data) {
-  const auto r = run_process(
-      {kPython, source("tests/support/retrieval_reference.py"), which, features, data});
+  const auto r =
+      run_process({kPython, source("tests/support/retrieval_reference.py"), which, features, data});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return xdino::parse_json(r.out, "retrieval_reference.py");
 }
@@ -85,8 +85,8 @@ class RetrievalEval : public ::testing::Test {
     std::string missing;
     if (!have_python_stack(missing)) return;
     for (const char* set : {"copydays", "revisited"}) {
-      const auto r = run_process({kPython, source("tests/data/retrieval/make_sets.py"), set,
-                                  (dir_ / set).string()});
+      const auto r = run_process(
+          {kPython, source("tests/data/retrieval/make_sets.py"), set, (dir_ / set).string()});
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     write_revisited_ground(dir_ / "revisited" / "roxford5k" / "gnd_roxford5k.pkl",
@@ -103,11 +103,11 @@ TEST_F(RetrievalEval, CopyDetectionMatchesThePythonReference) {
   std::string missing;
   if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
   const fs::path data = dir_ / "copydays", out = dir_ / "copy_out";
-  const auto r = run_process({xdino::testing::dino_binary(), "copy_detection", "--data_path",
-                              data.string(), "--whitening_path", (data / "whitening").string(),
-                              "--distractors_path", (data / "distractors").string(), "--arch",
-                              "vit_tiny", "--patch_size", "16", "--imsize", "64", "--output_dir",
-                              out.string(), "--num_workers", "2"});
+  const auto r =
+      run_process({xdino::testing::dino_binary(), "copy_detection", "--data_path", data.string(),
+                   "--whitening_path", (data / "whitening").string(), "--distractors_path",
+                   (data / "distractors").string(), "--arch", "vit_tiny", "--patch_size", "16",
+                   "--imsize", "64", "--output_dir", out.string(), "--num_workers", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("eval on strong mAP="), std::string::npos) << r.out;
   const Json ours = read_json(out / "copy_detection.json");
@@ -129,11 +129,10 @@ TEST_F(RetrievalEval, RetrievalMatchesThePythonReference) {
   if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
   for (const char* multiscale : {"false", "true"}) {
     const fs::path out = dir_ / (std::string("retrieval_out_") + multiscale);
-    const auto r = run_process({xdino::testing::dino_binary(), "retrieval", "--data_path",
-                                (dir_ / "revisited").string(), "--dataset", "roxford5k",
-                                "--multiscale", multiscale, "--arch", "vit_tiny",
-                                "--patch_size", "16", "--imsize", "96", "--output_dir",
-                                out.string(), "--num_workers", "2"});
+    const auto r = run_process(
+        {xdino::testing::dino_binary(), "retrieval", "--data_path", (dir_ / "revisited").string(),
+         "--dataset", "roxford5k", "--multiscale", multiscale, "--arch", "vit_tiny", "--patch_size",
+         "16", "--imsize", "96", "--output_dir", out.string(), "--num_workers", "2"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(">> roxford5k: mAP M: "), std::string::npos) << r.out;
     const Json ours = read_json(out / "retrieval.json");
@@ -159,11 +158,11 @@ TEST_F(RetrievalEval, ReadsTheGroundTruthPythonPickled) {
   const retrieval::RevisitedGround expected = ground_from_json(dir_ / "revisited" / "ground.json");
   for (const char* protocol : {"2", "4"}) {
     const fs::path pkl = dir_ / (std::string("python_") + protocol + ".pkl");
-    const auto r = run_process(
-        {kPython, "-c",
-         "import json, pickle, sys; g = json.load(open(sys.argv[1])); "
-         "pickle.dump(g, open(sys.argv[2], 'wb'), protocol=int(sys.argv[3]))",
-         (dir_ / "revisited" / "ground.json").string(), pkl.string(), protocol});
+    const auto r =
+        run_process({kPython, "-c",
+                     "import json, pickle, sys; g = json.load(open(sys.argv[1])); "
+                     "pickle.dump(g, open(sys.argv[2], 'wb'), protocol=int(sys.argv[3]))",
+                     (dir_ / "revisited" / "ground.json").string(), pkl.string(), protocol});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const retrieval::RevisitedGround g = retrieval::read_revisited_ground(pkl);
     EXPECT_EQ(g.imlist, expected.imlist);
@@ -192,9 +191,9 @@ TEST_F(RetrievalEval, BadInputsGetOneLine) {
   auto r = run_process({xdino::testing::dino_binary(), "retrieval", "--data_path", bad.string(),
                         "--arch", "vit_tiny", "--output_dir", (dir_ / "bad_out").string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(last_line(r.err).find("gnd[1] 'hard' holds index " + std::to_string(g.imlist.size() + 3) +
-                                  ", outside the " + std::to_string(g.imlist.size()) +
-                                  " images of imlist"),
+  EXPECT_NE(last_line(r.err).find("gnd[1] 'hard' holds index " +
+                                  std::to_string(g.imlist.size() + 3) + ", outside the " +
+                                  std::to_string(g.imlist.size()) + " images of imlist"),
             std::string::npos)
       << r.err;
 
@@ -202,9 +201,8 @@ TEST_F(RetrievalEval, BadInputsGetOneLine) {
   const fs::path partial = dir_ / "partial_copydays";
   fs::create_directories(partial);
   fs::create_directory_symlink(fs::absolute(dir_ / "copydays" / "original"), partial / "original");
-  r = run_process({xdino::testing::dino_binary(), "copy_detection", "--data_path",
-                   partial.string(), "--arch", "vit_tiny", "--output_dir",
-                   (dir_ / "bad_out").string()});
+  r = run_process({xdino::testing::dino_binary(), "copy_detection", "--data_path", partial.string(),
+                   "--arch", "vit_tiny", "--output_dir", (dir_ / "bad_out").string()});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(last_line(r.err).find("Copydays block 'strong' is missing"), std::string::npos)
       << r.err;

@@ -64,7 +64,7 @@ TEST(Sampler, NiterIsFloorOfCeilDividedByBatch) {
   EXPECT_EQ(batches_per_epoch(1281167, 16, 64, true), 1251);
   EXPECT_EQ(batches_per_epoch(1281167, 16, 64, false), 1252);
   EXPECT_EQ(batches_per_epoch(60000, 1, 64, true), 937);
-  EXPECT_EQ(batches_per_epoch(10, 3, 4, true), 1);   // ceil(10/3) = 4 per rank
+  EXPECT_EQ(batches_per_epoch(10, 3, 4, true), 1);  // ceil(10/3) = 4 per rank
   EXPECT_EQ(batches_per_epoch(10, 3, 5, true), 0);
   EXPECT_EQ(batches_per_epoch(10, 3, 5, false), 1);
   EXPECT_THROW(DistributedSampler(10, 3, 3), xdino::Error);

@@ -47,16 +47,16 @@ TEST(Teacher, EmaUpdatesParametersOnlyWithTheGivenMomentum) {
   std::map<std::string, torch::Tensor> before;
   for (const auto& item : teacher->named_parameters()) before[item.key()] = item.value().clone();
   std::map<std::string, torch::Tensor> buffers_before;
-  for (const auto& item : teacher->named_buffers()) buffers_before[item.key()] = item.value().clone();
+  for (const auto& item : teacher->named_buffers())
+    buffers_before[item.key()] = item.value().clone();
 
   const double m = 0.9964;
   ema_update(*student, *teacher, m);
   const auto sp = student->named_parameters();
   for (const auto& item : teacher->named_parameters()) {
-    const auto expect = m * before[item.key()].to(torch::kDouble) +
-                        (1 - m) * sp[item.key()].to(torch::kDouble);
-    EXPECT_TRUE(torch::allclose(item.value().to(torch::kDouble), expect, 1e-6, 1e-7))
-        << item.key();
+    const auto expect =
+        m * before[item.key()].to(torch::kDouble) + (1 - m) * sp[item.key()].to(torch::kDouble);
+    EXPECT_TRUE(torch::allclose(item.value().to(torch::kDouble), expect, 1e-6, 1e-7)) << item.key();
   }
   // weight_g (requires_grad false) follows the EMA and stays 1: 1*m + 1*(1-m).
   const auto g = teacher->named_parameters()["head.last_layer.weight_g"];

@@ -34,7 +34,8 @@ Image test_image(int width, int height, unsigned seed) {
     for (int x = 0; x < width; ++x) {
       for (int c = 0; c < 3; ++c) {
         const int base = (x * 255 / width + y * 255 / height + 80 * c) % 256;
-        image.ptr<uint8_t>(y)[3 * x + c] = static_cast<uint8_t>(std::clamp(base + noise(rng), 0, 255));
+        image.ptr<uint8_t>(y)[3 * x + c] =
+            static_cast<uint8_t>(std::clamp(base + noise(rng), 0, 255));
       }
     }
   }
@@ -80,7 +81,8 @@ struct Job {
 }  // namespace
 
 TEST(Thumbnail, BitExactWithPillow) {
-  if (!xdino::testing::python_has("PIL")) XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import PIL";
+  if (!xdino::testing::python_has("PIL"))
+    XDINO_SKIP_MISSING() << "/usr/bin/python3 cannot import PIL";
   const std::vector<Job> jobs = {
       {"thumbnail", 1024, 768, 224, 0},  // Oxford's size: reduce 2x2, then Lanczos 512 -> 224
       {"thumbnail", 999, 333, 100, 0},   // reduce 4x1 with a partial last block
@@ -89,7 +91,13 @@ TEST(Thumbnail, BitExactWithPillow) {
       {"thumbnail", 100, 50, 224, 0},    // smaller than the target: unchanged
       {"thumbnail", 451, 7, 224, 0},     // the short side rounds to 3
       {"thumbnail", 2000, 3, 224, 0},    // ... and to 1 (at least 1)
-      {"reduce", 101, 67, 3, 2, },
+      {
+          "reduce",
+          101,
+          67,
+          3,
+          2,
+      },
       {"reduce", 64, 64, 2, 2},
       {"reduce", 37, 41, 5, 1},
       {"reduce", 37, 41, 7, 7},
@@ -124,8 +132,7 @@ TEST(Thumbnail, BitExactWithPillow) {
     cv::absdiff(ours, theirs, diff);
     double max_diff = 0;
     cv::minMaxLoc(diff.reshape(1), nullptr, &max_diff);
-    EXPECT_EQ(max_diff, 0) << j.op << " " << j.width << "x" << j.height << " -> " << w << "x"
-                           << h;
+    EXPECT_EQ(max_diff, 0) << j.op << " " << j.width << "x" << j.height << " -> " << w << "x" << h;
   }
   fs::remove_all(dir);
 }

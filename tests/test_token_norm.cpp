@@ -26,8 +26,8 @@ TEST(TokenNorm, GradientMatchesFiniteDifferences) {
   xdino::testing::GradCheckOptions o;
   o.entries_per_tensor = 30;  // every entry
   o.tolerance = 1e-7;
-  xdino::testing::expect_gradients_match(
-      [&] { return (token_norm(t, torch::kDouble) * w).sum(); }, {{"t", t}}, o);
+  xdino::testing::expect_gradients_match([&] { return (token_norm(t, torch::kDouble) * w).sum(); },
+                                         {{"t", t}}, o);
 }
 
 TEST(TokenNorm, AllZeroVectorHasGradientZero) {

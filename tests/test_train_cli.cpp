@@ -32,7 +32,9 @@ std::vector<std::string> train_args(const fs::path& data, const fs::path& out, i
           "--replicas", "2"};
 }
 
-size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 class TrainCli : public ::testing::Test {
  protected:
@@ -45,8 +47,8 @@ class TrainCli : public ::testing::Test {
 TEST_F(TrainCli, WritesOutputsAndResumesWhenRerun) {
   auto r = run_process(train_args(data_.path(), out_.path(), 2));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* f : {"config.ini", "log.txt", "checkpoint.pth", "checkpoint0000.pth",
-                        "checkpoint0001.pth"})
+  for (const char* f :
+       {"config.ini", "log.txt", "checkpoint.pth", "checkpoint0000.pth", "checkpoint0001.pth"})
     EXPECT_TRUE(fs::exists(out_.path() / f)) << f;
   EXPECT_EQ(lines(xdino::read_file(out_.path() / "log.txt")), 2u);
   EXPECT_NE(xdino::read_file(out_.path() / "config.ini").find("arch = xcit_nano_12_p16"),
@@ -74,7 +76,8 @@ TEST_F(TrainCli, SigtermSavesACheckpointExitsZeroAndResumes) {
   }
   // Let it finish an epoch and get into the next one, then ask it to stop.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (!fs::exists(out_.path() / "checkpoint0000.pth") && std::chrono::steady_clock::now() < deadline)
+  while (!fs::exists(out_.path() / "checkpoint0000.pth") &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(pid, SIGTERM);

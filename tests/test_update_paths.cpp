@@ -22,8 +22,8 @@
 
 using namespace xdino::ssl;
 using xdino::ssl::cancel_gradients_last_layer;
-using xdino::train::clip_gradients;
 using xdino::ssl::dino_param_groups;
+using xdino::train::clip_gradients;
 using xdino::train::GradScaler;
 using xdino::train::make_adamw;
 using xdino::train::Optimizer;
@@ -76,10 +76,11 @@ PathRun run(UpdatePath path) {
 
 // `a` equal to `b` (ulps 0), or within `ulps` float32 units in the last place of b's largest
 // element.
-void expect_same(const torch::Tensor& a, const torch::Tensor& b, int ulps, const std::string& what) {
+void expect_same(const torch::Tensor& a, const torch::Tensor& b, int ulps,
+                 const std::string& what) {
   if (ulps == 0) {
-    EXPECT_TRUE(torch::equal(a, b)) << what << ": max |diff| "
-                                    << (a - b).abs().max().item<double>();
+    EXPECT_TRUE(torch::equal(a, b))
+        << what << ": max |diff| " << (a - b).abs().max().item<double>();
     return;
   }
   // Units of float32's last place at the tensor's largest magnitude: the kernels differ in
@@ -103,9 +104,9 @@ void expect_identical(PathRun& a, PathRun& b, const char* what, int ulps = 0) {
     const auto ea = entry.value().toGenericDict(), eb = sb.at(entry.key()).toGenericDict();
     EXPECT_EQ(ea.at("step").toInt(), eb.at("step").toInt()) << what;
     for (const char* k : {"exp_avg", "exp_avg_sq"})
-      expect_same(ea.at(k).toTensor(), eb.at(k).toTensor(), ulps,
-                  std::string(what) + ": " + k + " of parameter " +
-                      std::to_string(entry.key().toInt()));
+      expect_same(
+          ea.at(k).toTensor(), eb.at(k).toTensor(), ulps,
+          std::string(what) + ": " + k + " of parameter " + std::to_string(entry.key().toInt()));
   }
   EXPECT_EQ(a.scaler.get_scale(), b.scaler.get_scale()) << what;
 }

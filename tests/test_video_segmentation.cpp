@@ -7,10 +7,9 @@
 // Skipped (failing in CI, tests/support/require.h) without Python torch/PIL/skimage.
 #include <gtest/gtest.h>
 
-#include <opencv2/imgproc.hpp>
-
 #include <filesystem>
 #include <fstream>
+#include <opencv2/imgproc.hpp>
 #include <sstream>
 
 #include "core/ivalue.h"
@@ -112,7 +111,8 @@ TEST(VideoSegmentation, NearestResizeIsPillows) {
   const fs::path dir = xdino::testing::fresh_dir("nearest");
   const torch::Tensor labels = torch::randint(0, 5, {37, 61}, torch::kUInt8);
   const cv::Mat m(37, 61, CV_8UC1, labels.data_ptr<uint8_t>());
-  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{20, 11}, {854, 480}, {61, 37}, {7, 90}}) {
+  for (const auto& [w, h] :
+       std::vector<std::pair<int, int>>{{20, 11}, {854, 480}, {61, 37}, {7, 90}}) {
     xdino::IDict in = xdino::make_dict();
     in.insert("labels", labels);
     in.insert("width", int64_t{w});
@@ -136,7 +136,8 @@ TEST(VideoSegmentation, JAndFOnMasksWithAKnownAnswer) {
   cv::Mat void_pixels(10, 10, CV_8UC1, cv::Scalar(0));
   void_pixels.col(2).setTo(1);
   void_pixels.col(6).setTo(1);
-  EXPECT_DOUBLE_EQ(video::region_similarity(square(10, 2, 2, 4), square(10, 3, 2, 4), void_pixels), 1.0);
+  EXPECT_DOUBLE_EQ(video::region_similarity(square(10, 2, 2, 4), square(10, 3, 2, 4), void_pixels),
+                   1.0);
   // F: in a 100 x 100 image the tolerance is ceil(0.008 x 141.4) = 2 pixels. A 40-pixel
   // square moved by 2 keeps every boundary pixel within 2 of the other's: F = 1. Moved by 3,
   // its two vertical sides (about half the boundary) fall outside: F about 1/2.
@@ -166,7 +167,8 @@ TEST(VideoSegmentation, EndToEndJAndFMatchThePythonToolkitDefinitions) {
   std::string missing;
   if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
   const fs::path dir = xdino::testing::fresh_dir("video_segmentation");
-  auto r = run_process({kPython, source("tests/data/video/make_davis.py"), (dir / "davis").string(), "6"});
+  auto r = run_process(
+      {kPython, source("tests/data/video/make_davis.py"), (dir / "davis").string(), "6"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path out = dir / "out";
   r = run_process({xdino::testing::dino_binary(), "video_segmentation", "--data_path",

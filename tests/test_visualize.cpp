@@ -33,10 +33,14 @@ augment::Image photo() { return augment::read_image(fixture("augment/photo_a.png
 TEST(Visualize, ShapesFollowThePatchGridAfterCropping) {
   eval::VisualizeOptions o;
   o.threshold = 0.6;
-  struct Case { std::string arch; std::vector<int64_t> size; int64_t gh, gw; };
+  struct Case {
+    std::string arch;
+    std::vector<int64_t> size;
+    int64_t gh, gw;
+  };
   for (const Case& c : {Case{"xcit_nano_12_p16", {0}, 3, 4}, Case{"xcit_nano_12_p8", {0}, 6, 8},
-                        Case{"xcit_nano_12_p8", {50, 70}, 6, 8}, Case{"xcit_nano_12_p16", {37}, 2, 2},
-                        Case{"vit_tiny", {40, 56}, 2, 3}}) {
+                        Case{"xcit_nano_12_p8", {50, 70}, 6, 8},
+                        Case{"xcit_nano_12_p16", {37}, 2, 2}, Case{"vit_tiny", {40, 56}, 2, 3}}) {
     o.arch = c.arch;
     o.image_size = c.size;
     auto m = model(c.arch);
@@ -100,12 +104,21 @@ TEST(Visualize, QKNormsEqualAnIndependentComputation) {
       return t / t.pow(2).sum(2, true).sqrt().clamp_min(1e-12);  // over tokens, per channel
     };
     const auto grid = maps.q_hat.sizes();
-    EXPECT_TRUE(torch::allclose(maps.q_raw.to(torch::kDouble), per_patch(q).reshape(grid), 1e-4, 1e-4)) << block;
-    EXPECT_TRUE(torch::allclose(maps.k_raw.to(torch::kDouble), per_patch(k).reshape(grid), 1e-4, 1e-4)) << block;
-    EXPECT_TRUE(torch::allclose(maps.q_hat.to(torch::kDouble), per_patch(hat(q)).reshape(grid), 1e-4, 1e-4)) << block;
-    EXPECT_TRUE(torch::allclose(maps.k_hat.to(torch::kDouble), per_patch(hat(k)).reshape(grid), 1e-4, 1e-4)) << block;
+    EXPECT_TRUE(
+        torch::allclose(maps.q_raw.to(torch::kDouble), per_patch(q).reshape(grid), 1e-4, 1e-4))
+        << block;
+    EXPECT_TRUE(
+        torch::allclose(maps.k_raw.to(torch::kDouble), per_patch(k).reshape(grid), 1e-4, 1e-4))
+        << block;
+    EXPECT_TRUE(
+        torch::allclose(maps.q_hat.to(torch::kDouble), per_patch(hat(q)).reshape(grid), 1e-4, 1e-4))
+        << block;
+    EXPECT_TRUE(
+        torch::allclose(maps.k_hat.to(torch::kDouble), per_patch(hat(k)).reshape(grid), 1e-4, 1e-4))
+        << block;
     // sum_n |q^_n|^2 = d per head.
-    EXPECT_TRUE(torch::allclose(maps.q_hat.pow(2).flatten(1).sum(1), torch::full({h}, double(d)).to(torch::kFloat), 1e-3, 1e-3));
+    EXPECT_TRUE(torch::allclose(maps.q_hat.pow(2).flatten(1).sum(1),
+                                torch::full({h}, double(d)).to(torch::kFloat), 1e-3, 1e-3));
   }
 }
 
@@ -117,9 +130,9 @@ TEST(Visualize, WritesPicturesThatDecodeWithTheImageSize) {
   o.threshold = 0.5;
   auto m = model(o.arch);
   eval::write_maps(eval::compute_maps(*m, photo(), o, "photo"), dir, o);
-  for (const std::string f : {"img.png", "attn-head0.png", "attn-head3.png", "attn-overlay-head1.png",
-                              "mask_th0.5_head2.png", "qnorm-layer11-head0.png",
-                              "knorm-raw-layer11-head3.png"}) {
+  for (const std::string f :
+       {"img.png", "attn-head0.png", "attn-head3.png", "attn-overlay-head1.png",
+        "mask_th0.5_head2.png", "qnorm-layer11-head0.png", "knorm-raw-layer11-head3.png"}) {
     const cv::Mat png = cv::imread((dir / f).string(), cv::IMREAD_UNCHANGED);
     ASSERT_FALSE(png.empty()) << f;
     EXPECT_EQ(png.rows, 48) << f;
@@ -160,10 +173,10 @@ TEST(Visualize, DatasetSamplesGetFoldersNamedBySplitIndexAndClass) {
     fs::copy_file(fixture("augment/photo_a.png"), dir / "data" / "val" / cls / "x.png");
   }
   const auto run = [&](const std::string& index) {
-    return xdino::testing::run_process(
-        {xdino::testing::dino_binary(), "visualize", "--arch", "xcit_nano_12_p8", "--data_path",
-         (dir / "data").string(), "--sample_indices", index, "--image_size", "32",
-         "--output_dir", (dir / "out").string()});
+    return xdino::testing::run_process({xdino::testing::dino_binary(), "visualize", "--arch",
+                                        "xcit_nano_12_p8", "--data_path", (dir / "data").string(),
+                                        "--sample_indices", index, "--image_size", "32",
+                                        "--output_dir", (dir / "out").string()});
   };
   const auto r = run("1");
   ASSERT_EQ(r.exit_code, 0) << r.err;

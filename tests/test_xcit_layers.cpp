@@ -25,7 +25,6 @@ struct Precision {
 // reference's magnitude when that exceeds 1).
 const Precision kPrecisions[] = {{torch::kDouble, 1e-6}, {torch::kFloat, 1e-4}};
 
-
 }  // namespace
 
 TEST(XCA, MatchesNaiveInFloat64AndFloat32) {
@@ -103,7 +102,9 @@ TEST(XCABlock, MatchesNaiveInFloat64AndFloat32) {
 TEST(ClassAttentionBlock, MatchesNaiveWithOfficialQuirks) {
   for (bool tokens_norm : {true, false}) {
     for (const auto& [dtype, tol] : kPrecisions) {
-      ClassAttentionBlock block = prepared(ClassAttentionBlock(ClassAttentionBlockOptions(16, 4).tokens_norm(tokens_norm)), dtype, 5);
+      ClassAttentionBlock block =
+          prepared(ClassAttentionBlock(ClassAttentionBlockOptions(16, 4).tokens_norm(tokens_norm)),
+                   dtype, 5);
       const Tensor x = torch::randn({2, 7, 16}, dtype);
       Tensor attn, want_attn;
       const Tensor want =
@@ -121,7 +122,8 @@ TEST(ClassAttentionBlock, MatchesNaiveWithOfficialQuirks) {
 
 TEST(ClassAttentionBlock, PatchRowsAreDoubledNormalisedResidual) {
   // Spec section 9 spelled out for one token: out_n = 2 * norm2(x_n + gamma1 * norm1(x_n)).
-  ClassAttentionBlock block = prepared(ClassAttentionBlock(ClassAttentionBlockOptions(8, 2).tokens_norm(true)), torch::kDouble, 6);
+  ClassAttentionBlock block = prepared(
+      ClassAttentionBlock(ClassAttentionBlockOptions(8, 2).tokens_norm(true)), torch::kDouble, 6);
   const Tensor x = torch::randn({1, 4, 8}, torch::kDouble);
   torch::NoGradGuard no_grad;
   const Tensor out = block(x);
@@ -221,8 +223,8 @@ TEST(ConvPatchEmbed, GradientsMatchFiniteDifferencesThroughBatchNorm) {
   const Tensor r = torch::randn({2, 4, 16}, torch::kDouble);
   xdino::testing::NamedTensors checked = xdino::testing::trainable_parameters(*embed);
   checked.emplace_back("images", images);
-  xdino::testing::expect_gradients_match([&] { return (embed(images).first * r).sum(); },
-                                         checked, {/*eps=*/1e-6, /*tolerance=*/1e-5});
+  xdino::testing::expect_gradients_match([&] { return (embed(images).first * r).sum(); }, checked,
+                                         {/*eps=*/1e-6, /*tolerance=*/1e-5});
 }
 
 TEST(DropPath, PerSampleMaskWithTheSpecRate) {
@@ -254,7 +256,8 @@ TEST(DropPath, IdentityInEvalModeAndAtRateZero) {
 }
 
 TEST(XCABlock, StochasticDepthOnlyInTrainMode) {
-  XCABlock block = prepared(XCABlock(XCABlockOptions(8, 2).drop_path_rate(0.5)), torch::kDouble, 11);
+  XCABlock block =
+      prepared(XCABlock(XCABlockOptions(8, 2).drop_path_rate(0.5)), torch::kDouble, 11);
   XCABlock plain = prepared(XCABlock(XCABlockOptions(8, 2)), torch::kDouble, 11);  // same weights
   const Tensor x = torch::randn({64, 6, 8}, torch::kDouble);
   torch::NoGradGuard no_grad;

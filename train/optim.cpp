@@ -22,9 +22,8 @@ torch::Tensor& Optimizer::ParamState::get(const std::string& key) {
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
   size_t n = 0;
   for (const auto& g : groups_) {
-    XDINO_CHECK(g.names.empty() || g.names.size() == g.params.size(),
-                "parameter group has ", g.params.size(), " tensors but ", g.names.size(),
-                " names");
+    XDINO_CHECK(g.names.empty() || g.names.size() == g.params.size(), "parameter group has ",
+                g.params.size(), " tensors but ", g.names.size(), " names");
     n += g.params.size();
   }
   states_.resize(n);
@@ -126,8 +125,8 @@ void Optimizer::load_state_dict(const c10::IValue& value) {
       XDINO_CHECK(kv.value().isTensor(), "optimizer state '", key, "' of ", pname,
                   " is not a tensor");
       const torch::Tensor t = kv.value().toTensor();
-      XDINO_CHECK(t.sizes() == p.sizes(), "optimizer state '", key, "' of ", pname,
-                  " has shape ", t.sizes(), ", the parameter ", p.sizes());
+      XDINO_CHECK(t.sizes() == p.sizes(), "optimizer state '", key, "' of ", pname, " has shape ",
+                  t.sizes(), ", the parameter ", p.sizes());
       s.tensors.emplace_back(key, t.to(p.device(), p.scalar_type()).clone());
     }
     order.push_back(static_cast<size_t>(index));
@@ -163,10 +162,10 @@ class AdamW final : public Optimizer {
         return multi_tensor(b, exp_avg, exp_avg_sq, g);
       case UpdatePath::kFusedCpu:
         for (size_t i = 0; i < n; ++i)
-          XDINO_CHECK(fused_adamw(b.params[i], b.grads[i], exp_avg[i], exp_avg_sq[i],
-                                  {g.lr, g.weight_decay, o_.beta1, o_.beta2, o_.eps,
-                                   b.states[i]->step}),
-                      "the fused CPU AdamW takes contiguous float32 CPU tensors only");
+          XDINO_CHECK(
+              fused_adamw(b.params[i], b.grads[i], exp_avg[i], exp_avg_sq[i],
+                          {g.lr, g.weight_decay, o_.beta1, o_.beta2, o_.eps, b.states[i]->step}),
+              "the fused CPU AdamW takes contiguous float32 CPU tensors only");
         return;
       default:
         for (size_t i = 0; i < n; ++i)
@@ -235,8 +234,8 @@ class AdamW final : public Optimizer {
   }
   void load_hyper(const IDict& g) override {
     if (const auto* betas = find(g, "betas")) {
-      const auto b = betas->isTuple() ? betas->toTupleRef().elements().vec()
-                                      : betas->toListRef().vec();
+      const auto b =
+          betas->isTuple() ? betas->toTupleRef().elements().vec() : betas->toListRef().vec();
       XDINO_CHECK(b.size() == 2, "AdamW betas should hold 2 numbers, found ", b.size());
       o_.beta1 = as_double(b[0], "beta1");
       o_.beta2 = as_double(b[1], "beta2");
@@ -303,8 +302,8 @@ class LARS final : public Optimizer {
       const auto update_norm = torch::norm(dp);
       const auto one = torch::ones_like(param_norm);
       const auto q = torch::where(
-          param_norm > 0.0,
-          torch::where(update_norm > 0, (o_.eta * param_norm / update_norm), one), one);
+          param_norm > 0.0, torch::where(update_norm > 0, (o_.eta * param_norm / update_norm), one),
+          one);
       dp = dp.mul(q);
     }
     torch::Tensor& mu = s.get("mu");
@@ -341,8 +340,7 @@ std::unique_ptr<Optimizer> make_lars(std::vector<ParamGroup> groups, LARSOptions
   return std::make_unique<LARS>(std::move(groups), o);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
-                                          std::vector<ParamGroup> groups) {
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name, std::vector<ParamGroup> groups) {
   if (name == "adamw") return make_adamw(std::move(groups));
   if (name == "sgd") return make_sgd(std::move(groups));  // lr 0, momentum 0.9
   if (name == "lars") return make_lars(std::move(groups));

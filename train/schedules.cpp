@@ -34,17 +34,16 @@ std::vector<double> cosine_schedule(double base, double final, int64_t epochs, i
   const double pi = std::acos(-1.0);
   out.reserve(static_cast<size_t>(epochs * niter));
   for (int64_t i = 0; i < rest; ++i)
-    out.push_back(final + 0.5 * (base - final) *
-                              (1.0 + std::cos(pi * static_cast<double>(i) /
-                                              static_cast<double>(rest))));
+    out.push_back(final +
+                  0.5 * (base - final) *
+                      (1.0 + std::cos(pi * static_cast<double>(i) / static_cast<double>(rest))));
   return out;
 }
 
 std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,
                                           int64_t warmup_epochs, int64_t epochs) {
-  XDINO_CHECK_ARG(warmup_epochs >= 0 && warmup_epochs <= epochs,
-                  "warmup_teacher_temp_epochs (", warmup_epochs, ") must be in [0, epochs=",
-                  epochs, "]");
+  XDINO_CHECK_ARG(warmup_epochs >= 0 && warmup_epochs <= epochs, "warmup_teacher_temp_epochs (",
+                  warmup_epochs, ") must be in [0, epochs=", epochs, "]");
   std::vector<double> out = linspace(warmup_temp, final_temp, warmup_epochs);
   out.resize(static_cast<size_t>(epochs), final_temp);
   return out;

@@ -8,7 +8,8 @@
 //  - kMultiTensor: LibTorch's multi-tensor `_foreach_*` ops over all parameters of a group at
 //    once: torch.optim's `foreach=True` code. On CUDA a handful of launches per step; on the
 //    CPU LibTorch runs them tensor by tensor, so the result is bit-identical to kPerTensor.
-//  - kFusedCpu: one pass per tensor through kernels/cpu/fused_cpu.h (contiguous fp32 CPU tensors only;
+//  - kFusedCpu: one pass per tensor through kernels/cpu/fused_cpu.h (contiguous fp32 CPU tensors
+//  only;
 //    kPerTensor's element-wise arithmetic and order; AdamW within an ulp of it, as ATen's own
 //    kernels contract multiply-adds).
 //  - kAuto: kFusedCpu where every tensor qualifies, else kMultiTensor. The default.

@@ -6,8 +6,8 @@
 
 namespace xdino::augment {
 void Dataset::check_index(int64_t i) const {
-  XDINO_CHECK(i >= 0 && i < size(), "sample index ", i, " out of range for ", location(),
-              " (", size(), " samples)");
+  XDINO_CHECK(i >= 0 && i < size(), "sample index ", i, " out of range for ", location(), " (",
+              size(), " samples)");
 }
 
 std::vector<int64_t> Dataset::labels() const {
@@ -63,8 +63,7 @@ std::vector<int64_t> balanced_subset(const Dataset& dataset, int64_t max_samples
   for (int64_t i = 0; i < n; ++i) per_class[static_cast<size_t>(dataset.label(i))].push_back(i);
   std::vector<size_t> taken(per_class.size(), 0);
   while (static_cast<int64_t>(out.size()) < max_samples) {
-    for (size_t c = 0; c < per_class.size() && static_cast<int64_t>(out.size()) < max_samples;
-         ++c)
+    for (size_t c = 0; c < per_class.size() && static_cast<int64_t>(out.size()) < max_samples; ++c)
       if (taken[c] < per_class[c].size()) out.push_back(per_class[c][taken[c]++]);
   }
   std::sort(out.begin(), out.end());

@@ -44,8 +44,8 @@ JpegHeader read_jpeg_header(std::string_view bytes) {
     if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // no length field
     if (pos + 2 > n) return h.ends_before_scan = true, h;
     // Start of frame (SOF0-SOF15 but DHT, JPG and DAC): length, precision, height, width.
-    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
-                     marker != 0xCC;
+    const bool sof =
+        marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
     if (sof && h.width == 0 && pos + 7 <= n) {
       h.height = (int64_t{p[pos + 3]} << 8) | p[pos + 4];
       h.width = (int64_t{p[pos + 5]} << 8) | p[pos + 6];
@@ -112,11 +112,9 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
   const auto [width, height] = declared_size(bytes, jpeg);
   // PNG sizes are 32-bit: the product can pass 2^63 (fuzz_decode found it), so divide.
   XDINO_CHECK(width == 0 || height <= kMaxImagePixels / width, "cannot decode ", name,
-              ": it declares ", width,
-              " x ", height, " pixels, more than the ", kMaxImagePixels,
+              ": it declares ", width, " x ", height, " pixels, more than the ", kMaxImagePixels,
               " that Pillow decodes (a decompression bomb, or a corrupt header)");
-  const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1,
-                    const_cast<char*>(bytes.data()));
+  const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   // IMREAD_COLOR gives 8-bit BGR from any layout (grey replicated, alpha dropped, palette
   // expanded, 16-bit reduced to the high byte) and applies EXIF orientation unless told not to.
   const int flags = cv::IMREAD_COLOR | (exif_orientation ? 0 : cv::IMREAD_IGNORE_ORIENTATION);

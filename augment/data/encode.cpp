@@ -15,8 +15,8 @@ namespace xdino::augment {
 namespace {
 
 void encode_to(const std::filesystem::path& path, const cv::Mat& image, const char* ext) {
-  XDINO_CHECK(image.type() == CV_8UC3 || image.type() == CV_8UC1,
-              "cannot write ", path, ": expected an 8-bit RGB or grey image");
+  XDINO_CHECK(image.type() == CV_8UC3 || image.type() == CV_8UC1, "cannot write ", path,
+              ": expected an 8-bit RGB or grey image");
   cv::Mat bgr;  // OpenCV's encoders take BGR
   if (image.channels() == 3)
     cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR);
@@ -24,8 +24,8 @@ void encode_to(const std::filesystem::path& path, const cv::Mat& image, const ch
     bgr = image;
   std::vector<uchar> bytes;
   XDINO_CHECK(cv::imencode(ext, bgr, bytes), "cannot encode ", path, " as ", ext + 1);
-  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()),
-                                               bytes.size()));
+  write_file_atomically(
+      path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace

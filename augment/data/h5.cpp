@@ -71,7 +71,8 @@ void check_storage(hid_t dataset, hid_t space, const std::string& where) {
   const uint64_t limit = kMaxRatio * std::max<uint64_t>(stored, kSlack);
   XDINO_CHECK(static_cast<uint64_t>(elements) <= limit / element_bytes, "a dataset of ", where,
               " declares ", elements, " elements of ", element_bytes,
-              " bytes but the file stores only ", stored, " bytes of it (corrupt, or never "
+              " bytes but the file stores only ", stored,
+              " bytes of it (corrupt, or never "
               "written)");
 }
 
@@ -222,13 +223,13 @@ void write_int64(const H5Object& file, const std::string& name, const std::vecto
                               H5P_DEFAULT, H5P_DEFAULT),
                    H5Dclose);
   XDINO_CHECK(d.valid(), "cannot create dataset '", name, "': ", why());
-  XDINO_CHECK(v.empty() || H5Dwrite(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                    v.data()) >= 0,
+  XDINO_CHECK(v.empty() ||
+                  H5Dwrite(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
               "cannot write dataset '", name, "': ", why());
 }
 
-void write_float32(const H5Object& file, const std::string& name,
-                   const std::vector<int64_t>& shape, const float* data) {
+void write_float32(const H5Object& file, const std::string& name, const std::vector<int64_t>& shape,
+                   const float* data) {
   Lock lock;
   const std::vector<hsize_t> dims(shape.begin(), shape.end());
   const H5Object space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
@@ -270,9 +271,9 @@ void write_strings(const H5Object& file, const std::string& name,
   std::vector<const char*> ptrs;
   ptrs.reserve(v.size());
   for (const std::string& s : v) ptrs.push_back(s.c_str());
-  XDINO_CHECK(v.empty() || H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                    ptrs.data()) >= 0,
-              "cannot write dataset '", name, "': ", why());
+  XDINO_CHECK(
+      v.empty() || H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) >= 0,
+      "cannot write dataset '", name, "': ", why());
 }
 
 H5Object create_bytes(const H5Object& file, const std::string& name, int64_t length) {
@@ -307,20 +308,20 @@ void write_attribute(const H5Object& object, const std::string& name, const std:
   Lock lock;
   const H5Object type = string_type(H5T_VARIABLE);
   const H5Object space(H5Screate(H5S_SCALAR), H5Sclose);
-  const H5Object a(H5Acreate2(object.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
-                              H5P_DEFAULT),
-                   H5Aclose);
+  const H5Object a(
+      H5Acreate2(object.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Aclose);
   const char* p = value.c_str();
-  XDINO_CHECK(a.valid() && H5Awrite(a.get(), type.get(), &p) >= 0, "cannot write attribute '",
-              name, "': ", why());
+  XDINO_CHECK(a.valid() && H5Awrite(a.get(), type.get(), &p) >= 0, "cannot write attribute '", name,
+              "': ", why());
 }
 
 void write_attribute(const H5Object& object, const std::string& name, int64_t value) {
   Lock lock;
   const H5Object space(H5Screate(H5S_SCALAR), H5Sclose);
-  const H5Object a(H5Acreate2(object.get(), name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT,
-                              H5P_DEFAULT),
-                   H5Aclose);
+  const H5Object a(
+      H5Acreate2(object.get(), name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Aclose);
   XDINO_CHECK(a.valid() && H5Awrite(a.get(), H5T_NATIVE_INT64, &value) >= 0,
               "cannot write attribute '", name, "': ", why());
 }

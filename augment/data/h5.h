@@ -67,8 +67,8 @@ void read_bytes(const H5Object& dataset, int64_t begin, int64_t end, uint8_t* ou
 void read_float32(const H5Object& dataset, float* out, const std::string& where);
 
 void write_int64(const H5Object& file, const std::string& name, const std::vector<int64_t>& v);
-void write_float32(const H5Object& file, const std::string& name,
-                   const std::vector<int64_t>& shape, const float* data);
+void write_float32(const H5Object& file, const std::string& name, const std::vector<int64_t>& shape,
+                   const float* data);
 // Everything written so far reaches the disk (before an atomic rename, say).
 void flush(const H5Object& file, const std::string& where);
 void write_strings(const H5Object& file, const std::string& name,

@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 struct H5Dataset::Shard {
   std::string file;
   h5::H5Object handle;
-  h5::H5Object images;       // for the HDF5 read path
+  h5::H5Object images;  // for the HDF5 read path
   std::vector<int64_t> offsets;
   int64_t data_address = -1;  // file offset of /images when contiguous, else -1
   int64_t first_path = -1;    // index of its first stored path in paths_, or -1: none stored
@@ -34,7 +34,8 @@ struct H5Dataset::Shard {
                                 static_cast<off_t>(data_address + begin + done));
       if (n < 0 && errno == EINTR) continue;
       XDINO_CHECK(n > 0, "cannot read bytes ", begin + done, "..", end, " of /images in ", file,
-                  ": ", n == 0 ? "unexpected end of file (truncated shard?)" : std::strerror(errno));
+                  ": ",
+                  n == 0 ? "unexpected end of file (truncated shard?)" : std::strerror(errno));
       done += n;
     }
   }
@@ -101,7 +102,8 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
     }
     XDINO_CHECK(names == classes_ || (!have_names && names.empty()), where,
                 " has other class names than ", shards[0], "; shards of one dataset must agree");
-    const bool labeled = std::any_of(labels.begin(), labels.end(), [](int64_t l) { return l >= 0; });
+    const bool labeled =
+        std::any_of(labels.begin(), labels.end(), [](int64_t l) { return l >= 0; });
     for (int64_t l : labels) {
       XDINO_CHECK(l >= (labeled ? 0 : -1), where, ": label ", l,
                   " in a labeled dataset (mixing -1 and class ids)");
@@ -121,11 +123,13 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
       for (const std::string& p : paths) paths_.push_back(p);
     }  // else path(i) makes "<shard>#<i>" when asked (a million-image shard need not hold them)
     s->enable_direct_reads(images_length);
-    first_.push_back(k == 0 ? 0 : first_.back() + static_cast<int64_t>(shards_.back()->offsets.size()) - 1);
+    first_.push_back(
+        k == 0 ? 0 : first_.back() + static_cast<int64_t>(shards_.back()->offsets.size()) - 1);
     shards_.push_back(std::move(s));
   }
   if (!have_names) {  // labels without names: name the classes by their ids
-    const int64_t max_label = labels_.empty() ? -1 : *std::max_element(labels_.begin(), labels_.end());
+    const int64_t max_label =
+        labels_.empty() ? -1 : *std::max_element(labels_.begin(), labels_.end());
     for (int64_t c = 0; c <= max_label; ++c) classes_.push_back(std::to_string(c));
   }
 }
@@ -140,15 +144,15 @@ int64_t H5Dataset::direct_shards() const {
 }
 
 std::string H5Dataset::location() const {
-  return shards_.size() == 1 ? shards_[0]->file
-                             : shards_[0]->file + " (+" + std::to_string(shards_.size() - 1) +
-                                   " shards)";
+  return shards_.size() == 1
+             ? shards_[0]->file
+             : shards_[0]->file + " (+" + std::to_string(shards_.size() - 1) + " shards)";
 }
 
 const H5Dataset::Shard& H5Dataset::shard_of(int64_t i, int64_t* local) const {
   check_index(i);
-  const size_t k = static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), i) -
-                                       first_.begin() - 1);
+  const size_t k =
+      static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), i) - first_.begin() - 1);
   *local = i - first_[k];
   return *shards_[k];
 }
@@ -177,7 +181,8 @@ std::string H5Dataset::encoded(int64_t i) const {
 
 Image H5Dataset::load(int64_t i) const {
   int64_t j = 0;
-  const std::string name = path(i) + " (sample " + std::to_string(i) + " of " + shard_of(i, &j).file + ")";
+  const std::string name =
+      path(i) + " (sample " + std::to_string(i) + " of " + shard_of(i, &j).file + ")";
   return decode_image(encoded(i), name, exif_orientation_);
 }
 

@@ -48,9 +48,9 @@ std::vector<int64_t> idx_dims(const std::vector<uint8_t>& data, const fs::path& 
   }
   XDINO_CHECK(!overflow, file, " declares ", dims_text(dims),
               " elements, more than any file holds (corrupt header)");
-  XDINO_CHECK(data.size() == 4 + 4 * static_cast<size_t>(rank) + static_cast<size_t>(count),
-              file, " holds ", data.size() - 4 - 4 * rank, " data bytes, its header announces ",
-              count, " (truncated or corrupt)");
+  XDINO_CHECK(data.size() == 4 + 4 * static_cast<size_t>(rank) + static_cast<size_t>(count), file,
+              " holds ", data.size() - 4 - 4 * rank, " data bytes, its header announces ", count,
+              " (truncated or corrupt)");
   return dims;
 }
 
@@ -71,12 +71,13 @@ std::vector<std::string> idx_class_names(const fs::path& dir, int64_t num_classe
   if (std::ifstream in(dir / "classes.txt"); in.good()) {
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) names.push_back(line);
-    XDINO_CHECK(static_cast<int64_t>(names.size()) >= num_classes, dir / "classes.txt",
-                " names ", names.size(), " classes but the labels go up to ", num_classes - 1);
+    XDINO_CHECK(static_cast<int64_t>(names.size()) >= num_classes, dir / "classes.txt", " names ",
+                names.size(), " classes but the labels go up to ", num_classes - 1);
     return names;
   }
   std::string folder = fs::absolute(dir).lexically_normal().filename().string();
-  if (folder.empty()) folder = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+  if (folder.empty())
+    folder = fs::absolute(dir).lexically_normal().parent_path().filename().string();
   std::transform(folder.begin(), folder.end(), folder.begin(), ::tolower);
   if (folder.find("fashion") != std::string::npos && num_classes == 10) return kFashionMnistClasses;
   for (int64_t c = 0; c < num_classes; ++c) names.push_back(std::to_string(c));
@@ -111,7 +112,8 @@ std::vector<uint8_t> read_maybe_gzip(const fs::path& path) {
     out.resize(old + static_cast<size_t>(n));
     if (n == 0) break;
   }
-  XDINO_CHECK(gzclose(f) == Z_OK, "cannot read ", path, ": the gzip stream is cut off "
+  XDINO_CHECK(gzclose(f) == Z_OK, "cannot read ", path,
+              ": the gzip stream is cut off "
               "(truncated file)");
   return out;
 }
@@ -142,8 +144,8 @@ IdxDataset::IdxDataset(const IdxFiles& files) : files_(files) {
 
   labels_ = read_maybe_gzip(files.labels);
   const std::vector<int64_t> label_dims = idx_dims(labels_, files.labels, {1});
-  XDINO_CHECK(label_dims[0] == count_, files.labels, " holds ", label_dims[0],
-              " labels for the ", count_, " images of ", files.images);
+  XDINO_CHECK(label_dims[0] == count_, files.labels, " holds ", label_dims[0], " labels for the ",
+              count_, " images of ", files.images);
   labels_.erase(labels_.begin(), labels_.begin() + 8);
   const int64_t num_classes =
       labels_.empty() ? 0 : int64_t{*std::max_element(labels_.begin(), labels_.end())} + 1;

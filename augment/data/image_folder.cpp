@@ -65,7 +65,8 @@ bool has_image_extension(std::string_view file_name) {
   std::string lower(file_name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (std::string_view ext : kImageExtensions)
-    if (lower.size() >= ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0)
+    if (lower.size() >= ext.size() &&
+        lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0)
       return true;
   return false;
 }

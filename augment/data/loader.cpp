@@ -54,7 +54,7 @@ DataLoader::DataLoader(DatasetPtr dataset, SampleTransform transform, LoaderOpti
       options_(options),
       sampler_(dataset_->size(), rank, world_size, options.shuffle, options.seed),
       batches_(augment::batches_per_epoch(dataset_->size(), world_size, options.batch_size,
-                                 options.drop_last)),
+                                          options.drop_last)),
       pin_(options.pin_memory && compat::cuda_available()) {
   XDINO_CHECK_ARG(options.batch_size >= 1, "batch size must be at least 1, got ",
                   options.batch_size);
@@ -86,8 +86,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t start_batch) {
     ++generation_;
     epoch_ = epoch;
     order_ = std::move(order);
-    end_ = options_.drop_last ? batches_ * options_.batch_size
-                              : static_cast<int64_t>(order_.size());
+    end_ =
+        options_.drop_last ? batches_ * options_.batch_size : static_cast<int64_t>(order_.size());
     next_claim_ = start_batch * options_.batch_size;
     next_batch_ = start_batch;
     pending_.clear();
@@ -186,14 +186,14 @@ void DataLoader::start_batch(int64_t b) {
   p.batch_views = take_buffers(sizes, std::vector<torch::ScalarType>(sizes.size(), torch::kFloat));
 }
 
-std::vector<torch::Tensor> DataLoader::take_buffers(
-    const std::vector<std::vector<int64_t>>& sizes, const std::vector<torch::ScalarType>& dtypes) {
+std::vector<torch::Tensor> DataLoader::take_buffers(const std::vector<std::vector<int64_t>>& sizes,
+                                                    const std::vector<torch::ScalarType>& dtypes) {
   auto matches = [&](const std::vector<torch::Tensor>& set) {
     if (set.size() != sizes.size()) return false;
     for (size_t v = 0; v < set.size(); ++v)
       if (set[v].sizes() != c10::IntArrayRef(sizes[v]) || set[v].scalar_type() != dtypes[v] ||
-          set[v].use_count() != 1 ||            // the consumer still holds the batch
-          set[v].storage().use_count() != 1)    // ... or a slice or view of it
+          set[v].use_count() != 1 ||          // the consumer still holds the batch
+          set[v].storage().use_count() != 1)  // ... or a slice or view of it
         return false;
     return true;
   };
@@ -249,11 +249,12 @@ Image DataLoader::load_readable(int64_t index, int64_t* loaded) {
         bad_count = bad_.size();
       }
       if (first)
-        log::warn("unreadable image skipped (reported once; the next readable sample takes its "
-                  "place): ", e.what());
-      XDINO_CHECK(bad_count <= limit, bad_count, " of the ", n, " images of ",
-                  dataset_->location(), " are unreadable (last: ", dataset_->path(j),
-                  "); is the data path intact?");
+        log::warn(
+            "unreadable image skipped (reported once; the next readable sample takes its "
+            "place): ",
+            e.what());
+      XDINO_CHECK(bad_count <= limit, bad_count, " of the ", n, " images of ", dataset_->location(),
+                  " are unreadable (last: ", dataset_->path(j), "); is the data path intact?");
     }
   }
   XDINO_FAIL("no readable image in ", dataset_->describe());
@@ -285,9 +286,9 @@ Batch DataLoader::finish(int64_t epoch, int64_t position, Pending& p) {
     XDINO_CHECK(first.defined() && first.device().is_cpu(), "view ", v,
                 " of the sample transform is not a CPU tensor");
     for (size_t s = 0; s < n; ++s) {
-      XDINO_CHECK(views[s].size() == num_views, "the sample transform returned ",
-                  views[s].size(), " views for dataset index ", p.indices[s], " and ", num_views,
-                  " for index ", p.indices[0]);
+      XDINO_CHECK(views[s].size() == num_views, "the sample transform returned ", views[s].size(),
+                  " views for dataset index ", p.indices[s], " and ", num_views, " for index ",
+                  p.indices[0]);
       const torch::Tensor& t = views[s][v];
       XDINO_CHECK(t.sizes() == first.sizes() && t.dtype() == first.dtype(), "view ", v,
                   " has shape ", t.sizes(), " for dataset index ", p.indices[s], " but ",

@@ -75,7 +75,7 @@ struct Batch {
 };
 
 struct LoaderStats {
-  int64_t batches = 0;        // delivered by next() since construction
+  int64_t batches = 0;  // delivered by next() since construction
   int64_t samples = 0;
   int64_t corrupt_files = 0;  // distinct unreadable samples found
   int64_t replaced = 0;       // samples replaced because theirs was unreadable
@@ -105,7 +105,7 @@ class DataLoader {
 
  private:
   struct Pending {
-    std::vector<torch::Tensor> batch_views;               // writing transforms
+    std::vector<torch::Tensor> batch_views;                // writing transforms
     std::vector<std::vector<torch::Tensor>> sample_views;  // returning transforms
     std::vector<int64_t> labels, indices;
     int64_t remaining = 0;

@@ -57,7 +57,8 @@ DatasetPtr detect(const fs::path& root, const std::string& split, const DatasetO
                     " is a file but not an HDF5 (.h5) pack; give a folder or a .h5 file");
     XDINO_CHECK_ARG(split == "train", "data path ", root,
                     " is a single HDF5 file, which serves as the training set only; give the "
-                    "folder holding ", split, ".h5");
+                    "folder holding ",
+                    split, ".h5");
     return std::make_shared<H5Dataset>(std::vector<fs::path>{root}, o.exif_orientation);
   }
   if (fs::is_directory(root / split)) return open_folder(root / split, o);

@@ -33,9 +33,9 @@ class SampleTransform {
 
   SampleTransform() = default;
   // Any callable returning the views (a lambda, a function, a std::function).
-  template <typename F, typename = std::enable_if_t<
-                            std::is_invocable_r_v<Views, F&, const Image&, Rng&> &&
-                            !std::is_same_v<std::decay_t<F>, SampleTransform>>>
+  template <typename F,
+            typename = std::enable_if_t<std::is_invocable_r_v<Views, F&, const Image&, Rng&> &&
+                                        !std::is_same_v<std::decay_t<F>, SampleTransform>>>
   SampleTransform(F f) : return_(std::move(f)) {}  // NOLINT: implicit on purpose
   SampleTransform(std::vector<std::vector<int64_t>> shapes, WriteFn write)
       : shapes_(std::move(shapes)), write_(std::move(write)) {}

@@ -7,8 +7,8 @@
 
 namespace xdino::augment {
 
-DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size,
-                                       bool shuffle, int64_t seed)
+DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size, bool shuffle,
+                                       int64_t seed)
     : dataset_size_(dataset_size),
       rank_(rank),
       world_size_(world_size),
@@ -42,9 +42,8 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
 
 int64_t batches_per_epoch(int64_t dataset_size, int world_size, int64_t batch_size,
                           bool drop_last) {
-  XDINO_CHECK(dataset_size >= 0 && world_size >= 1 && batch_size >= 1,
-              "invalid sizes: dataset ", dataset_size, ", world ", world_size, ", batch ",
-              batch_size);
+  XDINO_CHECK(dataset_size >= 0 && world_size >= 1 && batch_size >= 1, "invalid sizes: dataset ",
+              dataset_size, ", world ", world_size, ", batch ", batch_size);
   const int64_t per_rank = (dataset_size + world_size - 1) / world_size;
   return drop_last ? per_rank / batch_size : (per_rank + batch_size - 1) / batch_size;
 }

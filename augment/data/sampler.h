@@ -42,7 +42,6 @@ class DistributedSampler {
 
 // Batches one rank gets per epoch; with drop_last this is main_dino.py's niter:
 // floor(ceil(dataset_size / world_size) / batch_size).
-int64_t batches_per_epoch(int64_t dataset_size, int world_size, int64_t batch_size,
-                          bool drop_last);
+int64_t batches_per_epoch(int64_t dataset_size, int world_size, int64_t batch_size, bool drop_last);
 
 }  // namespace xdino::augment

@@ -85,8 +85,7 @@ float box_blur_radius(float sigma, int passes) {
 void gaussian_blur(Image& image, double sigma) {
   XDINO_CHECK(image.type() == CV_8UC3 && image.isContinuous(),
               "gaussian_blur expects a continuous RGB uint8 image, got cv type ", image.type());
-  XDINO_CHECK(std::isfinite(sigma) && sigma >= 0, "gaussian_blur sigma must be >= 0, got ",
-              sigma);
+  XDINO_CHECK(std::isfinite(sigma) && sigma >= 0, "gaussian_blur sigma must be >= 0, got ", sigma);
   if (image.empty()) return;
   constexpr int kPasses = 3;
   const float radius = box_blur_radius(static_cast<float>(sigma), kPasses);

@@ -67,8 +67,7 @@ void check_color_jitter_options(const ColorJitterOptions& o) {
   XDINO_CHECK_ARG(o.brightness >= 0 && o.contrast >= 0 && o.saturation >= 0,
                   "color jitter brightness, contrast and saturation must be >= 0, got ",
                   o.brightness, ", ", o.contrast, ", ", o.saturation);
-  XDINO_CHECK_ARG(o.hue >= 0 && o.hue <= 0.5, "color jitter hue must be in [0, 0.5], got ",
-                  o.hue);
+  XDINO_CHECK_ARG(o.hue >= 0 && o.hue <= 0.5, "color jitter hue must be in [0, 0.5], got ", o.hue);
 }
 
 ColorJitterParams sample_color_jitter(const ColorJitterOptions& o, Rng& rng) {
@@ -89,10 +88,18 @@ void apply_color_jitter(Image& image, const ColorJitterParams& params) {
     if (!params.enabled[op]) continue;
     const double f = params.factor[op];
     switch (op) {
-      case 0: adjust_brightness(image, f); break;
-      case 1: adjust_contrast(image, f); break;
-      case 2: adjust_saturation(image, f); break;
-      default: adjust_hue(image, f); break;
+      case 0:
+        adjust_brightness(image, f);
+        break;
+      case 1:
+        adjust_contrast(image, f);
+        break;
+      case 2:
+        adjust_saturation(image, f);
+        break;
+      default:
+        adjust_hue(image, f);
+        break;
     }
   }
 }

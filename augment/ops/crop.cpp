@@ -16,8 +16,7 @@ cv::Rect random_resized_crop_box(cv::Size image, double scale_min, double scale_
                                  double ratio_min, double ratio_max, Rng& rng) {
   const int64_t width = image.width, height = image.height;
   XDINO_CHECK(width > 0 && height > 0, "random resized crop of an empty image");
-  XDINO_CHECK(0 < scale_min && scale_min <= scale_max && 0 < ratio_min &&
-                  ratio_min <= ratio_max,
+  XDINO_CHECK(0 < scale_min && scale_min <= scale_max && 0 < ratio_min && ratio_min <= ratio_max,
               "random resized crop needs 0 < scale_min <= scale_max and 0 < ratio_min <= "
               "ratio_max, got scale (",
               scale_min, ", ", scale_max, ") ratio (", ratio_min, ", ", ratio_max, ")");
@@ -47,9 +46,9 @@ cv::Rect random_resized_crop_box(cv::Size image, double scale_min, double scale_
 }
 
 cv::Rect center_crop_box(cv::Size image, cv::Size crop) {
-  XDINO_CHECK(crop.width > 0 && crop.height > 0 && crop.width <= image.width &&
-                  crop.height <= image.height,
-              "center crop ", crop, " does not fit in the ", image, " image");
+  XDINO_CHECK(
+      crop.width > 0 && crop.height > 0 && crop.width <= image.width && crop.height <= image.height,
+      "center crop ", crop, " does not fit in the ", image, " image");
   const int64_t top = round_half_even((image.height - crop.height) / 2.0);
   const int64_t left = round_half_even((image.width - crop.width) / 2.0);
   return cv::Rect(static_cast<int>(left), static_cast<int>(top), crop.width, crop.height);

@@ -65,12 +65,24 @@ inline void hsv_to_rgb(uint8_t h, uint8_t s, uint8_t v, uint8_t* rgb) {
   const uint8_t q = clip8(round_nonnegative(fv * (1.0 - fs * f)));
   const uint8_t t = clip8(round_nonnegative(fv * (1.0 - fs * (1.0 - f))));
   switch (i % 6) {
-    case 0: rgb[0] = v, rgb[1] = t, rgb[2] = p; break;
-    case 1: rgb[0] = q, rgb[1] = v, rgb[2] = p; break;
-    case 2: rgb[0] = p, rgb[1] = v, rgb[2] = t; break;
-    case 3: rgb[0] = p, rgb[1] = q, rgb[2] = v; break;
-    case 4: rgb[0] = t, rgb[1] = p, rgb[2] = v; break;
-    default: rgb[0] = v, rgb[1] = p, rgb[2] = q; break;
+    case 0:
+      rgb[0] = v, rgb[1] = t, rgb[2] = p;
+      break;
+    case 1:
+      rgb[0] = q, rgb[1] = v, rgb[2] = p;
+      break;
+    case 2:
+      rgb[0] = p, rgb[1] = v, rgb[2] = t;
+      break;
+    case 3:
+      rgb[0] = p, rgb[1] = q, rgb[2] = v;
+      break;
+    case 4:
+      rgb[0] = t, rgb[1] = p, rgb[2] = v;
+      break;
+    default:
+      rgb[0] = v, rgb[1] = p, rgb[2] = q;
+      break;
   }
 }
 
@@ -116,9 +128,7 @@ XDINO_AVX2 inline __m256 join_ps(__m256d lo, __m256d hi) {
 XDINO_AVX2 inline __m256i join_trunc(__m256d lo, __m256d hi) {
   return _mm256_set_m128i(_mm256_cvttpd_epi32(hi), _mm256_cvttpd_epi32(lo));
 }
-XDINO_AVX2 inline __m256d lo_pd(__m256i x) {
-  return _mm256_cvtepi32_pd(_mm256_castsi256_si128(x));
-}
+XDINO_AVX2 inline __m256d lo_pd(__m256i x) { return _mm256_cvtepi32_pd(_mm256_castsi256_si128(x)); }
 XDINO_AVX2 inline __m256d hi_pd(__m256i x) {
   return _mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1));
 }
@@ -137,8 +147,8 @@ XDINO_AVX2 void hue_8(__m256i& r, __m256i& g, __m256i& b, __m256i shift) {
   const __m256i maxc = _mm256_max_epi32(r, _mm256_max_epi32(g, b));
   const __m256i minc = _mm256_min_epi32(r, _mm256_min_epi32(g, b));
   const __m256i cr = _mm256_sub_epi32(maxc, minc);
-  const __m256i mid = _mm256_sub_epi32(_mm256_add_epi32(r, _mm256_add_epi32(g, b)),
-                                       _mm256_add_epi32(maxc, minc));
+  const __m256i mid =
+      _mm256_sub_epi32(_mm256_add_epi32(r, _mm256_add_epi32(g, b)), _mm256_add_epi32(maxc, minc));
   const __m256i grey = _mm256_cmpeq_epi32(cr, zero);
   const __m256 crf = _mm256_cvtepi32_ps(_mm256_max_epi32(cr, one));
   const __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(maxc, mid)), crf);
@@ -155,8 +165,8 @@ XDINO_AVX2 void hue_8(__m256i& r, __m256i& g, __m256i& b, __m256i shift) {
   const __m256 s_r = _mm256_blendv_ps(pos, neg, _mm256_castsi256_ps(b_min));
   const __m256 a_g = _mm256_blendv_ps(_mm256_set1_ps(3.0f), pos, _mm256_castsi256_ps(b_min));
   const __m256 s_g = _mm256_blendv_ps(neg, pos, _mm256_castsi256_ps(b_min));
-  const __m256 a_b = _mm256_blendv_ps(_mm256_set1_ps(3.0f), _mm256_set1_ps(5.0f),
-                                      _mm256_castsi256_ps(g_min));
+  const __m256 a_b =
+      _mm256_blendv_ps(_mm256_set1_ps(3.0f), _mm256_set1_ps(5.0f), _mm256_castsi256_ps(g_min));
   const __m256 s_b = _mm256_blendv_ps(pos, neg, _mm256_castsi256_ps(g_min));
   __m256 a = _mm256_blendv_ps(a_b, a_g, _mm256_castsi256_ps(g_max));
   __m256 sign = _mm256_blendv_ps(s_b, s_g, _mm256_castsi256_ps(g_max));
@@ -229,9 +239,12 @@ XDINO_AVX2 void hue_shift_avx2(uint8_t* rgb, size_t n, uint8_t shift) {
     uint8_t* px = rgb + 3 * i;
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(px));
     const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(px + 16));
-    __m256i r = _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, r_lo), _mm_shuffle_epi8(hi, r_hi)));
-    __m256i g = _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, g_lo), _mm_shuffle_epi8(hi, g_hi)));
-    __m256i b = _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, b_lo), _mm_shuffle_epi8(hi, b_hi)));
+    __m256i r =
+        _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, r_lo), _mm_shuffle_epi8(hi, r_hi)));
+    __m256i g =
+        _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, g_lo), _mm_shuffle_epi8(hi, g_hi)));
+    __m256i b =
+        _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, b_lo), _mm_shuffle_epi8(hi, b_hi)));
     hue_8(r, g, b, vshift);
     // int32 -> bytes: lane k of each 128-bit half becomes [r g b 0] x 4 pixels.
     const __m256i rg = _mm256_packus_epi32(r, g);

@@ -52,10 +52,10 @@ struct Taps {
 // taps may read past in1 up to in_size).
 void compute_taps(int in_size, double in0, double in1, int out_size, Interpolation filter,
                   Taps& taps) {
-  double (*kernel)(double) = filter == Interpolation::kBicubic    ? bicubic_kernel
+  double (*kernel)(double) = filter == Interpolation::kBicubic   ? bicubic_kernel
                              : filter == Interpolation::kLanczos ? lanczos_kernel
                                                                  : bilinear_kernel;
-  const double filter_support = filter == Interpolation::kBicubic    ? 2.0
+  const double filter_support = filter == Interpolation::kBicubic   ? 2.0
                                 : filter == Interpolation::kLanczos ? 3.0
                                                                     : 1.0;
   in0 = static_cast<float>(in0);
@@ -128,7 +128,8 @@ void horizontal_pass(const uint8_t* src, size_t src_step, int rows, int in_w, co
     const uint8_t* out_col = out_columns.data();
     uint8_t* out_block = dst + r0 * dst_step;
     for (int x = 0; x < out_w; ++x) {
-      for (int r = 0; r < nr; ++r, out_col += 3) std::memcpy(out_block + r * dst_step + 3 * x, out_col, 3);
+      for (int r = 0; r < nr; ++r, out_col += 3)
+        std::memcpy(out_block + r * dst_step + 3 * x, out_col, 3);
     }
   }
 }
@@ -158,8 +159,7 @@ void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation 
 
 void resize_pillow_box(const Image& src, const std::array<double, 4>& box, cv::Size size,
                        Interpolation filter, Image& dst) {
-  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ",
-              src.type());
+  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ", src.type());
   XDINO_CHECK(box[0] >= 0 && box[1] >= 0 && box[2] > box[0] && box[3] > box[1] &&
                   box[2] <= src.cols && box[3] <= src.rows,
               "resize box is empty or outside the ", src.cols, "x", src.rows, " image");
@@ -173,19 +173,18 @@ void resize_pillow_box(const Image& src, const std::array<double, 4>& box, cv::S
   }
   thread_local Taps htaps, vtaps;
   thread_local std::vector<uint8_t> temp;
-  if (need_horizontal)
-    compute_taps(src.cols, box[0], box[2], size.width, filter, htaps);
+  if (need_horizontal) compute_taps(src.cols, box[0], box[2], size.width, filter, htaps);
   if (need_vertical) compute_taps(src.rows, box[1], box[3], size.height, filter, vtaps);
   // Pillow's order: the horizontal pass over the rows the vertical one reads, then vertical.
   const int first = need_vertical ? vtaps.start[0] : 0;
-  const int last = need_vertical ? vtaps.start[size.height - 1] + vtaps.count[size.height - 1]
-                                 : src.rows;
+  const int last =
+      need_vertical ? vtaps.start[size.height - 1] + vtaps.count[size.height - 1] : src.rows;
   const int width = need_horizontal ? size.width : src.cols;
   const size_t temp_step = 3 * static_cast<size_t>(width);
   temp.resize(temp_step * (last - first));
   if (need_horizontal) {
-    horizontal_pass(src.ptr<uint8_t>(first), src.step[0], last - first, src.cols, htaps, 0,
-                    width, temp.data(), temp_step);
+    horizontal_pass(src.ptr<uint8_t>(first), src.step[0], last - first, src.cols, htaps, 0, width,
+                    temp.data(), temp_step);
   } else {
     for (int y = first; y < last; ++y)
       std::memcpy(temp.data() + (y - first) * temp_step, src.ptr<uint8_t>(y), temp_step);
@@ -196,15 +195,13 @@ void resize_pillow_box(const Image& src, const std::array<double, 4>& box, cv::S
       std::memcpy(dst.ptr<uint8_t>(y), temp.data() + y * temp_step, temp_step);
     return;
   }
-  vertical_pass(temp.data(), temp_step, first, vtaps, 0, size.height, width, dst.data,
-                dst.step[0]);
+  vertical_pass(temp.data(), temp_step, first, vtaps, 0, size.height, width, dst.data, dst.step[0]);
 }
 
 Image reduce(const Image& src, int factor_x, int factor_y) {
-  XDINO_CHECK(src.type() == CV_8UC3, "reduce expects an RGB uint8 image, got cv type ",
-              src.type());
-  XDINO_CHECK(factor_x >= 1 && factor_y >= 1, "reduce factors must be >= 1, got ", factor_x,
-              "x", factor_y);
+  XDINO_CHECK(src.type() == CV_8UC3, "reduce expects an RGB uint8 image, got cv type ", src.type());
+  XDINO_CHECK(factor_x >= 1 && factor_y >= 1, "reduce factors must be >= 1, got ", factor_x, "x",
+              factor_y);
   const int out_w = (src.cols + factor_x - 1) / factor_x;
   const int out_h = (src.rows + factor_y - 1) / factor_y;
   Image dst(out_h, out_w, CV_8UC3);
@@ -217,8 +214,8 @@ Image reduce(const Image& src, int factor_x, int factor_y) {
       // sum + n/2, times floor(2^32 / (256 n)) computed in float, shifted by 24: uint32
       // arithmetic throughout, as there.
       const uint32_t n = static_cast<uint32_t>((x1 - x0) * (y1 - y0));
-      const uint32_t multiplier = static_cast<uint32_t>(
-          static_cast<float>(1u << 30) * 4.0f / static_cast<float>((1u << 8) * n));
+      const uint32_t multiplier = static_cast<uint32_t>(static_cast<float>(1u << 30) * 4.0f /
+                                                        static_cast<float>((1u << 8) * n));
       for (int c = 0; c < 3; ++c) {
         uint32_t sum = n / 2;
         for (int yy = y0; yy < y1; ++yy) {
@@ -234,16 +231,13 @@ Image reduce(const Image& src, int factor_x, int factor_y) {
 
 void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const cv::Rect& window,
                    Interpolation filter, Image& dst) {
-  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ",
-              src.type());
+  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ", src.type());
   XDINO_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 &&
                   box.x + box.width <= src.cols && box.y + box.height <= src.rows,
-              "resize box ", box, " is empty or outside the ", src.cols, "x", src.rows,
-              " image");
+              "resize box ", box, " is empty or outside the ", src.cols, "x", src.rows, " image");
   XDINO_CHECK(size.width > 0 && size.height > 0, "resize to an empty size ", size);
   XDINO_CHECK(window.width > 0 && window.height > 0 && window.x >= 0 && window.y >= 0 &&
-                  window.x + window.width <= size.width &&
-                  window.y + window.height <= size.height,
+                  window.x + window.width <= size.width && window.y + window.height <= size.height,
               "resize window ", window, " is empty or outside the output size ", size);
   XDINO_CHECK(dst.data != src.data || dst.empty(), "resize cannot write into its input");
   dst.create(window.size(), CV_8UC3);
@@ -266,8 +260,8 @@ void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const c
   thread_local std::vector<uint8_t> temp;
   if (!need_vertical) {
     compute_taps(box.width, size.width, filter, htaps);
-    horizontal_pass(base + window.y * src_step, src_step, out_h, box.width, htaps, window.x,
-                    out_w, dst.data, dst.step[0]);
+    horizontal_pass(base + window.y * src_step, src_step, out_h, box.width, htaps, window.x, out_w,
+                    dst.data, dst.step[0]);
     return;
   }
   compute_taps(box.height, size.height, filter, vtaps);

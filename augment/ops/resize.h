@@ -26,9 +26,8 @@
 //  - Thread-safe: scratch buffers are per thread.
 #pragma once
 
-#include <opencv2/core.hpp>
-
 #include <array>
+#include <opencv2/core.hpp>
 
 #include "augment/ops/image.h"
 
@@ -37,8 +36,7 @@ namespace xdino::augment {
 // Pillow's filter ids: LANCZOS (ANTIALIAS) = 1, BILINEAR = 2, BICUBIC = 3.
 enum class Interpolation { kBilinear, kBicubic, kLanczos };
 
-void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter,
-            Image& dst);
+void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter, Image& dst);
 
 // Only the pixels of `window` (inside the size x size output) of the same resize, computed
 // without the rest: resize-then-crop at the cost of the crop. dst gets window.size().

@@ -12,8 +12,8 @@
 namespace xdino::augment::simd {
 
 XDINO_SIMD_CLONES
-void weighted_rows(const uint8_t* in, ptrdiff_t stride, const int32_t* k, int taps,
-                   uint8_t* out, int n) {
+void weighted_rows(const uint8_t* in, ptrdiff_t stride, const int32_t* k, int taps, uint8_t* out,
+                   int n) {
   // Accumulators in a small array, taps in the outer loop: the inner loops are the shape the
   // vectoriser turns into widen-multiply-add over whole registers.
   constexpr int kChunk = 512;
@@ -28,13 +28,13 @@ void weighted_rows(const uint8_t* in, ptrdiff_t stride, const int32_t* k, int ta
       const int32_t kt = k[t];
       for (int j = 0; j < m; ++j) acc[j] += p[j] * kt;
     }
-    for (int j = 0; j < m; ++j) out[j0 + j] = static_cast<uint8_t>(std::clamp(acc[j] >> 22, 0, 255));
+    for (int j = 0; j < m; ++j)
+      out[j0 + j] = static_cast<uint8_t>(std::clamp(acc[j] >> 22, 0, 255));
   }
 }
 
 XDINO_SIMD_CLONES
-void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, uint8_t* out,
-              int n) {
+void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, uint8_t* out, int n) {
   constexpr int kChunk = 512;
   uint32_t sum[kChunk];
   for (int j0 = 0; j0 < n; j0 += kChunk) {
@@ -56,7 +56,9 @@ void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, ui
 
 namespace {
 
-inline int luma(const uint8_t* p) { return (p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16; }
+inline int luma(const uint8_t* p) {
+  return (p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16;
+}
 
 inline uint8_t blend_value(int d, int v, float alpha) {
   const float t = static_cast<float>(d) + alpha * static_cast<float>(v - d);

@@ -12,13 +12,12 @@ namespace xdino::augment::simd {
 
 // out[j] = clamp((2^21 + sum_t k[t] * in[t * stride + j]) >> 22, 0, 255) for j < n: one
 // output line of Pillow's 8-bit resampling (22-bit fixed-point weights, taps > 0).
-void weighted_rows(const uint8_t* in, ptrdiff_t stride, const int32_t* k, int taps,
-                   uint8_t* out, int n);
+void weighted_rows(const uint8_t* in, ptrdiff_t stride, const int32_t* k, int taps, uint8_t* out,
+                   int n);
 
 // out[j] = (ww * sum_{t=1..inner} src[t][j] + fw * (src[0][j] + src[inner+1][j]) + 2^23) >> 24
 // for j < n: one line of Pillow's extended box blur (2^24 fixed point, uint32 arithmetic).
-void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, uint8_t* out,
-              int n);
+void box_line(const uint8_t* const* src, int inner, uint32_t ww, uint32_t fw, uint8_t* out, int n);
 
 // Pillow's luma of n RGB pixels: (19595 R + 38470 G + 7471 B + 32768) >> 16.
 uint64_t luma_sum(const uint8_t* rgb, int n);

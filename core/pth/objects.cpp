@@ -220,9 +220,9 @@ IValue PythonObjects::rebuild_tensor(const std::vector<IValue>& args,
   int64_t end = 0;
   overflow = overflow || __builtin_add_overflow(offset, extent, &end);
   const int64_t capacity = int64_t(storage.storage().nbytes() / at::elementSize(type));
-  XDINO_PICKLE_CHECK(!overflow && offset >= 0 && (extent == 0 || end <= capacity), "tensor of size ",
-                     c10::IntArrayRef(size), " at offset ", offset, " reaches past its storage of ",
-                     capacity, " elements");
+  XDINO_PICKLE_CHECK(!overflow && offset >= 0 && (extent == 0 || end <= capacity),
+                     "tensor of size ", c10::IntArrayRef(size), " at offset ", offset,
+                     " reaches past its storage of ", capacity, " elements");
   at::Tensor t =
       at::empty({0}, storage.options().dtype(type)).set_(storage.storage(), offset, size, stride);
   if (args.size() > 4 && args[4].isBool() && args[4].toBool() && t.is_floating_point())

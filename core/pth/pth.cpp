@@ -79,7 +79,7 @@ std::unordered_map<std::string, at::Tensor> read_storages(const pth::ZipReader& 
     }
   });
   std::vector<uint32_t> crcs(entries.size(), 0);
-  for (const Slice& s : slices) 
+  for (const Slice& s : slices)
     crcs[s.record] = static_cast<uint32_t>(
         crc32_combine64(crcs[s.record], s.crc, static_cast<z_off64_t>(s.size)));
   std::unordered_map<std::string, at::Tensor> out;

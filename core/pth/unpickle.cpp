@@ -57,10 +57,10 @@ class Nesting {
   }
   // `target` is about to change (APPEND, SETITEM, BUILD).
   void check_mutable(const IValue& target, const IValue& incoming) const {
-    XDINO_PICKLE_CHECK(sealed_.count(key(target)) == 0 &&
-                           (key(target) == nullptr || key(target) != key(incoming)),
-                       "a container is changed after it was nested in another (a recursive or "
-                       "shared structure, which torch.save does not write)");
+    XDINO_PICKLE_CHECK(
+        sealed_.count(key(target)) == 0 && (key(target) == nullptr || key(target) != key(incoming)),
+        "a container is changed after it was nested in another (a recursive or "
+        "shared structure, which torch.save does not write)");
   }
   // `target` gained an element of depth `inner`.
   void grew(const IValue& target, int inner) {

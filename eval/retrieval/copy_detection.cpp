@@ -30,7 +30,8 @@ std::vector<std::string> sorted_files(const fs::path& dir,
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::vector<std::string> with_folder(const std::string& folder,
@@ -58,11 +59,11 @@ CopydaysLayout CopydaysLayout::open(const std::string& root) {
   for (const std::string& name : block_names()) {
     const fs::path dir = fs::path(root) / name;
     XDINO_CHECK_ARG(fs::is_directory(dir), "Copydays block '", name, "' is missing: no folder ",
-                    dir.string(), " (--data_path must hold original, strong, jpegqual/<q> and "
+                    dir.string(),
+                    " (--data_path must hold original, strong, jpegqual/<q> and "
                     "crops/<p>)");
-    CopydaysBlock block{name, sorted_files(dir, [](const std::string& f) {
-                          return ends_with(f, ".jpg");
-                        })};
+    CopydaysBlock block{
+        name, sorted_files(dir, [](const std::string& f) { return ends_with(f, ".jpg"); })};
     XDINO_CHECK_ARG(!block.files.empty(), "Copydays block '", name, "' has no .jpg image in ",
                     dir.string());
     layout.blocks.push_back(std::move(block));
@@ -143,8 +144,8 @@ torch::Tensor search_copies(torch::Tensor queries, torch::Tensor database,
 }
 
 std::vector<std::string> list_image_files(const std::string& folder) {
-  static const std::vector<std::string> extensions = {"jpg", "jpeg", "png", "ppm", "bmp",
-                                                      "pgm", "tif", "tiff", "webp"};
+  static const std::vector<std::string> extensions = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                                      "pgm", "tif",  "tiff", "webp"};
   return sorted_files(folder, [](const std::string& f) {
     const size_t dot = f.rfind('.');
     const std::string ext = dot == std::string::npos ? f : f.substr(dot + 1);
@@ -172,23 +173,23 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
     query_paths.insert(query_paths.end(), p.begin(), p.end());
   }
   std::vector<std::pair<std::string, FeatureSet>> sets;
-  sets.emplace_back("queries", copy_detection_features(*model, query_paths, "Copydays queries",
-                                                       x, comm, device));
+  sets.emplace_back(
+      "queries", copy_detection_features(*model, query_paths, "Copydays queries", x, comm, device));
   sets.emplace_back("database", copy_detection_features(*model, layout.paths(0),
                                                         "Copydays originals", x, comm, device));
   std::vector<std::string> distractors, whitening;
   if (!o.distractors_path.empty()) {
     distractors = with_folder(o.distractors_path, list_image_files(o.distractors_path));
     log::info("Using ", distractors.size(), " distractors from ", o.distractors_path);
-    sets.emplace_back("distractors", copy_detection_features(*model, distractors, "distractors",
-                                                             x, comm, device));
+    sets.emplace_back("distractors",
+                      copy_detection_features(*model, distractors, "distractors", x, comm, device));
   }
   if (!o.whitening_path.empty()) {
     whitening = with_folder(o.whitening_path, list_image_files(o.whitening_path));
     log::info("Extracting features of ", whitening.size(), " images from ", o.whitening_path,
               " for the whitening");
-    sets.emplace_back("whitening", copy_detection_features(*model, whitening, "whitening images",
-                                                           x, comm, device));
+    sets.emplace_back("whitening", copy_detection_features(*model, whitening, "whitening images", x,
+                                                           comm, device));
   }
   const double extraction_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -59,11 +59,10 @@ struct CopydaysLayout {
 struct CopyDetectionScores {
   std::vector<double> block_map;  // per block, fraction (0..1)
   double strong_map = 0;
-  double overall_map = 0;         // mean AP over all queries
+  double overall_map = 0;  // mean AP over all queries
 };
 
-CopyDetectionScores evaluate_copy_detection(const CopydaysLayout& layout,
-                                            const torch::Tensor& ids);
+CopyDetectionScores evaluate_copy_detection(const CopydaysLayout& layout, const torch::Tensor& ids);
 
 // The script's search: with `whitening` (N, D) defined, PcaWhitening (whitening.h) learned on
 // it and applied to both sides; L2 normalisation; cosine top-k. Returns (queries, k) int64

@@ -49,14 +49,13 @@ torch::Tensor gem(const torch::Tensor& tokens, double p) {
 torch::Tensor multi_scale_feature(const FeatureFunction& rows, const torch::Tensor& images) {
   torch::Tensor v;
   for (const double s : {1.0, 1.0 / std::pow(2.0, 0.5), 0.5}) {
-    torch::Tensor input =
-        s == 1.0 ? images
-                 : torch::nn::functional::interpolate(
-                       images, torch::nn::functional::InterpolateFuncOptions()
-                                   .scale_factor(std::vector<double>{s, s})
-                                   .mode(torch::kBilinear)
-                                   .align_corners(false)
-                                   .recompute_scale_factor(false));
+    torch::Tensor input = s == 1.0 ? images
+                                   : torch::nn::functional::interpolate(
+                                         images, torch::nn::functional::InterpolateFuncOptions()
+                                                     .scale_factor(std::vector<double>{s, s})
+                                                     .mode(torch::kBilinear)
+                                                     .align_corners(false)
+                                                     .recompute_scale_factor(false));
     const torch::Tensor f = rows(input);
     v = v.defined() ? v + f : f.clone();
   }
@@ -74,14 +73,14 @@ FeatureSet copy_detection_features(models::Backbone& model, const std::vector<st
   ExtractOptions e = list_options(options, options.batch_size);
   const int side = static_cast<int>(options.imsize);
   const auto normalizer = std::make_shared<const augment::Normalizer>();
-  e.transform = augment::SampleTransform(
-      {{3, options.imsize, options.imsize}},
-      [side, normalizer](const augment::Image& image, augment::Rng&,
-                         const augment::SampleTransform::Views& out) {
-        const augment::Image resized =
-            augment::resize(image, cv::Size(side, side), augment::Interpolation::kBicubic);
-        (*normalizer)(resized, out[0]);
-      });
+  e.transform =
+      augment::SampleTransform({{3, options.imsize, options.imsize}},
+                               [side, normalizer](const augment::Image& image, augment::Rng&,
+                                                  const augment::SampleTransform::Views& out) {
+                                 const augment::Image resized = augment::resize(
+                                     image, cv::Size(side, side), augment::Interpolation::kBicubic);
+                                 (*normalizer)(resized, out[0]);
+                               });
   e.rows = [](models::Backbone& m, const torch::Tensor& x) {
     models::ProbeRequest request;
     request.patch_tokens = true;
@@ -98,8 +97,8 @@ FeatureSet retrieval_features(models::Backbone& model, const std::vector<std::st
   ExtractOptions e = list_options(options, 1);  // thumbnails keep each image's aspect ratio
   const int side = static_cast<int>(options.imsize);
   const auto normalizer = std::make_shared<const augment::Normalizer>();
-  e.transform = augment::SampleTransform(
-      [side, normalizer](const augment::Image& image, augment::Rng&) {
+  e.transform =
+      augment::SampleTransform([side, normalizer](const augment::Image& image, augment::Rng&) {
         return std::vector<torch::Tensor>{(*normalizer)(augment::thumbnail(image, side))};
       });
   if (multiscale) {

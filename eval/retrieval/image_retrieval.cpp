@@ -37,8 +37,8 @@ std::vector<int64_t> index_list(const IDict& d, const std::string& key, int64_t 
   std::vector<int64_t> out;
   for (const c10::IValue& v : as_list(get(d, key, where), where + " '" + key + "'")) {
     const int64_t i = as_int(v, where + " '" + key + "'");
-    XDINO_CHECK(i >= 0 && i < size, where, " '", key, "' holds index ", i,
-                ", outside the ", size, " images of imlist");
+    XDINO_CHECK(i >= 0 && i < size, where, " '", key, "' holds index ", i, ", outside the ", size,
+                " images of imlist");
     out.push_back(i);
   }
   return out;
@@ -69,8 +69,8 @@ RevisitedGround read_revisited_ground(const fs::path& path) {
   g.imlist = string_list(d, "imlist", file);
   g.qimlist = string_list(d, "qimlist", file);
   const auto gnd = as_list(get(d, "gnd", file), file + ": 'gnd'");
-  XDINO_CHECK(gnd.size() == g.qimlist.size(), file, ": 'gnd' has ", gnd.size(),
-              " entries for ", g.qimlist.size(), " queries in 'qimlist'");
+  XDINO_CHECK(gnd.size() == g.qimlist.size(), file, ": 'gnd' has ", gnd.size(), " entries for ",
+              g.qimlist.size(), " queries in 'qimlist'");
   const int64_t n = static_cast<int64_t>(g.imlist.size());
   for (size_t q = 0; q < gnd.size(); ++q) {
     const std::string where = file + ": gnd[" + std::to_string(q) + "]";
@@ -132,8 +132,8 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
   const fs::path dir = fs::path(o.data_path) / o.dataset;
   const fs::path gnd_file = dir / ("gnd_" + o.dataset + ".pkl");
   XDINO_CHECK_ARG(fs::is_regular_file(gnd_file), "no ground truth ", gnd_file.string(),
-                  " (--data_path must hold ", o.dataset, "/gnd_", o.dataset, ".pkl and ",
-                  o.dataset, "/jpg/)");
+                  " (--data_path must hold ", o.dataset, "/gnd_", o.dataset, ".pkl and ", o.dataset,
+                  "/jpg/)");
   const RevisitedGround g = read_revisited_ground(gnd_file);
   const auto image_paths = [&](const std::vector<std::string>& names) {
     std::vector<std::string> paths;
@@ -147,8 +147,8 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
   const ListExtraction x{1, o.num_workers, o.imsize};
   FeatureSet database = retrieval_features(*model, image_paths(g.imlist), o.dataset + " database",
                                            x, o.multiscale, comm, device);
-  FeatureSet queries = retrieval_features(*model, image_paths(g.qimlist), o.dataset + " queries",
-                                          x, o.multiscale, comm, device);
+  FeatureSet queries = retrieval_features(*model, image_paths(g.qimlist), o.dataset + " queries", x,
+                                          o.multiscale, comm, device);
   const double extraction_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j;
@@ -164,7 +164,8 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     const auto l2 = F::NormalizeFuncOptions().p(2).dim(1);
     const torch::Tensor sim =
         torch::mm(F::normalize(database.features, l2), F::normalize(queries.features, l2).t());
-    const torch::Tensor ranks = std::get<1>(sim.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+    const torch::Tensor ranks =
+        std::get<1>(sim.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
     const RetrievalScores s = evaluate_retrieval(ranks, g);
     const auto pct = [](double v) { return std::round(v * 10000.0) / 100.0; };
     log::info(">> ", o.dataset, ": mAP M: ", pct(s.map_medium), ", H: ", pct(s.map_hard));

@@ -52,8 +52,8 @@ RevisitedGround read_revisited_ground(const std::filesystem::path& path);
 void write_revisited_ground(const std::filesystem::path& path, const RevisitedGround& ground);
 
 struct RetrievalScores {
-  double map_medium = 0, map_hard = 0;                 // fractions
-  std::vector<double> mp_medium, mp_hard;              // at kKappas
+  double map_medium = 0, map_hard = 0;     // fractions
+  std::vector<double> mp_medium, mp_hard;  // at kKappas
   static constexpr int64_t kKappas[3] = {1, 5, 10};
 };
 

@@ -27,8 +27,7 @@ MapResult compute_map(const torch::Tensor& ranks, const std::vector<QueryGround>
   XDINO_CHECK(ranks.dim() == 2 && ranks.scalar_type() == torch::kInt64,
               "ranks must be a 2-D int64 tensor (database x queries), got ", ranks.sizes());
   const int64_t n = ranks.size(0), nq = static_cast<int64_t>(ground.size());
-  XDINO_CHECK(ranks.size(1) == nq, "ranks have ", ranks.size(1), " columns for ", nq,
-              " queries");
+  XDINO_CHECK(ranks.size(1) == nq, "ranks have ", ranks.size(1), " columns for ", nq, " queries");
   const torch::Tensor r = ranks.t().contiguous().to(torch::kCPU);  // a row per query
   const double nan = std::numeric_limits<double>::quiet_NaN();
   MapResult out;
@@ -58,8 +57,8 @@ MapResult compute_map(const torch::Tensor& ranks, const std::vector<QueryGround>
     const int64_t last = positions.empty() ? 0 : positions.back() + 1;  // 1-based
     for (size_t k = 0; k < kappas.size(); ++k) {
       const int64_t kq = std::min(last, kappas[k]);
-      const int64_t hits = std::count_if(positions.begin(), positions.end(),
-                                         [&](int64_t p) { return p + 1 <= kq; });
+      const int64_t hits =
+          std::count_if(positions.begin(), positions.end(), [&](int64_t p) { return p + 1 <= kq; });
       const double p = kq > 0 ? static_cast<double>(hits) / static_cast<double>(kq) : nan;
       out.precision[static_cast<size_t>(q)][k] = p;
       out.mean_precision[k] += p;

@@ -35,11 +35,11 @@ struct QueryGround {
 };
 
 struct MapResult {
-  double map = 0;                          // mean AP over queries with positives
-  std::vector<double> aps;                 // per query (NaN without positives)
-  std::vector<double> mean_precision;      // per k, mean over queries with positives
+  double map = 0;                              // mean AP over queries with positives
+  std::vector<double> aps;                     // per query (NaN without positives)
+  std::vector<double> mean_precision;          // per k, mean over queries with positives
   std::vector<std::vector<double>> precision;  // [query][k] (NaN without positives)
-  int64_t empty = 0;                       // queries without positives
+  int64_t empty = 0;                           // queries without positives
 };
 
 MapResult compute_map(const torch::Tensor& ranks, const std::vector<QueryGround>& ground,

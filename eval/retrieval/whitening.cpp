@@ -24,8 +24,8 @@ PcaWhitening PcaWhitening::learn(const torch::Tensor& features) {
 }
 
 torch::Tensor PcaWhitening::apply(const torch::Tensor& x) const {
-  XDINO_CHECK(x.dim() == 2 && x.size(1) == mean_.size(0), "whitening expects (M, ",
-              mean_.size(0), ") features, got ", x.sizes());
+  XDINO_CHECK(x.dim() == 2 && x.size(1) == mean_.size(0), "whitening expects (M, ", mean_.size(0),
+              ") features, got ", x.sizes());
   return torch::mm(x.to(torch::kFloat32) - mean_, projection_.t());
 }
 

@@ -1,12 +1,11 @@
 #include "eval/video/attention_video.h"
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-#include <opencv2/videoio.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
 #include <vector>
 
 #include "core/check.h"
@@ -19,7 +18,7 @@ bool is_video_file(const fs::path& path) {
   std::string ext = path.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  static const std::vector<std::string> kinds = {".mp4", ".avi", ".mov", ".mkv", ".webm",
+  static const std::vector<std::string> kinds = {".mp4", ".avi", ".mov",  ".mkv", ".webm",
                                                  ".m4v", ".mpg", ".mpeg", ".wmv"};
   return fs::is_regular_file(path) && std::find(kinds.begin(), kinds.end(), ext) != kinds.end();
 }

@@ -1,10 +1,9 @@
 #include "eval/video/davis_metrics.h"
 
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <opencv2/imgproc.hpp>
 
 #include "core/check.h"
 
@@ -49,14 +48,18 @@ cv::Mat boundary_map(const cv::Mat& mask) {
   for (int y = 0; y < h; ++y) {
     for (int x = 0; x < w; ++x) {
       const bool s = at(y, x);
-      const bool e = x + 1 < w ? at(y, x + 1) : false;   // zero outside, as np.zeros_like
+      const bool e = x + 1 < w ? at(y, x + 1) : false;  // zero outside, as np.zeros_like
       const bool so = y + 1 < h ? at(y + 1, x) : false;
       const bool se = x + 1 < w && y + 1 < h ? at(y + 1, x + 1) : false;
       bool v;
-      if (y == h - 1 && x == w - 1) v = false;
-      else if (y == h - 1) v = s != e;
-      else if (x == w - 1) v = s != so;
-      else v = (s != e) || (s != so) || (s != se);
+      if (y == h - 1 && x == w - 1)
+        v = false;
+      else if (y == h - 1)
+        v = s != e;
+      else if (x == w - 1)
+        v = s != so;
+      else
+        v = (s != e) || (s != so) || (s != se);
       b.at<uint8_t>(y, x) = v ? 1 : 0;
     }
   }
@@ -78,9 +81,12 @@ double boundary_measure(const cv::Mat& gt, const cv::Mat& mask, const cv::Mat& v
   cv::dilate(gb, gt_dil, disk);
   const double n_fg = cv::countNonZero(fg), n_gt = cv::countNonZero(gb);
   double precision, recall;
-  if (n_fg == 0 && n_gt > 0) precision = 1, recall = 0;
-  else if (n_fg > 0 && n_gt == 0) precision = 0, recall = 1;
-  else if (n_fg == 0 && n_gt == 0) precision = 1, recall = 1;
+  if (n_fg == 0 && n_gt > 0)
+    precision = 1, recall = 0;
+  else if (n_fg > 0 && n_gt == 0)
+    precision = 0, recall = 1;
+  else if (n_fg == 0 && n_gt == 0)
+    precision = 1, recall = 1;
   else {
     precision = cv::countNonZero(fg & gt_dil) / n_fg;
     recall = cv::countNonZero(gb & fg_dil) / n_gt;
@@ -105,8 +111,8 @@ Statistics statistics(const std::vector<double>& v) {
 
 std::vector<ObjectScores> evaluate_sequence(const std::vector<cv::Mat>& gt,
                                             const std::vector<cv::Mat>& results) {
-  XDINO_CHECK(gt.size() == results.size(), gt.size(), " ground-truth frames but ",
-              results.size(), " results");
+  XDINO_CHECK(gt.size() == results.size(), gt.size(), " ground-truth frames but ", results.size(),
+              " results");
   int objects = 0;
   for (const cv::Mat& g : gt) {
     cv::Mat labels = g.clone();

@@ -25,7 +25,6 @@
 #pragma once
 
 #include <opencv2/core.hpp>
-
 #include <vector>
 
 namespace xdino::eval::video {

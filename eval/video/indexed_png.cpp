@@ -23,8 +23,8 @@ struct FileCloser {
 void png_quiet(png_structp, png_const_charp) {}
 
 void png_append(png_structp png, png_bytep data, png_size_t length) {
-  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data),
-                                                         length);
+  static_cast<std::string*>(png_get_io_ptr(png))
+      ->append(reinterpret_cast<const char*>(data), length);
 }
 
 void png_no_flush(png_structp) {}
@@ -76,15 +76,16 @@ void write_label_png(const std::filesystem::path& path, const cv::Mat& labels,
   std::vector<png_color> colours;
   for (const auto& c : palette) colours.push_back(png_color{c[0], c[1], c[2]});
   std::vector<png_bytep> rows;
-  for (int y = 0; y < labels.rows; ++y) rows.push_back(const_cast<png_bytep>(labels.ptr<uint8_t>(y)));
+  for (int y = 0; y < labels.rows; ++y)
+    rows.push_back(const_cast<png_bytep>(labels.ptr<uint8_t>(y)));
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
     XDINO_FAIL("cannot encode the mask ", path.string(), ": ", error);
   }
   png_set_write_fn(png, &bytes, png_append, png_no_flush);
   png_set_IHDR(png, info, static_cast<png_uint_32>(labels.cols),
-               static_cast<png_uint_32>(labels.rows), 8, PNG_COLOR_TYPE_PALETTE,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+               static_cast<png_uint_32>(labels.rows), 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_set_PLTE(png, info, colours.data(), static_cast<int>(colours.size()));
   png_write_info(png, info);
   png_write_image(png, rows.data());

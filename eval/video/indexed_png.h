@@ -12,11 +12,10 @@
 //    spread over the high bits of R, G, B), index 0 black, 1 (128, 0, 0), 2 (0, 128, 0), ...
 #pragma once
 
-#include <opencv2/core.hpp>
-
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <opencv2/core.hpp>
 #include <vector>
 
 namespace xdino::eval::video {

@@ -15,8 +15,7 @@ torch::Tensor neighbourhood_mask(int64_t h, int64_t w, int64_t radius) {
 }
 
 torch::Tensor propagate(const torch::Tensor& target, const torch::Tensor& sources,
-                        const torch::Tensor& source_segs, const torch::Tensor& mask,
-                        int64_t topk) {
+                        const torch::Tensor& source_segs, const torch::Tensor& mask, int64_t topk) {
   XDINO_CHECK(target.dim() == 2 && sources.dim() == 3 && source_segs.dim() == 4,
               "propagate expects (hw, C), (n, C, hw), (n, K, h, w), got ", target.sizes(), ", ",
               sources.sizes(), ", ", source_segs.sizes());

@@ -31,8 +31,7 @@ namespace xdino::eval::video {
 torch::Tensor neighbourhood_mask(int64_t h, int64_t w, int64_t radius);
 
 torch::Tensor propagate(const torch::Tensor& target, const torch::Tensor& sources,
-                        const torch::Tensor& source_segs, const torch::Tensor& mask,
-                        int64_t topk);
+                        const torch::Tensor& source_segs, const torch::Tensor& mask, int64_t topk);
 
 torch::Tensor norm_mask(torch::Tensor mask);
 

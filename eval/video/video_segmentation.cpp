@@ -1,12 +1,11 @@
 #include "eval/video/video_segmentation.h"
 
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -21,7 +20,7 @@ namespace xdino::eval::video {
 namespace {
 
 struct Frame {
-  torch::Tensor image;  // (1, 3, th, tw)
+  torch::Tensor image;        // (1, 3, th, tw)
   int height = 0, width = 0;  // original
 };
 
@@ -33,7 +32,8 @@ Frame read_frame(const fs::path& path, torch::Device device) {
   cv::resize(bgr, resized, cv::Size(tw, th), 0, 0, cv::INTER_LINEAR);
   cv::cvtColor(resized, rgb, cv::COLOR_BGR2RGB);
   rgb.convertTo(f, CV_32FC3, 1.0 / 255.0);
-  torch::Tensor t = torch::from_blob(f.data, {th, tw, 3}, torch::kFloat32).permute({2, 0, 1}).clone();
+  torch::Tensor t =
+      torch::from_blob(f.data, {th, tw, 3}, torch::kFloat32).permute({2, 0, 1}).clone();
   const torch::Tensor mean = torch::tensor({0.485f, 0.456f, 0.406f}).view({3, 1, 1});
   const torch::Tensor std = torch::tensor({0.228f, 0.224f, 0.225f}).view({3, 1, 1});
   t = (t - mean) / std;
@@ -115,7 +115,8 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
                 (frames_dir / (frames[0] + ".jpg")).string(), " is ", first.width, "x",
                 first.height, " but its annotation is ", seg_ori.cols, "x", seg_ori.rows);
     const auto [mh, mw] = mask_size(seg_ori.rows, seg_ori.cols);
-    const cv::Mat small = resize_nearest(seg_ori, mw / static_cast<int>(p), mh / static_cast<int>(p));
+    const cv::Mat small =
+        resize_nearest(seg_ori, mw / static_cast<int>(p), mh / static_cast<int>(p));
     double max_label = 0;
     cv::minMaxLoc(small, nullptr, &max_label);
     const torch::Tensor small_t =
@@ -136,32 +137,33 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
       const Frame frame = read_frame(frames_dir / (frames[t] + ".jpg"), device);
       XDINO_CHECK(frame.height == first.height && frame.width == first.width, "frame ",
                   (frames_dir / (frames[t] + ".jpg")).string(), " is ", frame.width, "x",
-                  frame.height, " but the video's first frame is ", first.width, "x",
-                  first.height);
+                  frame.height, " but the video's first frame is ", first.width, "x", first.height);
       const torch::Tensor target = frame_features(*model, frame.image);  // (hw, C)
       const auto [gh, gw] = model->token_grid(frame.image.size(2), frame.image.size(3));
-      XDINO_CHECK(gh * gw == first_seg.size(2) * first_seg.size(3), "the feature grid ", gh,
-                  "x", gw, " does not match the mask grid ", first_seg.size(2), "x",
-                  first_seg.size(3), " (frame and annotation of different aspect?)");
+      XDINO_CHECK(gh * gw == first_seg.size(2) * first_seg.size(3), "the feature grid ", gh, "x",
+                  gw, " does not match the mask grid ", first_seg.size(2), "x", first_seg.size(3),
+                  " (frame and annotation of different aspect?)");
       if (o.size_mask_neighborhood > 0 && !mask.defined())
         mask = neighbourhood_mask(gh, gw, o.size_mask_neighborhood).to(device);
       std::vector<torch::Tensor> feats{first_feat}, segs{first_seg};
       for (const auto& [f, s] : queue) feats.push_back(f), segs.push_back(s);
       const torch::Tensor soft =
           propagate(target, torch::stack(feats), torch::cat(segs), mask, o.topk);
-      if (static_cast<int64_t>(queue.size()) == o.n_last_frames && !queue.empty()) queue.pop_front();
+      if (static_cast<int64_t>(queue.size()) == o.n_last_frames && !queue.empty())
+        queue.pop_front();
       if (o.n_last_frames > 0) queue.emplace_back(target.t(), soft.clone());
       namespace F = torch::nn::functional;
-      torch::Tensor up = F::interpolate(soft, F::InterpolateFuncOptions()
-                                                  .scale_factor(std::vector<double>{
-                                                      static_cast<double>(p), static_cast<double>(p)})
-                                                  .mode(torch::kBilinear)
-                                                  .align_corners(false)
-                                                  .recompute_scale_factor(false))[0];
+      torch::Tensor up = F::interpolate(
+          soft,
+          F::InterpolateFuncOptions()
+              .scale_factor(std::vector<double>{static_cast<double>(p), static_cast<double>(p)})
+              .mode(torch::kBilinear)
+              .align_corners(false)
+              .recompute_scale_factor(false))[0];
       up = norm_mask(up);
       const torch::Tensor labels = std::get<1>(up.max(0)).to(torch::kUInt8).cpu().contiguous();
-      const cv::Mat seg(static_cast<int>(labels.size(0)), static_cast<int>(labels.size(1)),
-                        CV_8UC1, labels.data_ptr<uint8_t>());
+      const cv::Mat seg(static_cast<int>(labels.size(0)), static_cast<int>(labels.size(1)), CV_8UC1,
+                        labels.data_ptr<uint8_t>());
       cv::Mat full = resize_nearest(seg, first.width, first.height);
       write_label_png(out_dir / (frames[t] + ".png"), full, palette);
       results.push_back(full);
@@ -174,8 +176,8 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
                       " for J&F (pass --evaluate false to only segment)");
       gt.push_back(read_label_png(a));
       XDINO_CHECK(gt.back().size() == results[gt.size() - 1].size(), "annotation ", a.string(),
-                  " is ", gt.back().cols, "x", gt.back().rows, " but its frame is ",
-                  first.width, "x", first.height);
+                  " is ", gt.back().cols, "x", gt.back().rows, " but its frame is ", first.width,
+                  "x", first.height);
     }
     const std::vector<ObjectScores> scores = evaluate_sequence(gt, results);
     Json objects = Json::array();
@@ -207,8 +209,8 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
     j["F-Mean"] = mean(f_means);
     j["F-Recall"] = mean(f_recalls);
     j["F-Decay"] = mean(f_decays);
-    log::info("J&F-Mean ", j["J&F-Mean"].get<double>(), "  J-Mean ", mean(j_means),
-              "  F-Mean ", mean(f_means));
+    log::info("J&F-Mean ", j["J&F-Mean"].get<double>(), "  J-Mean ", mean(j_means), "  F-Mean ",
+              mean(f_means));
   }
   j["sequences"] = sequences;
   write_file_atomically(fs::path(o.output_dir) / "video_segmentation.json",

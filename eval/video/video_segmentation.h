@@ -26,7 +26,6 @@
 #include <torch/torch.h>
 
 #include <opencv2/core.hpp>
-
 #include <string>
 
 #include "core/json.h"
@@ -41,8 +40,8 @@ struct VideoSegmentationOptions {
   int64_t n_last_frames = 7;
   int64_t size_mask_neighborhood = 12;
   int64_t topk = 5;
-  int64_t bs = 6;         // the script's flag; it does not use it either
-  bool evaluate = true;   // ours: J&F on the written masks
+  int64_t bs = 6;        // the script's flag; it does not use it either
+  bool evaluate = true;  // ours: J&F on the written masks
 };
 
 Json run_video_segmentation(const VideoSegmentationOptions& options, torch::Device device);

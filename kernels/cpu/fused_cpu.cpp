@@ -48,8 +48,7 @@ bool fusable(std::initializer_list<const at::Tensor*> ts) {
 
 bool fused_cpu_applies(at::ArrayRef<at::Tensor> tensors) {
   for (const at::Tensor& t : tensors)
-    if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != at::kFloat ||
-        !t.is_contiguous())
+    if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous())
       return false;
   return true;
 }

@@ -33,7 +33,8 @@ bool python_has(const std::string& module) {
 namespace {
 
 void write_be32(std::ofstream& f, uint32_t v) {
-  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24),
+                              static_cast<unsigned char>(v >> 16),
                               static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
   f.write(reinterpret_cast<const char*>(b), 4);
 }

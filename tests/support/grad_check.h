@@ -43,8 +43,7 @@ inline NamedTensors trainable_parameters(const torch::nn::Module& module,
 }
 
 inline void expect_gradients_match(const std::function<torch::Tensor()>& loss,
-                                   const NamedTensors& tensors,
-                                   const GradCheckOptions& o = {}) {
+                                   const NamedTensors& tensors, const GradCheckOptions& o = {}) {
   for (const auto& [name, t] : tensors) {
     ASSERT_EQ(t.scalar_type(), torch::kDouble) << name << ": gradient checks run in float64";
     ASSERT_TRUE(t.requires_grad()) << name;

@@ -269,7 +269,9 @@ std::pair<Tensor, std::pair<int64_t, int64_t>> conv_patch_embed(const Tensor& im
 Tensor xcit(const Tensor& images, const Params& p, int64_t patch, int64_t depth, int64_t heads,
             bool tokens_norm, int64_t cls_layers) {
   auto [x, grid] = conv_patch_embed(images, p, "patch_embed.proj.",
-                                   patch == 16 ? 4 : patch == 8 ? 3 : 2);
+                                    patch == 16  ? 4
+                                    : patch == 8 ? 3
+                                                 : 2);
   const auto [rows, cols] = grid;
   x = x + positional_encoding(p, "pos_embeder.", rows, cols);
   for (int64_t i = 0; i < depth; ++i)

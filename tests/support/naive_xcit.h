@@ -1,6 +1,6 @@
 // Naive float64 references of the XCiT layers (docs/architecture.md, "XCiT"), written from the
-// official semantics with loops and plain matmuls, independent of models/xcit_layers.cpp; plus helpers to
-// read a module's parameters and to fill them with random, non-trivial values.
+// official semantics with loops and plain matmuls, independent of models/xcit_layers.cpp; plus
+// helpers to read a module's parameters and to fill them with random, non-trivial values.
 //
 // Contract: parameters are looked up by their official names under `prefix` in a Params map
 // (float64 copies). Activations are float64: x (B, N, C) patch tokens, (B, T, C) with CLS

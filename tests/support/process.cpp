@@ -31,8 +31,7 @@ namespace {
 }  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv,
-                          const std::map<std::string, std::string>& env,
-                          double timeout_seconds) {
+                          const std::map<std::string, std::string>& env, double timeout_seconds) {
   const auto start = std::chrono::steady_clock::now();
   int out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) throw std::runtime_error("pipe failed");

@@ -26,8 +26,8 @@ inline ::testing::TestPartResult::Type missing_dependency_result() {
 
 }  // namespace xdino::testing
 
-#define XDINO_SKIP_MISSING()                                                               \
-  return GTEST_MESSAGE_(::xdino::testing::require_all_dependencies()                       \
+#define XDINO_SKIP_MISSING()                                                                 \
+  return GTEST_MESSAGE_(::xdino::testing::require_all_dependencies()                         \
                             ? "missing dependency (XDINO_REQUIRE_ALL is set, so this fails)" \
-                            : "missing dependency",                                         \
+                            : "missing dependency",                                          \
                         ::xdino::testing::missing_dependency_result())

@@ -20,14 +20,15 @@ class TinyBackbone : public models::Backbone {
  public:
   explicit TinyBackbone(int64_t dim = 8, int64_t patch = 4, double drop_path_rate = 0.0)
       : dim_(dim), patch_(patch), drop_path_(drop_path_rate) {
-    conv_ = register_module("patch_embed", torch::nn::Sequential(
-                                               torch::nn::Conv2d(torch::nn::Conv2dOptions(3, dim, patch)
-                                                                     .stride(patch)
-                                                                     .bias(false)),
-                                               torch::nn::BatchNorm2d(dim)));
+    conv_ = register_module(
+        "patch_embed",
+        torch::nn::Sequential(
+            torch::nn::Conv2d(torch::nn::Conv2dOptions(3, dim, patch).stride(patch).bias(false)),
+            torch::nn::BatchNorm2d(dim)));
     cls_token = register_parameter("cls_token", torch::randn({1, 1, dim}) * 0.02);
     auto block = std::make_shared<torch::nn::Module>();
-    norm1_ = block->register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
+    norm1_ =
+        block->register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
     auto attn = std::make_shared<torch::nn::Module>();
     temperature = attn->register_parameter("temperature", torch::ones({2, 1, 1}));
     proj_ = attn->register_module("proj", torch::nn::Linear(dim, dim));
@@ -52,7 +53,8 @@ class TinyBackbone : public models::Backbone {
     auto x = conv_->forward(images).flatten(2).transpose(1, 2);  // (B, N, C)
     // LayerNorm in fp32, as CUDA autocast runs it (1.13's CPU layer_norm rejects bf16 input
     // with fp32 weights).
-    auto y = gamma1 * proj_->forward(torch::gelu(fc1_->forward(norm1_->forward(x.to(torch::kFloat))))) *
+    auto y = gamma1 *
+             proj_->forward(torch::gelu(fc1_->forward(norm1_->forward(x.to(torch::kFloat))))) *
              temperature.mean();
     if (is_training() && drop_path_ > 0) {
       const double keep = 1.0 - drop_path_;

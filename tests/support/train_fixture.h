@@ -50,14 +50,14 @@ inline ssl::DinoOptions tiny_options(const std::filesystem::path& output_dir) {
   return o;
 }
 
-inline std::unique_ptr<ssl::Trainer> tiny_trainer(
-    const ssl::DinoOptions& o, std::shared_ptr<ssl::DataSource> data = nullptr) {
+inline std::unique_ptr<ssl::Trainer> tiny_trainer(const ssl::DinoOptions& o,
+                                                  std::shared_ptr<ssl::DataSource> data = nullptr) {
   if (!data)
     data = std::make_shared<SyntheticCrops>(3, o.batch_size_per_gpu, o.local_crops_number,
                                             o.global_crops_size, o.local_crops_size);
   // arch "tiny_test": TinyBackbone; anything else from the registry.
-  ssl::BackboneFactory factory = [arch = o.arch](const models::BackboneOptions& bo)
-      -> std::shared_ptr<models::Backbone> {
+  ssl::BackboneFactory factory =
+      [arch = o.arch](const models::BackboneOptions& bo) -> std::shared_ptr<models::Backbone> {
     if (arch == "tiny_test") return std::make_shared<TinyBackbone>(8, 4, bo.drop_path_rate);
     return models::create_backbone(arch, bo);
   };
