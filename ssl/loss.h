@@ -20,6 +20,10 @@
 //    on its rows; only the one that owns_module_state() writes `center` and last_stats().
 //  - Shape mismatches throw xdino::Error naming both shapes; an epoch beyond the schedule
 //    throws xdino::Error.
+//  - The loss owns the teacher temperature's "when": teacher_temp_schedule(...) has `epochs`
+//    entries, linspace(warmup, final, warmup_epochs) then `final` repeated (main_dino.py's
+//    numpy construction); the constructor builds it, forward(.., epoch) reads it. A warmup
+//    outside [0, epochs] throws xdino::UsageError.
 #pragma once
 
 #include <torch/torch.h>
@@ -49,6 +53,9 @@ struct DINOLossOptions : DINOLossSettings {
   int64_t ncrops = 10;   // 2 global + local_crops_number
   int64_t epochs = 100;  // the run's length, which the temperature schedule covers
 };
+
+std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,
+                                          int64_t warmup_epochs, int64_t epochs);
 
 struct DINOLossStats {
   torch::Tensor teacher_entropy;

@@ -105,6 +105,18 @@ TEST(DINOLoss, MatchesExplicitPairLoopInFloat64) {
   EXPECT_FALSE(torch::equal(c0, loss->center));
 }
 
+TEST(DINOLoss, TeacherTemperatureSchedule) {
+  const auto t = teacher_temp_schedule(0.04, 0.07, 30, 100);
+  ASSERT_EQ(t.size(), 100u);
+  EXPECT_DOUBLE_EQ(t[0], 0.04);
+  EXPECT_DOUBLE_EQ(t[29], 0.07);
+  EXPECT_NEAR(t[1], 0.04 + 0.03 / 29, 1e-15);
+  EXPECT_DOUBLE_EQ(t[99], 0.07);
+  const auto flat = teacher_temp_schedule(0.04, 0.04, 0, 5);
+  for (double v : flat) EXPECT_DOUBLE_EQ(v, 0.04);
+  EXPECT_THROW(teacher_temp_schedule(0.04, 0.07, 30, 10), xdino::UsageError);
+}
+
 TEST(DINOLoss, TeacherTemperatureIsPerEpoch) {
   DINOLoss loss(opts(), nullptr);
   EXPECT_DOUBLE_EQ(loss->teacher_temp(0), 0.04);

@@ -38,18 +38,6 @@ TEST(Schedules, WeightDecayAndMomentumHaveNoWarmup) {
   for (size_t i = 1; i < m.size(); ++i) EXPECT_GT(m[i], m[i - 1]);
 }
 
-TEST(Schedules, TeacherTemperature) {
-  const auto t = xdino::train::teacher_temp_schedule(0.04, 0.07, 30, 100);
-  ASSERT_EQ(t.size(), 100u);
-  EXPECT_DOUBLE_EQ(t[0], 0.04);
-  EXPECT_DOUBLE_EQ(t[29], 0.07);
-  EXPECT_NEAR(t[1], 0.04 + 0.03 / 29, 1e-15);
-  EXPECT_DOUBLE_EQ(t[99], 0.07);
-  const auto flat = xdino::train::teacher_temp_schedule(0.04, 0.04, 0, 5);
-  for (double v : flat) EXPECT_DOUBLE_EQ(v, 0.04);
-}
-
 TEST(Schedules, BadArgumentsAreUsageErrors) {
   EXPECT_THROW(cosine_schedule(1, 0, 5, 10, 6), xdino::UsageError);
-  EXPECT_THROW(xdino::train::teacher_temp_schedule(0.04, 0.07, 30, 10), xdino::UsageError);
 }

@@ -40,13 +40,4 @@ std::vector<double> cosine_schedule(double base, double final, int64_t epochs, i
   return out;
 }
 
-std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,
-                                          int64_t warmup_epochs, int64_t epochs) {
-  XDINO_CHECK_ARG(warmup_epochs >= 0 && warmup_epochs <= epochs, "warmup_teacher_temp_epochs (",
-                  warmup_epochs, ") must be in [0, epochs=", epochs, "]");
-  std::vector<double> out = linspace(warmup_temp, final_temp, warmup_epochs);
-  out.resize(static_cast<size_t>(epochs), final_temp);
-  return out;
-}
-
 }  // namespace xdino::train
