@@ -41,8 +41,8 @@ struct MultiCropOptions : CropSizes {
   double global1_blur_p = 1.0;
   double global2_blur_p = 0.1;
   double local_blur_p = 0.5;
-  double blur_sigma_min = 0.1;
-  double blur_sigma_max = 2.0;
+  double blur_sigma_min = kBlurSigmaMin;  // core/crop_sizes.h
+  double blur_sigma_max = kBlurSigmaMax;
   double global2_solarize_p = 0.2;
   Normalization normalization;
 };

@@ -1,7 +1,8 @@
-// How many crops DINO takes of an image, how large and from how much of it: the one place for
-// these defaults (main_dino.py's), shared by the augmentation (augment::MultiCropOptions) and
-// the training options (ssl::DinoOptions), which both derive from it so that the flags of
-// `dino train` and the augmentation cannot disagree. In core/, the lowest tier both use.
+// How many crops DINO takes of an image, how large and from how much of it, and how much it
+// blurs them: the one place for these defaults (main_dino.py's), shared by the augmentation
+// (augment::MultiCropOptions) and the training options (ssl::DinoOptions), which both derive
+// from CropSizes so that the flags of `dino train` and the augmentation cannot disagree. In
+// core/, the lowest tier both use.
 //
 // Contract: a plain value type, std only (the LibTorch-only tiers include it without OpenCV).
 // Scales are fractions of the image area, two numbers 0 < min <= max; sizes are the output
@@ -13,6 +14,11 @@
 #include <vector>
 
 namespace xdino {
+
+// GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py and meant for
+// 224-pixel crops: MultiCropOptions' blur_sigma_min/max and `dino train --blur_sigma`.
+inline constexpr double kBlurSigmaMin = 0.1;
+inline constexpr double kBlurSigmaMax = 2.0;
 
 struct CropSizes {
   std::vector<double> global_crops_scale = {0.4, 1.0};  // RandomResizedCrop area range

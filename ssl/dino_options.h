@@ -55,9 +55,9 @@ struct DinoOptions : CropSizes {
 
   // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
   // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their
-  // defaults. ours: GaussianBlur's sigma range in pixels, hard-coded (0.1, 2.0) in main_dino.py; it
-  // is meant for 224-pixel crops, so small crops need it scaled down.
-  std::vector<double> blur_sigma = {0.1, 2.0};
+  // defaults. ours: GaussianBlur's sigma range in pixels, hard-coded in main_dino.py (default
+  // in core/crop_sizes.h); it is meant for 224-pixel crops, so small crops need it scaled down.
+  std::vector<double> blur_sigma = {kBlurSigmaMin, kBlurSigmaMax};
 
   // Run.
   std::string data_path = "/path/to/imagenet/train/";
