@@ -90,7 +90,7 @@ double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
   double flops = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim);
   const auto [h, w] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
   const double N = static_cast<double>(h * w), T = N + 1;
-  flops += 64 * C * N;                                  // pos_embeder 1x1 conv
+  flops += FourierPositionalEncodingImpl::flops(h * w, c.embed_dim);
   const double xca_block = 3 * 5 * N * C                // norm1, norm2, norm3
                            + 3 * N * C * C              // qkv
                            + 2 * N * C * d              // q^ k^T and attn @ v

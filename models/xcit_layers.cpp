@@ -57,6 +57,10 @@ FourierPositionalEncodingImpl::FourierPositionalEncodingImpl(int64_t dim) {
   token_projection = register_module("token_projection", nn::Conv2d(nn::Conv2dOptions(64, dim, 1)));
 }
 
+double FourierPositionalEncodingImpl::flops(int64_t num_tokens, int64_t dim) {
+  return 64.0 * static_cast<double>(dim) * static_cast<double>(num_tokens);
+}
+
 Tensor FourierPositionalEncodingImpl::features(int64_t rows, int64_t cols, torch::Dtype dtype,
                                                torch::Device device) {
   // The operation sequence of the official float32 code, so float32 results agree bit for bit

@@ -43,6 +43,9 @@ struct FourierPositionalEncodingImpl : torch::nn::Module {
   // The 64 fixed features per token, (N, 64), float32 (float64 if `dtype` is kDouble).
   static torch::Tensor features(int64_t rows, int64_t cols, torch::Dtype dtype,
                                 torch::Device device);
+  // fvcore FLOPs of forward for `num_tokens` tokens: the 1x1 conv 64 -> dim (the features are
+  // not counted), the term every family with this encoding adds (XCiT, X-ViT).
+  static double flops(int64_t num_tokens, int64_t dim);
   torch::nn::Conv2d token_projection{nullptr};
 };
 TORCH_MODULE(FourierPositionalEncoding);

@@ -219,7 +219,7 @@ double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
   double total = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim);
   const auto [rows, cols] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
   const double N = static_cast<double>(rows * cols), T = N + 1;
-  total += 64 * C * N;  // positional encoding, a 1x1 conv 64 -> C
+  total += FourierPositionalEncodingImpl::flops(rows * cols, c.embed_dim);
   const double attention = xnorm_attention_flops(rows * cols, c.embed_dim, c.num_heads);
   const double block = attention              // XNorm attention
                        + 3 * 5 * N * C        // 3 LayerNorms
