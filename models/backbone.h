@@ -29,8 +29,9 @@
 //    each (B, heads, N), float32 (float64 for float64 models), for main block `block`: XCiT
 //    (XCA's token-axis L2 normalisation) and X-ViT (XNorm's per-token one: |q^| = 1, no |k^|);
 //    UsageError for other families.
-//  - capabilities(): which maps the family can give and how to label them, so that callers
-//    (eval/visualize.cpp) never dispatch on architecture names.
+//  - capabilities(): which maps the family can give and how to label them, and info_lines()
+//    what `dino info` adds for the family, so that callers (eval/visualize.cpp,
+//    models/info.cpp) never dispatch on architecture names.
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
 #pragma once
@@ -104,6 +105,9 @@ class Backbone : public torch::nn::Module {
   // Number of trainable-parameter elements (BN running statistics excluded).
   int64_t num_parameters() const;
   virtual Capabilities capabilities() const { return {}; }
+  // What `dino info` prints for this family beyond the fields every backbone has, one
+  // "key: value" line each (models/info.h); none by default.
+  virtual std::vector<std::string> info_lines() const { return {}; }
 };
 
 // Resolves a possibly negative block/layer index against `count`; UsageError naming `what`

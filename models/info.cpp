@@ -5,7 +5,6 @@
 
 #include "core/check.h"
 #include "models/registry.h"
-#include "models/xvit.h"
 
 namespace xdino::models {
 
@@ -32,7 +31,7 @@ ModelInfo describe(const InfoOptions& options) {
   info.num_blocks = model->num_blocks();
   info.patch_size = model->patch_size();
   std::tie(info.grid_rows, info.grid_cols) = model->token_grid(info.height, info.width);
-  info.notes = xvit_info_lines(info.arch);
+  info.notes = model->info_lines();
   return info;
 }
 

@@ -166,18 +166,16 @@ std::optional<XViTPublished> xvit_published(const std::string& name) {
   return std::nullopt;
 }
 
-std::vector<std::string> xvit_info_lines(const std::string& name) {
-  const auto config = find_xvit_variant(name);
-  if (!config) return {};
+std::vector<std::string> XViT::info_lines() const {
   char line[256];
   std::vector<std::string> out;
   std::snprintf(line, sizeof line,
                 "x-vit config: depth %lld, %lld heads of %lld channels, mlp ratio %lld, %lld "
                 "class-attention layers, affine init %g",
-                static_cast<long long>(config->depth), static_cast<long long>(config->num_heads),
-                static_cast<long long>(config->embed_dim / config->num_heads),
-                static_cast<long long>(config->mlp_ratio),
-                static_cast<long long>(config->cls_attn_layers), config->affine_init);
+                static_cast<long long>(config_.depth), static_cast<long long>(config_.num_heads),
+                static_cast<long long>(config_.embed_dim / config_.num_heads),
+                static_cast<long long>(config_.mlp_ratio),
+                static_cast<long long>(config_.cls_attn_layers), config_.affine_init);
   out.emplace_back(line);
   out.emplace_back(
       "x-vit why: the paper gives only top-1/params/FLOPs; depth and width are chosen so that "

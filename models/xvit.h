@@ -179,11 +179,6 @@ std::optional<XViTConfig> find_xvit_variant(const std::string& name);
 // The paper's row for a variant (p8 variants: none).
 std::optional<XViTPublished> xvit_published(const std::string& name);
 
-// What `dino info --arch <name>` adds for an X-ViT variant (empty for other names): the
-// configuration, why it was chosen, and the paper's table against our counts, one
-// "key: value" line each.
-std::vector<std::string> xvit_info_lines(const std::string& name);
-
 // FLOPs of one XNorm attention over n tokens (qkv, K^T V, Q M^, proj): exactly linear in n.
 double xnorm_attention_flops(int64_t num_tokens, int64_t dim, int64_t num_heads);
 double xvit_flops(const XViTConfig& config, int64_t height, int64_t width);
@@ -193,6 +188,9 @@ class XViT : public ClassAttentionBackbone<XViTBlock, XViTClassAttentionBlock> {
   explicit XViT(XViTConfig config);
 
   double flops(int64_t height, int64_t width) const override;
+  // What `dino info` adds: the configuration, why it was chosen, and the paper's table against
+  // our counts, one "key: value" line each.
+  std::vector<std::string> info_lines() const override;
   const XViTConfig& config() const { return config_; }
 
  private:
