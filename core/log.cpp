@@ -11,7 +11,6 @@ namespace {
 
 std::atomic<int> g_rank{0};
 std::atomic<int> g_world{1};
-std::atomic<bool> g_all_ranks{false};
 
 Level level_from_env() {
   const char* env = std::getenv("XDINO_LOG_LEVEL");
@@ -43,12 +42,11 @@ int rank() { return g_rank; }
 int world_size() { return g_world; }
 void set_level(Level level) { level_ref() = level; }
 Level level() { return level_ref(); }
-void set_all_ranks(bool all_ranks) { g_all_ranks = all_ranks; }
 
 bool enabled(Level lvl) {
   if (lvl < level_ref().load()) return false;
   if (lvl >= Level::kWarn) return true;
-  return g_rank == 0 || g_all_ranks;
+  return g_rank == 0;
 }
 
 void write(Level lvl, const std::string& line) {

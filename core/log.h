@@ -1,8 +1,9 @@
 // Process-aware logging.
 //
 // Contract:
-//  - info()/debug() print on rank 0 only (unless set_all_ranks(true)); warn()/error() print on
-//    every rank, prefixed with the rank when the world has more than one process.
+//  - info()/debug() print on rank 0 only (the ranks run the same program, so rank 0's lines
+//    speak for all); warn()/error() print on every rank, prefixed with the rank when the world
+//    has more than one process.
 //  - info/debug go to stdout, warn/error to stderr; each call prints exactly one line, whole,
 //    even when several threads log at once.
 //  - The level comes from set_level() or, if never called, from XDINO_LOG_LEVEL
@@ -22,7 +23,6 @@ int rank();
 int world_size();
 void set_level(Level level);
 Level level();
-void set_all_ranks(bool all_ranks);
 
 // Whether this process prints messages of `level` (rank and level filters applied).
 bool enabled(Level level);
