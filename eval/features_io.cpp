@@ -81,7 +81,7 @@ FeatureSet read_features(const fs::path& path) {
   const h5::H5Object file = h5::open_file(where);
 
   FeatureSet out;
-  const h5::H5Object features = h5::open_dataset(file, "features", where);
+  const h5::H5Object features = h5::open_h5_dataset(file, "features", where);
   const auto fdims = h5::dataset_shape(features, where + ":/features");
   XDINO_CHECK(fdims.size() == 2, "/features in ", path, " must be 2-D [N, C], has rank ",
               fdims.size());

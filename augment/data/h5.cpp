@@ -115,7 +115,7 @@ bool has_object(const H5Object& file, const std::string& name) {
   return H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0;
 }
 
-H5Object open_dataset(const H5Object& file, const std::string& name, const std::string& where) {
+H5Object open_h5_dataset(const H5Object& file, const std::string& name, const std::string& where) {
   Lock lock;
   XDINO_CHECK(H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0, where, " has no dataset '",
               name, "'");
@@ -157,7 +157,7 @@ void read_float32(const H5Object& dataset, float* out, const std::string& where)
 std::vector<int64_t> read_int64(const H5Object& file, const std::string& name,
                                 const std::string& where) {
   Lock lock;
-  const H5Object d = open_dataset(file, name, where);
+  const H5Object d = open_h5_dataset(file, name, where);
   std::vector<int64_t> out(static_cast<size_t>(dataset_length(d, where + ":" + name)));
   if (out.empty()) return out;
   XDINO_CHECK(H5Dread(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0,
@@ -168,7 +168,7 @@ std::vector<int64_t> read_int64(const H5Object& file, const std::string& name,
 std::vector<std::string> read_strings(const H5Object& file, const std::string& name,
                                       const std::string& where) {
   Lock lock;
-  const H5Object d = open_dataset(file, name, where);
+  const H5Object d = open_h5_dataset(file, name, where);
   const size_t n = static_cast<size_t>(dataset_length(d, where + ":" + name));
   std::vector<std::string> out(n);
   if (n == 0) return out;

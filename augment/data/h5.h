@@ -44,7 +44,9 @@ class H5Object {
 
 H5Object open_file(const std::string& path, bool writable = false);
 H5Object create_file(const std::string& path);  // truncates
-H5Object open_dataset(const H5Object& file, const std::string& name, const std::string& where);
+// An HDF5 dataset (an array in a file); augment::open_dataset (augment/data/open_dataset.h) is
+// the image dataset a --data_path names.
+H5Object open_h5_dataset(const H5Object& file, const std::string& name, const std::string& where);
 bool has_object(const H5Object& file, const std::string& name);
 
 // dataset_length and dataset_shape throw when the declared shape holds more bytes than the file

@@ -78,7 +78,7 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
     const int64_t version = h5::read_int_attribute(s->handle, "version");
     XDINO_CHECK(version <= kH5Version, where, " is packed-images version ", version,
                 "; this build reads up to ", kH5Version, " (update xcit-dino)");
-    s->images = h5::open_dataset(s->handle, "images", where);
+    s->images = h5::open_h5_dataset(s->handle, "images", where);
     const int64_t images_length = h5::dataset_length(s->images, where + ":/images");
     s->offsets = h5::read_int64(s->handle, "offsets", where);
     XDINO_CHECK(!s->offsets.empty(), where, ": /offsets is empty (it holds n + 1 entries)");
