@@ -1,5 +1,5 @@
 // The online k-NN monitor (eval/online_knn.h) against `dino knn`'s own evaluation on the same
-// subsets (the official protocol, tested against eval_knn.py in test_knn/test_eval_pipeline),
+// subsets (the official protocol, tested against eval_knn.py in test_knn/test_eval_end_to_end),
 // its side effects on the model, and curves.png's reading of log.txt (eval/curves.h).
 #include <gtest/gtest.h>
 

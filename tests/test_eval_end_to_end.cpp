@@ -63,7 +63,7 @@ std::vector<std::string> keys(const Json& j) {
 
 }  // namespace
 
-TEST(EvalPipeline, ExtractionEqualsPerImageForward) {
+TEST(EvalEndToEnd, ExtractionEqualsPerImageForward) {
   const fs::path root = make_image_folder("extract", 3, 4);
   torch::manual_seed(0);
   const auto model = load_frozen_backbone(tiny_xcit(), torch::kCPU);
@@ -91,7 +91,7 @@ TEST(EvalPipeline, ExtractionEqualsPerImageForward) {
   fs::remove_all(root);
 }
 
-TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
+TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
   const fs::path root = make_image_folder("knn", 6, 3);
   const fs::path out = root / "out";
   KnnEvalOptions o;
@@ -132,7 +132,7 @@ TEST(EvalPipeline, KnnRunWritesResultsAndReloadsDumps) {
   fs::remove_all(root);
 }
 
-TEST(EvalPipeline, LoadsDinoCheckpointsLikeTheOfficialLoader) {
+TEST(EvalEndToEnd, LoadsDinoCheckpointsLikeTheOfficialLoader) {
   const fs::path dir = fresh_temp_dir("dino_ckpt");
   torch::manual_seed(5);
   auto source = xdino::models::create_backbone("xcit_nano_12_p16",
@@ -171,7 +171,7 @@ TEST(EvalPipeline, LoadsDinoCheckpointsLikeTheOfficialLoader) {
   fs::remove_all(dir);
 }
 
-TEST(EvalPipeline, LoadsAViTTrainedAtAnotherCropSize) {
+TEST(EvalEndToEnd, LoadsAViTTrainedAtAnotherCropSize) {
   // `dino train --global_crops_size 32` builds its ViT with a 2 x 2 (+1) position table, the
   // official checkpoints have 14 x 14 (+1): both must evaluate, at any input size.
   const fs::path dir = fresh_temp_dir("vit_small_crops");
