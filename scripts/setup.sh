@@ -5,6 +5,13 @@
 #                              cmake, g++)
 #   scripts/setup.sh --tests   the same, plus what the tests compare against (Python torch/h5py)
 #                              and iproute2 (the multi-host tests' network namespaces)
+#   scripts/setup.sh --cuda [VENV]
+#                              the --tests packages, plus LibTorch 2.15 with CUDA from pip's torch
+#                              wheel in a virtual environment VENV (default build-cuda/venv), not
+#                              system-wide; VENV/../libtorch links to the wheel's torch/ folder,
+#                              so -DCMAKE_PREFIX_PATH=VENV/../libtorch (README, "Building against
+#                              a CUDA LibTorch 2.x"). Needs the CUDA 13 toolkit (nvcc; Debian has
+#                              no package of it). Prints the versions.
 set -euo pipefail
 
 packages=(
@@ -23,7 +30,19 @@ packages=(
   libgtest-dev
   dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist
 )
-if [[ "${1:-}" == "--tests" ]]; then
+# pip's torch 2.15.0 is built against CUDA 13.2 and ships that runtime (cuBLAS, cuDNN, NCCL) as
+# wheels; nvcc of any CUDA 13 toolkit compiles our kernels for it (same major, so the same ABI).
+torch_pin=2.15.0
+mode="${1:-}"
+if [[ "$mode" == "--cuda" ]]; then
+  venv="${2:-build-cuda/venv}"
+  command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || {
+    echo "setup: --cuda needs the CUDA 13 toolkit (nvcc on PATH or in /usr/local/cuda/bin);" \
+         "install it from NVIDIA's repository first" >&2
+    exit 1
+  }
+fi
+if [[ "$mode" == "--tests" || "$mode" == "--cuda" ]]; then
   # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards);
   # skimage ships the photos the retrieval and copy-detection tests build their sets from
   packages+=(python3-torch python3-h5py python3-numpy python3-pil python3-skimage)
@@ -31,8 +50,10 @@ if [[ "${1:-}" == "--tests" ]]; then
   packages+=(iproute2)
   # scripts/check_format.sh, which .ci/run runs: the tree is kept in clang-format 14's layout
   packages+=(clang-format)
-elif [[ -n "${1:-}" ]]; then
-  echo "usage: scripts/setup.sh [--tests]" >&2
+  # Debian's python3 makes the virtual environment of --cuda
+  [[ "$mode" == "--cuda" ]] && packages+=(python3-venv python3-pip)
+elif [[ -n "$mode" ]]; then
+  echo "usage: scripts/setup.sh [--tests | --cuda [VENV]]" >&2
   exit 2
 fi
 
@@ -68,3 +89,24 @@ case "$blas" in
   *) echo "setup: warning: libblas.so.3 is '$blas' (reference BLAS?); run" \
           "'update-alternatives --config libblas.so.3-x86_64-linux-gnu' and pick OpenBLAS" >&2 ;;
 esac
+
+if [[ "$mode" == "--cuda" ]]; then
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv"
+  installed=$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
+  if [[ "$installed" != "$torch_pin"* ]]; then
+    echo "setup: installing torch==$torch_pin (CUDA) into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_pin"
+  fi
+  torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+  ln -sfn "$torch_dir" "$(dirname "$venv")/libtorch"
+  "$venv/bin/python" -W ignore - "$nvcc" <<'PY'
+import subprocess, sys, torch
+nvcc = subprocess.run([sys.argv[1], "--version"], capture_output=True, text=True).stdout
+nvcc = nvcc.strip().splitlines()[-1]
+print(f"setup: LibTorch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN "
+      f"{torch.backends.cudnn.version()}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}), "
+      f"nvcc: {nvcc}")
+PY
+  echo "setup: LibTorch for CMake: -DCMAKE_PREFIX_PATH=$(cd "$(dirname "$venv")" && pwd)/libtorch"
+fi

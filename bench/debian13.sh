@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs the README's two commands on Debian 13 (trixie), the current stable: debootstraps trixie
+# into a folder of the build tree, clones this repository into it, chroots and runs the first
+# command (install, build, the main job) and the second (install, build, every test), each with
+# its time and exit status. A benchmark-style check (issue 43): minutes of downloads and a build,
+# so it is not part of every CI run; its results go to bench/RESULTS.md, "Debian 13".
+#
+#   bench/debian13.sh [ROOT] [STAGES]
+#     ROOT    the chroot (default build/trixie; reused when it is already there)
+#     STAGES  any of: bootstrap tests main (default: bootstrap tests); "main" runs the whole
+#             main job (~30 min on 2 cores), "tests" the whole suite
+#
+# Needs root (debootstrap, mount, chroot) and Debian's debootstrap. Whatever happens, the
+# mounts it made are undone on exit. The commands run exactly as README.md prints them: they
+# are read from its first code block, not copied here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="${1:-build/trixie}"
+stages="${2:-bootstrap tests}"
+mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+log_dir="$root.logs"
+mkdir -p "$log_dir"
+
+[[ $(id -u) -eq 0 ]] || { echo "debian13: needs root (debootstrap, mount, chroot)" >&2; exit 2; }
+command -v debootstrap >/dev/null || {
+  echo "debian13: debootstrap not found; apt-get install debootstrap" >&2
+  exit 2
+}
+
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT INT TERM
+bind() {  # bind(src, dst): a bind mount undone by cleanup
+  mkdir -p "$2"
+  mount --bind "$1" "$2"
+  mounted+=("$2")
+}
+
+now() { date +%s; }
+
+if [[ " $stages " == *" bootstrap "* && ! -x "$root/usr/bin/apt-get" ]]; then
+  t0=$(now)
+  debootstrap --variant=minbase --include=ca-certificates,git,sudo trixie "$root" "$mirror" \
+    >"$log_dir/debootstrap.log" 2>&1 || {
+    echo "debian13: debootstrap failed; see $log_dir/debootstrap.log" >&2
+    exit 1
+  }
+  echo "debian13: debootstrap trixie into $root: $(($(now) - t0)) s"
+fi
+[[ -x "$root/usr/bin/apt-get" ]] || { echo "debian13: no chroot at $root; run the bootstrap stage" >&2; exit 2; }
+
+# A fresh clone of what is committed, as CI takes it (uncommitted changes do not travel).
+rm -rf "$root/root/xcit-dino"
+git clone -q . "$root/root/xcit-dino"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+mount -t proc proc "$root/proc"
+mounted+=("$root/proc")
+bind /sys "$root/sys"
+bind /dev "$root/dev"
+bind /dev/pts "$root/dev/pts"
+mount -t tmpfs tmpfs "$root/run"
+mounted+=("$root/run")
+
+# The README's two commands, as printed there: the lines after "# 1." and "# 2." in its first
+# code block that start with scripts/setup.sh.
+commands=()
+mapfile -t commands < <(awk '/^```sh/{on=1; next} /^```/{if (on) exit} on && /^scripts\/setup.sh/' README.md)
+((${#commands[@]} == 2)) || { echo "debian13: README.md's first block has ${#commands[@]} commands, expected 2" >&2; exit 1; }
+
+in_chroot() {  # in_chroot(name, command): runs it in the clone, logs, prints time and status
+  local name="$1" cmd="$2" t0 rc
+  t0=$(now)
+  set +e
+  chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 CI=true XDINO_REQUIRE_ALL=1 \
+    bash -c "cd /root/xcit-dino && $cmd" >"$log_dir/$name.log" 2>&1
+  rc=$?
+  set -e
+  echo "debian13: $name: exit $rc in $(($(now) - t0)) s (log: $log_dir/$name.log)"
+  grep -E "tests passed|tests failed|Total Test time" "$log_dir/$name.log" | sed "s/^/debian13:   /" || true
+  return $rc
+}
+
+status=0
+chroot "$root" bash -c '. /etc/os-release; echo "debian13: chroot is $PRETTY_NAME, $(uname -m)"'
+if [[ " $stages " == *" tests "* ]]; then in_chroot tests "${commands[1]}" || status=1; fi
+if [[ " $stages " == *" main "* ]]; then in_chroot main "${commands[0]}" || status=1; fi
+chroot "$root" bash -c 'for p in g++ libtorch-dev libopencv-dev libfaiss-dev; do
+  dpkg-query -W -f="debian13:   \${Package} \${Version}\n" $p 2>/dev/null; done' || true
+exit $status

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prints one of the commands README.md gives, as README.md prints it, so that what CI and the
+# Debian 13 check run cannot drift from what a reader copies:
+#   main   the first command of the README's first code block (install, build, the main job)
+#   tests  the second (install, build, every test; .ci/run runs it)
+#   cuda   the code block under "## Building against a CUDA LibTorch 2.x" (.ci/run runs it)
+# Continuation lines ending in a backslash are joined.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  main | tests) awk -v want="$1" '
+      /^```sh/ && !seen { on = 1; seen = 1; next }
+      /^```/ && on { exit }
+      on && /^scripts\/setup\.sh/ { n++; if ((want == "main" && n == 1) || (want == "tests" && n == 2)) print }
+    ' README.md ;;
+  cuda) awk '
+      /^## Building against a CUDA LibTorch 2\.x/ { sec = 1; next }
+      sec && /^```sh/ { on = 1; next }
+      on && /^```/ { exit }
+      on && !/^#/ { line = line $0; if (line ~ /\\$/) { sub(/\\$/, "", line) } else { print line; line = "" } }
+    ' README.md ;;
+  *) echo "usage: scripts/readme_command.sh main|tests|cuda" >&2; exit 2 ;;
+esac
