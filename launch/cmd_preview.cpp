@@ -1,9 +1,10 @@
 // `dino preview`: a PNG of the augmented views of a few images, one row per image, so that an
-// augmentation can be checked by eye. Multi-crop flags keep main_dino.py's names.
+// augmentation can be checked by eye. The crop flags are `dino train`'s (launch/train_flags.h).
 #include "augment/data/open_dataset.h"
 #include "augment/preview.h"
 #include "core/log.h"
 #include "launch/command.h"
+#include "launch/train_flags.h"
 
 namespace xdino::launch {
 namespace {
@@ -12,7 +13,6 @@ class PreviewCommand : public Command {
  public:
   void declare(Flags& f) override {
     augment::PreviewOptions& o = opt_;
-    augment::MultiCropOptions& m = o.multi_crop;
     f.add("data_path", &o.data_path, "dataset root: " + augment::dataset_layouts())
         .add("split", &o.split, "train or val")
         .add("output", &o.output, "PNG file to write")
@@ -21,12 +21,8 @@ class PreviewCommand : public Command {
         .add("seed", &o.seed, "random seed, as `dino train --seed`")
         .add("epoch", &o.epoch, "epoch whose crops to draw (each epoch has its own)")
         .add("transform", &o.transform,
-             "multicrop (DINO training), eval, or linear (linear-probe training)")
-        .add("global_crops_scale", &m.global_crops_scale, "area range of the global crops")
-        .add("local_crops_number", &m.local_crops_number, "number of local crops")
-        .add("local_crops_scale", &m.local_crops_scale, "area range of the local crops")
-        .add("global_crops_size", &m.global_crops_size, "side of the global crops in pixels")
-        .add("local_crops_size", &m.local_crops_size, "side of the local crops in pixels");
+             "multicrop (DINO training), eval, or linear (linear-probe training)");
+    declare_crop_flags(f, o.multi_crop);  // the crop flags of `dino train`, declared once
   }
 
   int run(const Flags&) override {

@@ -1,0 +1,74 @@
+#include "launch/learning_monitor.h"
+
+#include <algorithm>
+
+#include "core/atomic_file.h"
+#include "core/check.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "eval/curves.h"
+
+namespace xdino::launch {
+
+LearningMonitor::LearningMonitor(const ssl::DinoOptions& o, const MonitorOptions& m,
+                                 Communicator& comm, torch::Device device)
+    : m_(m), epochs_(o.epochs), comm_(comm), device_(device), dir_(o.output_dir) {
+  XDINO_CHECK_ARG(m.knn_every >= 0, "--knn_every must be >= 0 (0 disables), got ", m.knn_every);
+  if (m.knn_every == 0) return;
+  eval::OnlineKnnOptions ko;
+  ko.data_path = m.knn_data_path.empty() ? o.data_path : m.knn_data_path;
+  ko.train_samples = m.knn_train_samples;
+  ko.val_samples = m.knn_val_samples;
+  ko.image_size = o.global_crops_size;
+  ko.num_workers = o.num_workers;
+  knn_ = eval::OnlineKnn::open(ko);
+}
+
+// The reference lines of curves.png.
+void LearningMonitor::measure_reference(models::Backbone& teacher) {
+  if (!knn_ || std::filesystem::exists(dir_ / "checkpoint.pth")) return;
+  const auto random = knn_->measure(teacher, comm_, device_);
+  const auto pixels = knn_->pixels(comm_);
+  if (comm_.is_main()) {
+    Json j = Json::object();
+    j["knn_top1_random"] = random.top1;
+    j["knn_top1_pixels"] = pixels.top1;
+    j["k"] = knn_->options().k;
+    j["knn_train"] = random.num_train;
+    j["knn_val"] = random.num_val;
+    write_file_atomically(dir_ / "knn_reference.json", python_dumps(j, 2) + "\n");
+    log::info("online k-NN before training (", random.num_train, " train / ", random.num_val,
+              " val images, ", knn_->options().k, "-NN): initial teacher ", random.top1,
+              "%, raw pixels ", pixels.top1, "% (", random.seconds + pixels.seconds, " s)");
+  }
+  last_ = Clock::now();
+}
+
+ssl::EpochCallbacks LearningMonitor::callbacks() {
+  ssl::EpochCallbacks c;
+  c.measure = [this](models::Backbone& teacher, int64_t epoch) {
+    Json j = Json::object();
+    if (!knn_ || ((epoch + 1) % m_.knn_every != 0 && epoch + 1 != epochs_)) return j;
+    const double epoch_seconds = std::chrono::duration<double>(Clock::now() - last_).count();
+    const auto r = knn_->measure(teacher, comm_, device_);
+    j["knn_top1"] = r.top1;
+    j["knn_top5"] = r.top5;
+    j["knn_train"] = r.num_train;
+    j["knn_val"] = r.num_val;
+    // No wall-clock time in log.txt: a run stopped and resumed writes the same file as one
+    // that was not (tests/test_crash_consistency.cpp). The cost goes to the console.
+    if (comm_.is_main())
+      log::info("online k-NN after epoch ", epoch, " (teacher, ", knn_->options().k, "-NN, ",
+                r.num_train, "/", r.num_val, " images): top-1 ", r.top1, "% in ", r.seconds, " s, ",
+                100.0 * r.seconds / std::max(epoch_seconds, 1e-9),
+                "% of the training time since the last measurement");
+    last_ = Clock::now();
+    return j;
+  };
+  c.logged = [this](int64_t) {
+    if (comm_.is_main()) eval::write_training_curves(dir_);
+  };
+  return c;
+}
+
+}  // namespace xdino::launch
