@@ -1,5 +1,5 @@
 // What the DINO trainer needs from a data pipeline, so that ssl/ does not depend on augment/
-// (launch/ adapts the real multi-crop loader to this interface; tests use synthetic data).
+// (launch/train_data.h adapts the real multi-crop loader to it; tests use synthetic data).
 //
 // Contract:
 //  - batches_per_epoch(): len(data_loader) on this process (drop_last: full batches only).

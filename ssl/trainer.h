@@ -1,4 +1,5 @@
-// DINO pretraining: main_dino.py's train_dino + train_one_epoch (docs/dino.md).
+// DINO pretraining, the training loop: main_dino.py's train_dino + train_one_epoch (docs/dino.md;
+// one run traced from the command line: docs/architecture.md, "Follow one run").
 //
 // Contract:
 //  - Trainer(options, make_backbone, data, comm) seeds torch with options.seed, builds student
@@ -66,7 +67,8 @@ struct StepTimes {
   int64_t steps = 0;
 };
 
-// What launch/ adds at the end of an epoch (the online k-NN monitor and curves.png).
+// What launch/ adds at the end of an epoch (the online k-NN monitor and curves.png,
+// launch/learning_monitor.h).
 struct EpochCallbacks {
   // After the epoch's checkpoint is saved, before its log.txt line: extra fields for that line,
   // measured on the teacher's backbone (every process calls it; rank 0's fields are written).
