@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "models/pixels.h"
+#include "models/resnet.h"
 #include "models/vit.h"
 #include "models/xcit.h"
 #include "models/xvit.h"
@@ -42,6 +43,7 @@ struct Entry {
   Factory make;
   std::function<std::string(int64_t patch_flag)> paper_name;
   bool patch_from_flag = false;  // DINO's ViTs: --patch_size; the others: in the name
+  bool patch_tokens = true;      // false: a convolutional network (check_arch)
 };
 
 const std::map<std::string, Entry>& entries() {
@@ -60,6 +62,14 @@ const std::map<std::string, Entry>& entries() {
               [n](int64_t patch) { return find_vit_variant(n, patch)->paper_name; },
               /*patch_from_flag=*/true};
     }
+    for (const ResNetConfig& c : resnet_variants())
+      t[c.name] = {[c](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
+                     ResNetConfig config = c;  // no drop path, as main_dino.py builds them
+                     config.num_classes = o.num_classes;
+                     return std::make_shared<ResNet>(std::move(config));
+                   },
+                   [c](int64_t) { return c.paper_name; },
+                   /*patch_from_flag=*/false, /*patch_tokens=*/false};
     t["pixels"] = {[](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
                      return std::make_shared<Pixels>(o.img_size);
                    },
@@ -74,6 +84,7 @@ const std::map<std::string, Entry>& entries() {
 int64_t patch_size_of(const std::string& arch, int64_t flag) {
   if (const auto c = find_xcit_variant(arch)) return c->patch_size;
   if (const auto c = find_xvit_variant(arch)) return c->patch_size;
+  if (find_resnet_variant(arch)) return 32;  // the output stride (models/resnet.h)
   if (arch == "pixels") return 1;
   return flag;
 }
@@ -105,12 +116,19 @@ std::string backbone_list(bool with_pixels) {
   return out;
 }
 
-std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
+void check_arch(const std::string& arch, const char* needs_patch_tokens) {
   const auto it = entries().find(arch);
   if (it == entries().end()) {
     XDINO_FAIL_ARG("unknown architecture '", arch, "' (known: ", backbone_list(), ")");
   }
-  return it->second.make(options);
+  XDINO_CHECK_ARG(needs_patch_tokens == nullptr || it->second.patch_tokens, "--arch ", arch,
+                  " is a convolutional network without patch tokens, which ", needs_patch_tokens,
+                  " needs");
+}
+
+std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
+  check_arch(arch);
+  return entries().at(arch).make(options);
 }
 
 }  // namespace xdino::models

@@ -5,7 +5,8 @@
 // known ones. Names: xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8},
 // xcit_{nano_12,tiny_12,nano_6,nano_4}_p4 (ours, small images),
 // vit_{tiny,small,base} (patch from options.patch_size, as in DINO),
-// xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), pixels.
+// xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), torchvision's
+// resnet{18,34,50,101,152} and wide_resnet{50,101}_2 (models/resnet.h, fc removed), pixels.
 #pragma once
 
 #include <memory>
@@ -26,9 +27,16 @@ struct BackboneOptions {
 std::shared_ptr<Backbone> create_backbone(const std::string& arch,
                                           const BackboneOptions& options = {});
 
+// What a command checks before it opens any data: `arch` is a registered name (else the
+// UsageError of create_backbone), and, when `needs_patch_tokens` names a protocol (e.g.
+// "copy detection (eval_copy_detection.py: ViTs only)"), one whose patch_tokens() exists (not
+// the ResNets): else one UsageError line naming both.
+void check_arch(const std::string& arch, const char* needs_patch_tokens = nullptr);
+
 std::vector<std::string> backbone_names();
 // The patch size a model of this name has: from the name for XCiT and X-ViT, `flag` for ViT
-// (DINO's --patch_size), 1 for pixels. Unknown names return `flag`.
+// (DINO's --patch_size), 32 (the output stride) for ResNets, 1 for pixels. Unknown names return
+// `flag`.
 int64_t patch_size_of(const std::string& arch, int64_t flag);
 // The names, comma-separated, for help texts and error messages; `pixels` (no parameters,
 // nothing to train) left out unless asked for.
