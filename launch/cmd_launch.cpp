@@ -1,5 +1,7 @@
-// `dino launch --nproc N [--nnodes M --node_rank R --master_addr A --master_port P] --
-// <subcommand ...>`: N local processes, like torchrun, on one node or on each of M.
+// `dino launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P]
+// [--] <subcommand ...>`: N local processes, like torchrun, on one node or on each of M. The
+// flags are torchrun's (and torch.distributed.launch's --use_env, a no-op: the rank always
+// travels in the environment); --nproc is our older spelling of --nproc_per_node.
 #include "launch/command.h"
 #include "launch/local_launcher.h"
 
@@ -9,7 +11,9 @@ namespace {
 class LaunchCommand : public Command {
  public:
   void declare(Flags& f) override {
-    f.add("nproc", &opt_.nproc, "processes to start on this machine")
+    f.add("nproc_per_node", &opt_.nproc, "processes to start on this machine")
+        .alias("nproc", "nproc_per_node")
+        .alias("nproc-per-node", "nproc_per_node")
         .add("nnodes", &opt_.nnodes,
              "machines of the run, each running this command with its own --node_rank")
         .add("node_rank", &opt_.node_rank,
@@ -19,7 +23,10 @@ class LaunchCommand : public Command {
         .add("master_port", &opt_.master_port,
              "port of the rendezvous store (0: a free one; with --nnodes > 1: required)")
         .add("grace_seconds", &opt_.grace_seconds,
-             "after one process fails, how long the others get to exit on their own");
+             "after one process fails, how long the others get to exit on their own")
+        .add_switch("use_env", &use_env_,
+                    "ignored (torch.distributed.launch's): the processes always read their rank "
+                    "from the environment");
     f.allow_trailing();
   }
 
@@ -27,6 +34,7 @@ class LaunchCommand : public Command {
 
  private:
   LocalLaunchOptions opt_;
+  bool use_env_ = false;
 };
 
 }  // namespace

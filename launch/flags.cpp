@@ -111,10 +111,39 @@ Flags& Flags::add_flag(Flag flag) {
   return *this;
 }
 
+Flags& Flags::alias(const std::string& name, const std::string& of) {
+  XDINO_CHECK(find(of) != nullptr && find(name) == nullptr, "alias --", name, " of --", of,
+              " in 'dino ", command_, "': --", of, " must be declared and --", name, " not");
+  aliases_.emplace_back(name, of);
+  return *this;
+}
+
 const Flags::Flag* Flags::find(const std::string& name) const {
   for (const Flag& f : flags_)
     if (f.name == name) return &f;
+  for (const auto& [alias, of] : aliases_)
+    if (alias == name) return find(of);
   return nullptr;
+}
+
+bool Flags::takes_value(const std::string& name) const {
+  const Flag* flag = find(name);
+  return name == "config" || name == "variant" || (flag != nullptr && !flag->bare);
+}
+
+// Where the arguments of the command `dino launch` starts begin: at a "--" (skipped by the
+// caller) or at the first argument that is neither a --flag nor the value of one.
+size_t Flags::trailing_start(const std::vector<std::string>& args) const {
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  if (!allow_trailing_) return static_cast<size_t>(dashes - args.begin());
+  size_t i = 0;
+  while (i < args.size() && args[i] != "--" && args[i].size() > 1 && args[i][0] == '-') {
+    const std::string name =
+        args[i].substr(std::min(args[i].find_first_not_of('-'), args[i].size()));
+    const bool inline_value = name.find('=') != std::string::npos;
+    i += !inline_value && takes_value(name) ? 2 : 1;
+  }
+  return std::min(i, args.size());
 }
 
 std::vector<std::string> Flags::names() const {
@@ -214,26 +243,44 @@ void Flags::assign(const Flag& flag, const std::vector<std::string>& tokens,
 
 bool Flags::parse(const std::vector<std::string>& all_args) {
   std::vector<std::string> args = all_args;
-  const auto dashes = std::find(args.begin(), args.end(), "--");
-  if (dashes != args.end()) {
+  const size_t start = trailing_start(args);
+  if (start < args.size()) {
+    const bool dashes = args[start] == "--";
     XDINO_CHECK_ARG(allow_trailing_, "'dino ", command_, "' takes no arguments after '--'");
-    trailing_.assign(dashes + 1, args.end());
-    args.erase(dashes, args.end());
+    trailing_.assign(args.begin() + static_cast<std::ptrdiff_t>(start + (dashes ? 1 : 0)),
+                     args.end());
+    args.resize(start);
+  }
+  // boost would take the next --flag as the value of a flag given bare (`--use_fp16 --lr 1`)
+  // and then blame what follows; argparse names the bare flag, and so do we.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--", 0) != 0 || args[i].find('=') != std::string::npos) continue;
+    const std::string name = args[i].substr(2);
+    const bool value_follows = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
+    if (!takes_value(name) || value_follows) continue;
+    const Flag* flag = find(name);
+    const std::string type = flag != nullptr ? flag->type : "FILE";
+    if (type == "BOOL")
+      XDINO_FAIL_ARG("--", name, " needs a value: --", name, " true or --", name,
+                     " false (as in the official scripts)");
+    XDINO_FAIL_ARG("--", name, " needs a value (", type, "): --", name, " VALUE");
   }
   po::options_description desc;
   desc.add_options()("help,h", "")("config", po::value<std::vector<std::string>>(), "")(
       "variant", po::value<std::string>(), "");
-  for (const Flag& f : flags_) {
+  const auto declare = [&](const std::string& name, const Flag& f) {
     if (f.list)
-      desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>()->multitoken(), "");
+      desc.add_options()(name.c_str(), po::value<std::vector<std::string>>()->multitoken(), "");
     else if (f.bare)
-      desc.add_options()(f.name.c_str(),
+      desc.add_options()(name.c_str(),
                          po::value<std::vector<std::string>>()->implicit_value(
                              std::vector<std::string>{"true"}, "true"),
                          "");
     else
-      desc.add_options()(f.name.c_str(), po::value<std::vector<std::string>>(), "");
-  }
+      desc.add_options()(name.c_str(), po::value<std::vector<std::string>>(), "");
+  };
+  for (const Flag& f : flags_) declare(f.name, f);
+  for (const auto& [alias, of] : aliases_) declare(alias, *find(of));
 
   po::parsed_options cli(&desc);
   try {
@@ -249,13 +296,15 @@ bool Flags::parse(const std::vector<std::string>& all_args) {
   } catch (const po::unknown_option& e) {
     std::string name = e.get_option_name();
     while (!name.empty() && name[0] == '-') name.erase(0, 1);
+    name = name.substr(0, name.find('='));  // --name=value: the name alone
     XDINO_FAIL_ARG("unknown flag '", name, "' for 'dino ", command_, "' (see 'dino ", command_,
                    " --help')");
   } catch (const po::too_many_positional_options_error&) {
     XDINO_FAIL_ARG("unexpected argument for 'dino ", command_,
                    "': flags take the form --name value (see 'dino ", command_, " --help')");
   } catch (const po::error& e) {
-    XDINO_FAIL_ARG("dino ", command_, ": ", e.what());
+    // main() already opens the line with "dino <command>: error:".
+    XDINO_FAIL_ARG(e.what(), " (see 'dino ", command_, " --help')");
   }
 
   // Highest precedence last: files in the order given, then the command line.
@@ -350,6 +399,12 @@ void Flags::print_help(std::ostream& os, const std::string& summary) const {
       head += "\n" + std::string(36, ' ');
     const std::string def = f.render();
     os << head << f.help << " [default: " << (def.empty() ? "\"\"" : def) << "]\n";
+    for (const auto& [alias, of] : aliases_) {
+      if (of != f.name) continue;
+      std::string line = "  --" + alias + " " + f.type;
+      line.resize(std::max<size_t>(line.size() + 1, 36), ' ');
+      os << line << "same as --" << f.name << "\n";
+    }
   }
   os << "  --config FILE.ini                 read flags from an INI file (repeatable; later "
         "files win)\n"

@@ -12,6 +12,9 @@
 //    (a key no subcommand knows is an error); keys in [name] apply only to subcommand `name`;
 //    keys in [name:variant] apply on top of those when --variant variant is given (how one
 //    file describes several runs of one subcommand, e.g. [knn:pixels] and [knn:dino]).
+//  - `--name value` and `--name=value` are the same. A flag that takes a value given without
+//    one (at the end, or followed by another --flag) is refused naming that flag, as argparse
+//    refuses it, never by taking the next flag as its value.
 //  - Unknown flags/keys, bad values and missing files throw xdino::UsageError with one line
 //    naming the flag and what is expected (exit code 2 in main).
 //  - to_ini() renders the effective configuration, which parse() can read back unchanged.
@@ -22,6 +25,7 @@
 #include <iosfwd>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xdino::launch {
@@ -41,6 +45,9 @@ class Flags {
   Flags& add(const std::string& name, std::vector<int64_t>* field, const std::string& help);
   Flags& add(const std::string& name, std::vector<double>* field, const std::string& help);
   Flags& add(const std::string& name, std::vector<std::string>* field, const std::string& help);
+  // Another spelling of the declared flag `of` (torchrun's --nproc_per_node for --nproc): the
+  // same field, listed once in the help, never written by to_ini().
+  Flags& alias(const std::string& name, const std::string& of);
 
   // Keys of other subcommands: an INI key outside any section is only an error if it is
   // unknown to every subcommand.
@@ -51,8 +58,9 @@ class Flags {
   // Parses the arguments after the subcommand name. Returns false if --help was given.
   bool parse(const std::vector<std::string>& args);
 
-  // Lets the arguments after a bare "--" through untouched (e.g. the command `dino launch`
-  // starts); without this call they are an error.
+  // Lets the arguments after a bare "--", or from the first argument that is neither a flag
+  // nor a flag's value, through untouched (the command `dino launch` starts, as torchrun takes
+  // its script); without this call they are an error.
   void allow_trailing() { allow_trailing_ = true; }
   const std::vector<std::string>& trailing() const { return trailing_; }
 
@@ -79,11 +87,14 @@ class Flags {
     bool bare = false;  // may appear without a value (add_switch)
   };
   Flags& add_flag(Flag flag);
-  const Flag* find(const std::string& name) const;
+  const Flag* find(const std::string& name) const;  // a declared name or an alias
+  bool takes_value(const std::string& name) const;
+  size_t trailing_start(const std::vector<std::string>& args) const;
   void assign(const Flag& flag, const std::vector<std::string>& tokens, const std::string& where);
 
   std::string command_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // (alias, declared name)
   std::set<std::string> known_elsewhere_;
   std::set<std::string> other_sections_;
   std::set<std::string> set_by_user_;

@@ -60,7 +60,7 @@ void signal_all(std::vector<Child>& children, int sig) {
 int launch_forwarded_signal() { return g_forwarded; }
 
 int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& child_args) {
-  XDINO_CHECK_ARG(o.nproc >= 1, "--nproc must be at least 1, got ", o.nproc);
+  XDINO_CHECK_ARG(o.nproc >= 1, "--nproc_per_node must be at least 1, got ", o.nproc);
   XDINO_CHECK_ARG(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
                   "--node_rank must be in [0, --nnodes), got ", o.node_rank, " of ", o.nnodes);
   if (o.nnodes > 1) {
@@ -74,8 +74,8 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
                     o.master_addr, ")");
   }
   XDINO_CHECK_ARG(!child_args.empty(),
-                  "nothing to launch: give the subcommand after '--', e.g. "
-                  "dino launch --nproc 2 -- train --config my.ini");
+                  "nothing to launch: give the subcommand after the launcher's flags, e.g. "
+                  "dino launch --nproc_per_node 2 train --config my.ini");
   const int port =
       o.master_port > 0 ? static_cast<int>(o.master_port) : distributed::free_tcp_port();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -1,4 +1,5 @@
-// `dino launch --nproc 2 -- train ...` end to end through the binary, on loopback with Gloo and
+// `dino launch --nproc_per_node=2 train ...` (torchrun's spelling, as the official README types
+// it; eval_cli tests `--nproc 2 -- knn`) end to end through the binary, on loopback with Gloo and
 // a tiny generated IDX dataset (64 random 28x28 images, XCiT-nano at 32/16-pixel crops):
 // only rank 0 writes and warns, a 2-process checkpoint resumes with 1 process, and a rank
 // killed (SIGKILL) or frozen (SIGSTOP, ended by --dist_timeout) mid-epoch makes the survivor
@@ -64,9 +65,9 @@ std::vector<std::string> train_args(const fs::path& data, const fs::path& out, i
 
 std::vector<std::string> launch(int nproc, std::vector<std::string> child,
                                 std::vector<std::string> launcher_flags = {}) {
-  std::vector<std::string> argv{dino_binary(), "launch", "--nproc", std::to_string(nproc)};
+  std::vector<std::string> argv{dino_binary(), "launch",
+                                "--nproc_per_node=" + std::to_string(nproc)};
   argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
-  argv.push_back("--");
   argv.insert(argv.end(), child.begin(), child.end());
   return argv;
 }

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/check.h"
 #include "core/python_format.h"
@@ -304,4 +305,82 @@ TEST(Flags, SwitchesMayBeGivenBare) {
   g.add_switch("evaluate", &from_ini, "evaluate only");
   ASSERT_TRUE(g.parse({"--config", write_ini("switch", "evaluate = on\n")}));
   EXPECT_TRUE(from_ini);
+}
+
+// argparse reads `--name=value` as `--name value`, for every type; an unknown one is named
+// without its value.
+TEST(Flags, EqualsFormWorksForEveryTypeAndUnknownNamesOmitTheValue) {
+  Opts o;
+  bool video_only = false;
+  Flags f("train");
+  declare(f, o);
+  f.add_switch("video_only", &video_only, "switch");
+  ASSERT_TRUE(f.parse({"--lr=1e-3", "--epochs=7", "--use_fp16=false", "--arch=vit_tiny",
+                       "--global_crops_scale=0.3", "--runs=a", "--video_only=true"}));
+  EXPECT_DOUBLE_EQ(o.lr, 1e-3);
+  EXPECT_EQ(o.epochs, 7);
+  EXPECT_FALSE(o.use_fp16);
+  EXPECT_EQ(o.arch, "vit_tiny");
+  EXPECT_EQ(o.scale, (std::vector<double>{0.3}));
+  EXPECT_EQ(o.runs, (std::vector<std::string>{"a"}));
+  EXPECT_TRUE(video_only);
+  const std::string msg = error_of(f, {"--epoch=300"});
+  EXPECT_NE(msg.find("unknown flag 'epoch'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("300"), std::string::npos) << msg;
+}
+
+// main_dino.py's bool_flag takes a value: argparse refuses a bare --use_fp16 ("expected one
+// argument") wherever it stands, and so do we, naming it and the fix rather than the next flag.
+TEST(Flags, AFlagGivenWithoutItsValueIsNamedWithTheFix) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--use_fp16", "--epochs", "1"}, {"--epochs", "1", "--use_fp16"}}) {
+    Opts o;
+    Flags f("train");
+    declare(f, o);
+    const std::string msg = error_of(f, args);
+    EXPECT_EQ(msg.rfind("--use_fp16 needs a value: --use_fp16 true or --use_fp16 false", 0), 0u)
+        << msg;
+    EXPECT_EQ(msg.find("epochs"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("dino train"), std::string::npos) << "main() names the command: " << msg;
+  }
+  Opts o;
+  Flags f("train");
+  declare(f, o);
+  const std::string msg = error_of(f, {"--arch", "--lr", "0.1"});
+  EXPECT_EQ(msg.rfind("--arch needs a value (STR)", 0), 0u) << msg;
+  EXPECT_EQ(error_of(f, {"--lr", "-0.5"}), "") << "a negative number is a value";
+}
+
+// torchrun's --nproc_per_node beside our --nproc: one field, one help entry, one config key;
+// the launched command starts after "--" or at the first argument that is no flag's value.
+TEST(Flags, AliasesAndTheLaunchedCommand) {
+  struct Case {
+    std::vector<std::string> args;
+    int64_t nproc;
+    std::vector<std::string> trailing;
+  };
+  for (const Case& c : {Case{{"--nproc_per_node=8", "train", "--arch", "vit_small"},
+                             8,
+                             {"train", "--arch", "vit_small"}},
+                        Case{{"--nproc", "2", "--", "train"}, 2, {"train"}},
+                        Case{{"--use_env", "--nproc_per_node=1", "retrieval", "--imsize", "512"},
+                             1,
+                             {"retrieval", "--imsize", "512"}},
+                        Case{{"--nproc_per_node", "3", "--master_port=29500", "knn", "--", "x"},
+                             3,
+                             {"knn", "--", "x"}}}) {
+    int64_t nproc = 1, port = 0;
+    bool use_env = false;
+    Flags f("launch");
+    f.add("nproc_per_node", &nproc, "processes").alias("nproc", "nproc_per_node");
+    f.add("master_port", &port, "port").add_switch("use_env", &use_env, "ignored");
+    f.allow_trailing();
+    ASSERT_TRUE(f.parse(c.args)) << c.args[0];
+    EXPECT_EQ(nproc, c.nproc) << c.args[0];
+    EXPECT_EQ(f.trailing(), c.trailing) << c.args[0];
+    EXPECT_EQ(f.to_ini().find("nproc ="), std::string::npos);
+    std::ostringstream help;
+    f.print_help(help, "");
+    EXPECT_NE(help.str().find("same as --nproc_per_node"), std::string::npos);
+  }
 }
