@@ -1,4 +1,5 @@
-// The one place where LibTorch 1.13 (Debian, CPU) and LibTorch 2.x (CUDA builds) differ.
+// The one place where LibTorch 1.13 (Debian 12, CPU) and LibTorch 2.x (pip's CUDA wheels; 2.15
+// in CI, README "Building against a CUDA LibTorch 2.x") differ.
 //
 // Contract:
 //  - XDINO_TORCH_AT_LEAST(major, minor) compares against the LibTorch headers in use.
@@ -10,7 +11,21 @@
 //  - reset_peak_memory(device) / peak_allocated_bytes(device): the caching allocator's peak
 //    of allocated bytes since the last reset; -1 (and no-op) for a CPU device or a build
 //    without CUDA.
+//  - C10dBackend is the type of one backend's process group (Gloo, NCCL).
 // Everything else in the project uses APIs that are the same in both.
+//
+// Every difference we know, with the version that brought it (checked by building both in CI):
+// | since   | what changed                                 | where we handle it                |
+// |---------|----------------------------------------------|-----------------------------------|
+// | 2.0     | c10d::Backend split from c10d::ProcessGroup  | C10dBackend, below                |
+// | 2.4     | autocast setters take the device type        | autocast_*, AutocastGuard, below  |
+// | CUDA    | caching-allocator statistics                 | peak_allocated_bytes, below       |
+// | 2.x pip | libtorch.so exports std::filesystem symbols  | CMakeLists.txt: libstdc++ first   |
+// | 2.x pip | TorchConfig finds a system Caffe2 first      | CMakeLists.txt stops, one line    |
+// | 2.x pip | BLAS (MKL) inside libtorch_cpu               | core/blas.cpp reads build config  |
+// | 2.x pip | ships libgomp.so.1, no Gloo headers          | Debian's libgloo-dev headers      |
+// Not differences (same in 1.13 and 2.15, though often asked): c10::optional (an alias of
+// std::optional in 2.x), torch::jit::pickle_save/pickle_load, the c10d TCPStore options.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -26,7 +41,18 @@
   (TORCH_VERSION_MAJOR > (major) ||        \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
+namespace c10d {
+class ProcessGroup;
+class Backend;  // 2.0 and later
+}  // namespace c10d
+
 namespace xdino::compat {
+
+#if XDINO_TORCH_AT_LEAST(2, 0)
+using C10dBackend = c10d::Backend;
+#else
+using C10dBackend = c10d::ProcessGroup;
+#endif
 
 inline bool cuda_available() { return torch::cuda::is_available(); }
 

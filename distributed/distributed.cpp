@@ -44,11 +44,7 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
   return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
 }
 
-#if XDINO_TORCH_AT_LEAST(2, 0)
-using Backend = c10d::Backend;
-#else
-using Backend = c10d::ProcessGroup;
-#endif
+using Backend = compat::C10dBackend;
 
 class C10dCommunicator final : public Communicator {
  public:
