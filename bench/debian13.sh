@@ -7,8 +7,10 @@
 #
 #   bench/debian13.sh [ROOT] [STAGES]
 #     ROOT    the chroot (default build/trixie; reused when it is already there)
-#     STAGES  any of: bootstrap tests main (default: bootstrap tests); "main" runs the whole
-#             main job (~30 min on 2 cores), "tests" the whole suite
+#     STAGES  any of: bootstrap configure tests main (default: bootstrap tests); "configure"
+#             runs the test command's install and cmake steps alone (minutes, mostly downloads),
+#             "tests" the whole command (build, every test), "main" the whole main job (~30 min
+#             on 2 cores)
 #
 # Needs root (debootstrap, mount, chroot) and Debian's debootstrap. Whatever happens, the
 # mounts it made are undone on exit. The commands run exactly as README.md prints them: they
@@ -86,6 +88,10 @@ in_chroot() {  # in_chroot(name, command): runs it in the clone, logs, prints ti
 
 status=0
 chroot "$root" bash -c '. /etc/os-release; echo "debian13: chroot is $PRETTY_NAME, $(uname -m)"'
+if [[ " $stages " == *" configure "* ]]; then
+  # The test command's first two steps: install, cmake.
+  in_chroot configure "$(sed 's/ && /\n/g' <<<"${commands[1]}" | head -2 | paste -sd'&' | sed 's/&/ \&\& /g')" || status=1
+fi
 if [[ " $stages " == *" tests "* ]]; then in_chroot tests "${commands[1]}" || status=1; fi
 if [[ " $stages " == *" main "* ]]; then in_chroot main "${commands[0]}" || status=1; fi
 chroot "$root" bash -c 'for p in g++ libtorch-dev libopencv-dev libfaiss-dev; do

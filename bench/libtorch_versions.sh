@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Debian's LibTorch 1.13 against pip's LibTorch 2.15 (+CUDA, run on the CPU) on this machine,
+# same shapes, rounds alternated A B A B (issue 43; bench/RESULTS.md, "LibTorch 1.13 against
+# 2.15"):
+#   step  bench_train at the main job's shapes (xcit_nano_4_p4, batch 32, 2 x 28 + 6 x 12 px,
+#         out_dim 1024, head 1024, two replicas): seconds per step, and the process's peak RSS
+#   knn   the main job's knn:random stage (`dino knn` on all 60000 + 10000 Fashion-MNIST images,
+#         28 px, batch 256): the feature pass and the search, wall seconds and peak RSS
+#
+#   bench/libtorch_versions.sh [A_BUILD] [B_BUILD] [ROUNDS]   (default: build build-cuda 3)
+# Prints one line per run and the medians; needs both builds made (README's two build commands).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+a="${1:-build}" b="${2:-build-cuda}" rounds="${3:-3}"
+data=/usr/share/datasets/fashion-mnist
+export OMP_WAIT_POLICY=PASSIVE
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for d in "$a" "$b"; do
+  for exe in bench/bench_train dino; do
+    [[ -x "$d/$exe" ]] || { echo "libtorch_versions: $d/$exe is missing; build it first" >&2; exit 2; }
+  done
+done
+
+version() { grep '^Torch_DIR' "$1/CMakeCache.txt" | cut -d= -f2; }
+
+# One timed run: prints "<what> <build> <seconds> <peak RSS MiB>".
+step() {
+  local d="$1" json
+  json=$(/usr/bin/time -f "%M" -o "$tmp/rss" "$d/bench/bench_train" --arch xcit_nano_4_p4 \
+    --out_dim 1024 --batch 32 --global_size 28 --local_size 12 --locals 6 --head_hidden_dim 1024 \
+    --replicas 2 --steps 20 --warmup 3 2>/dev/null | grep '^{')
+  echo "step $d $(sed 's/.*"sec_per_step": \([0-9.]*\).*/\1/' <<<"$json") $(($(cat "$tmp/rss") / 1024))"
+}
+knn() {
+  local d="$1" t0 t1
+  rm -rf "$tmp/knn"
+  t0=$(date +%s.%N)
+  /usr/bin/time -f "%M" -o "$tmp/rss" "$d/dino" knn --arch xcit_nano_4_p4 --data_path "$data" \
+    --image_size 28 --batch_size_per_gpu 256 --num_workers 2 --output_dir "$tmp/knn" \
+    >"$tmp/knn.log" 2>&1 || { cat "$tmp/knn.log" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  echo "knn $d $(python3 -c "print(f'{$t1 - $t0:.2f}')") $(($(cat "$tmp/rss") / 1024))"
+}
+
+echo "A: $a ($(version "$a")), B: $b ($(version "$b")); $(lscpu | grep 'Model name' | sed 's/  */ /g')"
+for ((r = 1; r <= rounds; r++)); do
+  for what in step knn; do
+    "$what" "$a"
+    "$what" "$b"
+  done
+done | tee "$tmp/runs"
+
+python3 - "$tmp/runs" "$a" "$b" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+a, b = sys.argv[2], sys.argv[3]
+for what, unit in (("step", "s/step"), ("knn", "s")):
+    med = {}
+    for d in (a, b):
+        sec = [float(r[2]) for r in rows if r[0] == what and r[1] == d]
+        rss = [int(r[3]) for r in rows if r[0] == what and r[1] == d]
+        med[d] = statistics.median(sec)
+        print(f"{what}: {d}: median {med[d]:.3f} {unit} (min {min(sec):.3f}, max {max(sec):.3f}), "
+              f"peak RSS {max(rss)} MiB")
+    pairs = [float(x[2]) / float(y[2]) for x, y in
+             zip([r for r in rows if r[0] == what and r[1] == a],
+                 [r for r in rows if r[0] == what and r[1] == b])]
+    print(f"{what}: time {a}/{b} per round: " + ", ".join(f"{p:.2f}" for p in pairs))
+PY
