@@ -108,6 +108,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
 void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device device) {
   XDINO_CHECK_ARG(o.split == "train" || o.split == "val", "--split must be train or val, got '",
                   o.split, "'");
+  models::check_arch(o.model.arch);
   const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split);
   const auto model = load_frozen_backbone(o.model, device);
   ExtractOptions e;

@@ -93,6 +93,7 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
   reported_k(params.ks);  // rejects an empty --nb_knn before any work
   XDINO_CHECK_ARG(options.dump_features.empty() || options.load_features.empty(),
                   "--dump_features and --load_features exclude each other");
+  if (options.load_features.empty()) models::check_arch(options.model.arch);
 
   BackboneSpec model_spec = options.model;
   const auto t0 = std::chrono::steady_clock::now();

@@ -270,6 +270,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   XDINO_CHECK_ARG(o.load_features.empty() || o.cached_features,
                   "--load_features needs --cached_features true (the official protocol "
                   "augments images, so it cannot start from stored features)");
+  if (o.load_features.empty()) models::check_arch(o.model.arch);
   const bool cached = o.cached_features;
   const char* protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
   if (cached)

@@ -155,6 +155,9 @@ std::vector<std::string> list_image_files(const std::string& folder) {
 
 Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch::Device device) {
   const auto start = std::chrono::steady_clock::now();
+  models::check_arch(o.model.arch,
+                     "copy detection (GeM over the patch tokens; eval_copy_detection.py takes "
+                     "ViTs only)");
   const CopydaysLayout layout = CopydaysLayout::open(o.data_path);
   for (const std::string* p : {&o.whitening_path, &o.distractors_path}) {
     XDINO_CHECK_ARG(p->empty() || fs::is_directory(*p), "'", *p,

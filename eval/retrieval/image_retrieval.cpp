@@ -128,6 +128,7 @@ RetrievalScores evaluate_retrieval(const torch::Tensor& ranks, const RevisitedGr
 Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device device) {
   XDINO_CHECK_ARG(o.dataset == "roxford5k" || o.dataset == "rparis6k",
                   "--dataset must be roxford5k or rparis6k, got '", o.dataset, "'");
+  models::check_arch(o.model.arch);
   const auto start = std::chrono::steady_clock::now();
   const fs::path dir = fs::path(o.data_path) / o.dataset;
   const fs::path gnd_file = dir / ("gnd_" + o.dataset + ".pkl");

@@ -93,6 +93,9 @@ cv::Mat resize_nearest(const cv::Mat& labels, int width, int height) {
 Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device device) {
   XDINO_CHECK_ARG(o.n_last_frames >= 0 && o.topk >= 1 && o.size_mask_neighborhood >= 0,
                   "--n_last_frames must be >= 0, --topk >= 1, --size_mask_neighborhood >= 0");
+  models::check_arch(o.model.arch,
+                     "video segmentation (label propagation over the patch tokens; "
+                     "eval_video_segmentation.py takes ViTs only)");
   const fs::path root(o.data_path);
   const std::vector<std::string> videos = read_list(root / "ImageSets" / "2017" / "val.txt");
   const auto model = load_frozen_backbone(o.model, device);
