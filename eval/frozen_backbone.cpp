@@ -50,9 +50,8 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
     if (kind == "random") {
       log::warn("no --pretrained_weights given: evaluating RANDOMLY INITIALISED weights of ",
                 spec.arch,
-                " (eval_knn.py / eval_linear.py would download the reference DINO "
-                "weights; this build never downloads: pass the .pth file with "
-                "--pretrained_weights)");
+                " (the official scripts would download the reference DINO weights; this "
+                "build never downloads: pass the .pth file with --pretrained_weights)");
     }
     return frozen(model, device);
   }

@@ -65,24 +65,16 @@ std::vector<std::string> head_captions(int64_t heads) {
   return c;
 }
 
-std::shared_ptr<models::Backbone> load_model(const VisualizeOptions& o) {
-  models::BackboneOptions bo;
-  bo.patch_size = o.patch_size;
-  if (o.pretrained_weights.empty()) {
-    log::warn("no --pretrained_weights: the maps show a randomly initialised ", o.arch,
-              " (the official script would download reference weights; this program does "
-              "not reach the network)");
-    auto model = models::create_backbone(o.arch, bo);
-    model->eval();
-    return model;
-  }
-  const models::PretrainedWeights weights =
-      models::read_pretrained(o.pretrained_weights, o.checkpoint_key);
-  auto model = models::create_backbone_for(o.arch, bo, weights);
-  const auto report = models::load_pretrained(*model, weights);
-  log::info("loaded ", o.pretrained_weights, ": ", report.summary());
-  model->eval();
-  return model;
+// torchvision's Resize(size) output (rows, cols) for an image of rows x cols; `flag` names
+// the size in errors.
+cv::Size resized(int rows, int cols, const std::vector<int64_t>& size, const char* flag) {
+  if (size.empty() || (size.size() == 1 && size[0] == 0)) return {cols, rows};
+  XDINO_CHECK_ARG(size.size() <= 2 && size[0] > 0 && size.back() > 0, flag,
+                  " takes H W, one size for the shorter side, or 0 to keep each image's size");
+  if (size.size() == 2) return {static_cast<int>(size[1]), static_cast<int>(size[0])};
+  const int64_t s = size[0], shorter = std::min(rows, cols), longer = std::max(rows, cols);
+  const int other = static_cast<int>(s * longer / shorter);
+  return rows <= cols ? cv::Size(other, static_cast<int>(s)) : cv::Size(static_cast<int>(s), other);
 }
 
 bool is_image_file(const fs::path& p) {
@@ -101,13 +93,8 @@ ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
   m.name = name;
   m.patch = model.patch_size();
   augment::Image sized = rgb;
-  if (!(o.image_size.size() == 1 && o.image_size[0] == 0) && !o.image_size.empty()) {
-    XDINO_CHECK_ARG(o.image_size.size() <= 2 && o.image_size[0] > 0 && o.image_size.back() > 0,
-                    "--image_size takes H W, one size for a square, or 0 to keep each image's "
-                    "size");
-    const int h = static_cast<int>(o.image_size[0]), w = static_cast<int>(o.image_size.back());
-    sized = augment::resize(rgb, cv::Size(w, h), augment::Interpolation::kBilinear);
-  }
+  const cv::Size size = resized(rgb.rows, rgb.cols, o.image_size, "--image_size");
+  if (size != rgb.size()) sized = augment::resize(rgb, size, augment::Interpolation::kBilinear);
   const int hc = sized.rows - sized.rows % static_cast<int>(m.patch);
   const int wc = sized.cols - sized.cols % static_cast<int>(m.patch);
   XDINO_CHECK_ARG(hc > 0 && wc > 0, "image '", name, "' (", sized.cols, "x", sized.rows,
@@ -203,8 +190,9 @@ void write_maps(const ImageMaps& m, const fs::path& dir, const VisualizeOptions&
   // Small images (28-32 px) drawn at least 4x, so a 7x7 token grid reads as cells.
   const int tile = static_cast<int>(std::clamp<int64_t>(4 * m.image.rows, 128, 192));
   const std::string title =
-      o.arch +
-      (o.pretrained_weights.empty() ? " (random weights)" : " <- " + o.pretrained_weights) +
+      o.model.arch +
+      (o.model.pretrained_weights.empty() ? " (random weights)"
+                                          : " <- " + o.model.pretrained_weights) +
       "   colours: each map from its minimum (dark blue) to its maximum (yellow)";
   write_png(dir / "overview.png", make_grid(rows, tile, title));
 }
@@ -236,7 +224,7 @@ int64_t visualize_samples(const VisualizeOptions& o) {
   for (int64_t i : o.sample_indices)
     XDINO_CHECK_ARG(i >= 0 && i < data->size(), "--sample_indices ", i, " is outside the ",
                     data->size(), " images of ", data->describe());
-  auto model = load_model(o);
+  auto model = load_frozen_backbone(o.model, torch::kCPU);
   const fs::path out(o.output_dir);
   fs::create_directories(out);
   for (int64_t i : o.sample_indices) {
@@ -274,26 +262,39 @@ void make_video(const fs::path& pictures, const fs::path& out, double fps,
 
 }  // namespace
 
-int64_t visualize(const VisualizeOptions& o) {
+int64_t visualize(const VisualizeOptions& options) {
+  VisualizeOptions o = options;
+  if (!options.input_path.empty()) {  // video_generation.py's flags
+    XDINO_CHECK_ARG(options.image_path.empty() && options.data_path.empty(),
+                    "--input_path (video_generation.py) and --image_path/--data_path "
+                    "(visualize_attention.py) both name the input: give one");
+    resized(1, 1, options.resize, "--resize");  // a bad --resize is named as such
+    o.image_path = {options.input_path};
+    o.output_dir = options.output_path;
+    o.image_size = options.resize;
+  }
   if (!o.data_path.empty()) return visualize_samples(o);
   if (o.video_only) {
     XDINO_CHECK_ARG(o.image_path.size() == 1 && fs::is_directory(o.image_path[0]),
-                    "--video_only needs --image_path to be one folder of attn-*.jpg pictures");
+                    "--video_only needs --input_path to be one folder of attn-*.jpg pictures");
     fs::create_directories(o.output_dir);
     make_video(o.image_path[0], o.output_dir, o.fps, o);
     return 0;
   }
   XDINO_CHECK_ARG(!o.image_path.empty(),
                   "--image_path is required (one or more images, or a folder of video frames), "
-                  "or --data_path with --sample_indices");
-  std::vector<fs::path> images, frame_dirs, videos;
+                  "or --data_path with --sample_indices, or --input_path (a video or a folder "
+                  "of its frames)");
+  std::vector<fs::path> images, videos;  // videos: files and folders of frames
   for (const std::string& p : o.image_path) {
-    XDINO_CHECK_ARG(fs::exists(p), "--image_path '", p, "' does not exist");
-    (fs::is_directory(p) ? frame_dirs : video::is_video_file(p) ? videos : images).push_back(p);
+    XDINO_CHECK_ARG(fs::exists(p), "'", p, "' does not exist (--image_path / --input_path)");
+    const bool video = fs::is_directory(p) || video::is_video_file(p);
+    // "frames/" names the folder "frames", as "frames" does.
+    (video ? videos : images).push_back(fs::path(p).lexically_normal());
   }
   XDINO_CHECK_ARG(o.video_format == "mp4" || o.video_format == "avi",
                   "--video_format must be mp4 or avi, got '", o.video_format, "'");
-  auto model = load_model(o);
+  auto model = load_frozen_backbone(o.model, torch::kCPU);
   const fs::path out(o.output_dir);
   fs::create_directories(out);
   int64_t count = 0;
@@ -306,16 +307,19 @@ int64_t visualize(const VisualizeOptions& o) {
               m.attention.size(1), "x", m.attention.size(2), " patches)");
     ++count;
   }
-  for (const fs::path& dir : frame_dirs) {
-    count += visualize_frames(*model, dir, out, o);
-    make_video(out, out, o.fps, o);
-  }
-  for (const fs::path& file : videos) {
-    const fs::path root = videos.size() == 1 ? out : out / file.stem();
-    const double source_fps = video::extract_frames(file, root / "frames");
-    log::info("Video: ", file, " (", source_fps, " fps)");
-    count += visualize_frames(*model, root / "frames", root / "attention", o);
-    make_video(root / "attention", root, source_fps > 0 ? source_fps : o.fps, o);
+  for (fs::path input : videos) {
+    if (input.filename().empty()) input = input.parent_path();
+    const fs::path root = videos.size() == 1 ? out : out / input.stem();
+    double fps = o.fps;
+    fs::path frames = input;
+    if (!fs::is_directory(input)) {
+      frames = root / "frames";
+      const double source_fps = video::extract_frames(input, frames);
+      log::info("Video: ", input, " (", source_fps, " fps)");
+      if (source_fps > 0) fps = source_fps;
+    }
+    count += visualize_frames(*model, frames, root / "attention", o);
+    make_video(root / "attention", root, fps, o);
   }
   return count;
 }

@@ -3,9 +3,10 @@
 // "Evaluation and pictures"), as PNG files, an overview grid and raw .npy maps.
 //
 // Contract:
-//  - Each image is read as RGB, resized to image_size (H, W) with PIL's bilinear filter unless
-//    image_size is {0} (keep its size), normalised with ImageNet statistics, and cropped from
-//    the top-left to multiples of the patch size, so maps align with pixels exactly.
+//  - Each image is read as RGB, resized with PIL's bilinear filter as torchvision's
+//    Resize(image_size) sizes it: {H, W} exactly, {S} its shorter side to S (the longer one to
+//    floor(S * long / short)), {0} or {} kept; normalised with ImageNet statistics, and cropped
+//    from the top-left to multiples of the patch size, so maps align with pixels exactly.
 //  - compute_maps runs the model (eval mode, float32, no grad) once per image. attention is
 //    (heads, Hf, Wf): the CLS query's weights over patches (CLS column dropped, not
 //    renormalised) of class-attention layer `ca_layer` (XCiT) or of the last block (ViT).
@@ -18,15 +19,17 @@
 //    knorm[-raw]-layer{l}-head{j}.png (XCiT), overview.png (labelled rows), and the raw maps
 //    attn.npy, mask.npy, qnorm[_raw].npy, knorm[_raw].npy.
 //  - visualize(options) does all of it: one image writes into output_dir (the official
-//    layout), several into output_dir/<image stem>/; a folder given as image_path is a video's
-//    frames: each becomes output_dir/attn-<frame name>, the mean over heads in the inferno
-//    colormap (video_generation.py's frames), and output_dir/video.<video_format> is made of
-//    them at `fps` (eval/video/attention_video.h). A video file as image_path is cut into
-//    output_dir/frames/frame-NNNN.jpg, its attention pictures go to output_dir/attention/, and
-//    output_dir/video.<video_format> gets the source's frame rate (--fps when it has none).
-//    video_only: image_path is one folder of attn-*.jpg pictures, only the video is made.
-//    With data_path set, the chosen samples of a dataset are visualised instead of files.
-//    Returns the number of images processed.
+//    layout), several into output_dir/<image stem>/. Videos take video_generation.py's layout,
+//    in `root` = output_dir (output_dir/<name> when image_path has several folders or videos):
+//    a folder of frames gives root/attention/attn-<frame name>, the mean over heads in the
+//    inferno colormap, and root/video.<video_format> made of them at `fps`
+//    (eval/video/attention_video.h); a video file is first cut into root/frames/frame-NNNN.jpg,
+//    and the video gets the source's frame rate (`fps` when it has none). video_only:
+//    image_path is one folder of attn-*.jpg pictures, only the video is made.
+//    input_path (video_generation.py's flags) is image_path = {input_path} with output_path
+//    and resize for output_dir and image_size; giving it with image_path or data_path is a
+//    UsageError. With data_path set, the chosen samples of a dataset are visualised instead of
+//    files. Returns the number of images processed.
 //  - Unreadable images, unknown archs and out-of-range layers throw with one line naming them.
 #pragma once
 
@@ -35,28 +38,32 @@
 #include <vector>
 
 #include "augment/ops/image.h"
+#include "eval/frozen_backbone.h"
 #include "models/backbone.h"
 
 namespace xdino::eval {
 
 struct VisualizeOptions {
-  std::string arch = "vit_small";
-  int64_t patch_size = 8;
-  std::string pretrained_weights;
-  std::string checkpoint_key = "teacher";
+  // The scripts' model (ViT-S/8 by default), built and loaded as the evaluations load theirs
+  // (eval/frozen_backbone.h); its image_size is unused: the resize is image_size below.
+  BackboneSpec model{"vit_small", 8, "", "teacher", 224, 0};
+  // visualize_attention.py's input.
   std::vector<std::string> image_path;
   // Or images of a dataset (any layout open_dataset reads, e.g. Fashion-MNIST's IDX files):
   // samples `sample_indices` of `split`, each written to output_dir/<split>_<index>_<class>/.
   std::string data_path;
   std::string split = "val";
   std::vector<int64_t> sample_indices = {0, 1, 2, 3};
-  std::vector<int64_t> image_size = {480, 480};  // (H, W), one value for a square, 0: keep
+  std::vector<int64_t> image_size = {480, 480};  // (H, W), {S}: shorter side, {0}: keep
   std::string output_dir = ".";
   double threshold = 0;           // mass kept by the masks; 0: no masks (the official None)
   int64_t ca_layer = -1;          // XCiT class-attention layer of the attention maps
   int64_t qk_block = -1;          // XCiT XCA block of the |Q|/|K| maps
   std::string qk_norms = "both";  // hat, raw, both or none
   // Attention videos (video_generation.py's flags).
+  std::string input_path;  // a video, a folder of frames, or of attn-*.jpg (video_only)
+  std::string output_path = "./";
+  std::vector<int64_t> resize;  // as image_size; empty: each frame's own size
   double fps = 30.0;
   std::string video_format = "mp4";  // mp4 | avi
   bool video_only = false;

@@ -22,7 +22,9 @@ const std::vector<CommandInfo>& commands() {
       {"video_segmentation",
        "DAVIS 2017 label propagation and J&F (eval_video_segmentation.py flags)",
        make_video_segmentation_command},
-      {"visualize", "class-attention, mask and |Q|/|K| maps as PNG (visualize_attention.py flags)",
+      {"visualize",
+       "attention maps, masks and |Q|/|K| maps as PNG; attention videos (visualize_attention.py, "
+       "video_generation.py)",
        make_visualize_command},
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders",
        make_report_command},

@@ -3,27 +3,35 @@
 #include "models/registry.h"
 
 namespace xdino::launch {
+namespace {
 
-void declare_backbone_flags(Flags& f, std::string& arch, int64_t& patch_size,
-                            std::string& pretrained_weights, std::string& checkpoint_key) {
-  f.add("arch", &arch, "backbone: " + models::backbone_list())
-      .add("patch_size", &patch_size, models::patch_size_help())
-      .add("pretrained_weights", &pretrained_weights,
+// --arch, --patch_size, --pretrained_weights, --checkpoint_key.
+void declare_weights_flags(Flags& f, eval::BackboneSpec& s) {
+  f.add("arch", &s.arch, "backbone: " + models::backbone_list())
+      .add("patch_size", &s.patch_size, models::patch_size_help())
+      .add("pretrained_weights", &s.pretrained_weights,
            "checkpoint to load (ours or official); empty: random weights (the official "
            "scripts would download reference weights; this build never downloads)")
-      .add("checkpoint_key", &checkpoint_key,
+      .add("checkpoint_key", &s.checkpoint_key,
            "key of the state dict inside the checkpoint (teacher, student)");
 }
 
+}  // namespace
+
 void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
-  declare_backbone_flags(f, s.arch, s.patch_size, s.pretrained_weights, s.checkpoint_key);
+  declare_weights_flags(f, s);
   f.add("image_size", &s.image_size,
         "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }
 
 void declare_model_flags(Flags& f, eval::BackboneSpec& s) {
-  declare_backbone_flags(f, s.arch, s.patch_size, s.pretrained_weights, s.checkpoint_key);
+  declare_weights_flags(f, s);
   f.add("seed", &s.seed, "seed of the random initial weights (no --pretrained_weights)");
+}
+
+void declare_use_cuda_flag(Flags& f, bool& use_cuda) {
+  f.add("use_cuda", &use_cuda,
+        "keep the features on the GPU for the search (on a CPU run: ignored)");
 }
 
 void declare_subset_flags(Flags& f, eval::EvalSubset& s) {

@@ -1,8 +1,8 @@
 // Attention videos (`dino visualize` on frames and on video files, video_generation.py): a
-// folder of frames becomes attn-* pictures and a video at --fps; that video, given back as
-// input, is cut into the same number of frames at the frame rate it carries, whose pictures
-// make a video again; --video_only only assembles; a file that is no video gets one line.
-// Frame counts, sizes and rates are read back with OpenCV's VideoCapture.
+// folder of frames becomes attention/attn-* pictures and a video at --fps; that video, given back
+// as input, is cut into the same number of frames at the frame rate it carries, whose pictures make
+// a video again; --video_only only assembles; a file that is no video gets one line. Frame counts,
+// sizes and rates are read back with OpenCV's VideoCapture.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -74,7 +74,7 @@ TEST(AttentionVideo, FramesToVideoAndBack) {
   auto r = run_process(visualize({"--image_path", (dir / "frames").string(), "--output_dir",
                                   (dir / "out").string(), "--fps", "12", "--video_format", "avi"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(count_files(dir / "out", "attn-"), 6);
+  EXPECT_EQ(count_files(dir / "out" / "attention", "attn-"), 6);
   VideoInfo v = read_back(dir / "out" / "video.avi");
   EXPECT_EQ(v.frames, 6);
   EXPECT_NEAR(v.fps, 12.0, 1e-6);

@@ -1,13 +1,19 @@
 // Visualisations: map shapes for p16/p8 and odd sizes, attention rows, |Q^|/|K^| against an
-// independent computation from the block's q and k, and the files a user opens.
+// independent computation from the block's q and k, the files a user opens, and the official
+// README's video_generation.py command lines replayed as typed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "augment/data/decode.h"
+#include "core/pth.h"
 #include "eval/visualize.h"
 #include "models/registry.h"
+#include "models/weights.h"
 #include "models/xcit.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -38,10 +44,12 @@ TEST(Visualize, ShapesFollowThePatchGridAfterCropping) {
     std::vector<int64_t> size;
     int64_t gh, gw;
   };
-  for (const Case& c : {Case{"xcit_nano_12_p16", {0}, 3, 4}, Case{"xcit_nano_12_p8", {0}, 6, 8},
-                        Case{"xcit_nano_12_p8", {50, 70}, 6, 8},
-                        Case{"xcit_nano_12_p16", {37}, 2, 2}, Case{"vit_tiny", {40, 56}, 2, 3}}) {
-    o.arch = c.arch;
+  for (const Case& c :
+       {Case{"xcit_nano_12_p16", {0}, 3, 4}, Case{"xcit_nano_12_p8", {0}, 6, 8},
+        Case{"xcit_nano_12_p8", {50, 70}, 6, 8},
+        // One size is the shorter side, as torchvision's Resize: 48 x 64 -> 37 x 49.
+        Case{"xcit_nano_12_p16", {37}, 2, 3}, Case{"vit_tiny", {40, 56}, 2, 3}}) {
+    o.model.arch = c.arch;
     o.image_size = c.size;
     auto m = model(c.arch);
     const auto maps = eval::compute_maps(*m, photo(), o, "photo");
@@ -58,9 +66,9 @@ TEST(Visualize, ShapesFollowThePatchGridAfterCropping) {
 
 TEST(Visualize, AttentionIsTheClsRowWithoutItsOwnEntry) {
   eval::VisualizeOptions o;
-  o.arch = "xcit_nano_12_p8";
+  o.model.arch = "xcit_nano_12_p8";
   o.image_size = {0};
-  auto m = model(o.arch);
+  auto m = model(o.model.arch);
   const auto maps = eval::compute_maps(*m, photo(), o, "photo");
   torch::NoGradGuard ng;
   const auto full = m->cls_attention(maps.input.unsqueeze(0), -1)[0];  // (h, N+1)
@@ -73,11 +81,11 @@ TEST(Visualize, AttentionIsTheClsRowWithoutItsOwnEntry) {
 
 TEST(Visualize, QKNormsEqualAnIndependentComputation) {
   eval::VisualizeOptions o;
-  o.arch = "xcit_nano_12_p8";
+  o.model.arch = "xcit_nano_12_p8";
   o.image_size = {0};
   for (int64_t block : {0, 5, -1}) {
     o.qk_block = block;
-    auto m = model(o.arch);
+    auto m = model(o.model.arch);
     const auto maps = eval::compute_maps(*m, photo(), o, "photo");
     auto xcit = std::dynamic_pointer_cast<models::XCiT>(m);
     ASSERT_TRUE(xcit);
@@ -125,10 +133,10 @@ TEST(Visualize, QKNormsEqualAnIndependentComputation) {
 TEST(Visualize, WritesPicturesThatDecodeWithTheImageSize) {
   const fs::path dir = fresh_dir("visualize_files");
   eval::VisualizeOptions o;
-  o.arch = "xcit_nano_12_p8";
+  o.model.arch = "xcit_nano_12_p8";
   o.image_size = {50, 70};  // -> 48 x 64 after cropping to multiples of 8
   o.threshold = 0.5;
-  auto m = model(o.arch);
+  auto m = model(o.model.arch);
   eval::write_maps(eval::compute_maps(*m, photo(), o, "photo"), dir, o);
   for (const std::string f :
        {"img.png", "attn-head0.png", "attn-head3.png", "attn-overlay-head1.png",
@@ -154,11 +162,13 @@ TEST(Visualize, CommandWritesFramesAndExplainsMistakes) {
        (dir / "frames").string(), fixture("augment/photo_a.png").string(), "--image_size", "0",
        "--threshold", "0.6", "--output_dir", (dir / "out").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(fs::exists(dir / "out" / "attn-f000.png"));
-  EXPECT_TRUE(fs::exists(dir / "out" / "attn-f001.png"));
-  EXPECT_TRUE(fs::exists(dir / "out" / "video.mp4"));  // video_generation.py's last step
+  // video_generation.py's layout: <out>/attention/attn-<frame>, then <out>/video.mp4.
+  EXPECT_TRUE(fs::exists(dir / "out" / "attention" / "attn-f000.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "attention" / "attn-f001.png"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "video.mp4"));
   EXPECT_TRUE(fs::exists(dir / "out" / "overview.png"));
-  EXPECT_NE(r.err.find("random"), std::string::npos) << "random weights must be announced";
+  EXPECT_NE(r.err.find("RANDOMLY INITIALISED"), std::string::npos)
+      << "random weights must be announced (eval/frozen_backbone.h)";
   const auto missing = xdino::testing::run_process(
       {xdino::testing::dino_binary(), "visualize", "--arch", "xcit_nano_12_p16"});
   EXPECT_EQ(missing.exit_code, 2);
@@ -187,5 +197,100 @@ TEST(Visualize, DatasetSamplesGetFoldersNamedBySplitIndexAndClass) {
   const auto outside = run("2");
   EXPECT_EQ(outside.exit_code, 2);
   EXPECT_NE(outside.err.find("--sample_indices 2"), std::string::npos) << outside.err;
+  fs::remove_all(dir);
+}
+
+TEST(Visualize, OneSizeIsTheShorterSideOfLandscapeAndPortraitImages) {
+  eval::VisualizeOptions o;
+  o.image_size = {40};  // 64 x 48 -> 53 x 40 -> cropped to 48 x 40 at patch 8, and transposed
+  auto m = model("xcit_nano_12_p8");
+  const augment::Image landscape = photo();
+  augment::Image portrait;
+  cv::transpose(landscape, portrait);
+  EXPECT_EQ(eval::compute_maps(*m, landscape, o, "l").image.size(), cv::Size(48, 40));
+  EXPECT_EQ(eval::compute_maps(*m, portrait, o, "p").image.size(), cv::Size(40, 48));
+}
+
+namespace {
+
+int frames_in(const fs::path& video) {
+  cv::VideoCapture capture(video.string());
+  int n = 0;
+  for (cv::Mat frame; capture.read(frame) && !frame.empty();) ++n;
+  return n;
+}
+
+}  // namespace
+
+// The three command lines of the official README's "Self-attention video generation", run by a
+// shell exactly as printed there (line continuations included), with `python
+// video_generation.py` replaced by `dino visualize`: a 3-frame video in, random ViT-S/8 weights
+// under the official file name.
+TEST(Visualize, TheOfficialReadmeVideoCommandLinesRunAsTyped) {
+  const fs::path dir = fresh_dir("visualize_readme_video");
+  fs::create_directories(dir / "input");
+  {
+    cv::VideoWriter writer((dir / "input" / "video.mp4").string(),
+                           cv::VideoWriter::fourcc('m', 'p', '4', 'v'), 25.0, cv::Size(40, 32));
+    ASSERT_TRUE(writer.isOpened());
+    for (int t = 0; t < 3; ++t) {
+      cv::Mat frame(32, 40, CV_8UC3, cv::Scalar(40, 80, 120));
+      frame(cv::Rect(4 + 8 * t, 8, 12, 12)).setTo(cv::Scalar(255, 255, 255));
+      writer.write(frame);
+    }
+  }
+  {
+    torch::manual_seed(0);
+    models::BackboneOptions vit_s8;
+    vit_s8.patch_size = 8;
+    save_pth(dir / "dino_deitsmall8_pretrain.pth",
+             models::to_ivalue(models::state_dict(*models::create_backbone("vit_small", vit_s8))));
+  }
+  const auto shell = [&](const std::string& lines) {
+    return xdino::testing::run_process(
+        {"/bin/sh", "-c", "cd '" + dir.string() + "' && " + xdino::testing::dino_binary() + lines});
+  };
+  const fs::path out = dir / "output";
+
+  // Each command as printed there, then what it leaves in output/.
+  const std::vector<std::pair<std::string, std::function<void()>>> readme = {
+      {" visualize  --pretrained_weights dino_deitsmall8_pretrain.pth \\\n"
+       "    --input_path input/video.mp4 \\\n"
+       "    --output_path output/ \\\n"
+       "    --fps 25\n",
+       [&] {
+         for (const char* f : {"frames/frame-0000.jpg", "frames/frame-0002.jpg",
+                               "attention/attn-frame-0000.jpg", "attention/attn-frame-0002.jpg"})
+           EXPECT_TRUE(fs::exists(out / f)) << f;
+         EXPECT_EQ(cv::imread((out / "attention" / "attn-frame-0000.jpg").string()).size(),
+                   cv::Size(40, 32));
+         EXPECT_EQ(frames_in(out / "video.mp4"), 3);
+       }},
+      {" visualize  --pretrained_weights dino_deitsmall8_pretrain.pth \\\n"
+       "    --input_path output/frames/ \\\n"
+       "    --output_path output/ \\\n"
+       "    --resize 256 \\\n",
+       [&] {  // --resize 256: the shorter side, 40 x 32 -> 320 x 256
+         EXPECT_EQ(cv::imread((out / "attention" / "attn-frame-0001.jpg").string()).size(),
+                   cv::Size(320, 256));
+         EXPECT_EQ(frames_in(out / "video.mp4"), 3);
+       }},
+      {" visualize --input_path output/attention \\\n"
+       "    --output_path output/ \\\n"
+       "    --video_only \\\n"
+       "    --video_format avi\n",
+       [&] { EXPECT_EQ(frames_in(out / "video.avi"), 3); }}};
+  for (const auto& [lines, check] : readme) {
+    const auto r = shell(lines);
+    ASSERT_EQ(r.exit_code, 0) << lines << r.err;
+    if (lines.find("pretrained_weights") != std::string::npos)
+      EXPECT_NE(r.out.find("tensors loaded"), std::string::npos) << r.out;
+    check();
+  }
+
+  // Each script's flags go with its own input, as each script refuses the other's.
+  const auto r = shell(" visualize --input_path output/frames --output_dir elsewhere");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--output_dir goes with --image_path"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
