@@ -21,6 +21,7 @@ class CopyDetectionCommand : public Command {
         .add("imsize", &o.imsize, "image size (square image)")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "per-process batch size");
     declare_model_flags(f, o.model);
+    declare_use_cuda_flag(f, o.use_cuda);
     f.add("num_workers", &o.num_workers, "data loading threads per process")
         .add("output_dir", &o.output_dir,
              "where copy_detection.json, the feature files and config.ini go");

@@ -13,8 +13,8 @@ class KnnCommand : public Command {
     eval::KnnEvalOptions& o = opt_;
     f.add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
         .add("nb_knn", &o.nb_knn, "numbers of nearest neighbours (20 is usually the best)")
-        .add("temperature", &o.temperature, "temperature of the voting weights exp(sim / T)")
-        .add("use_cuda", &o.use_cuda, "keep the features on the GPU for the search");
+        .add("temperature", &o.temperature, "temperature of the voting weights exp(sim / T)");
+    declare_use_cuda_flag(f, o.use_cuda);
     declare_backbone_flags(f, o.model);
     declare_subset_flags(f, o.subset);
     f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");

@@ -16,6 +16,7 @@ class RetrievalCommand : public Command {
              "average the features at scales 1, 1/sqrt(2), 1/2 (utils.multi_scale)")
         .add("imsize", &o.imsize, "image size: the longer side of each thumbnail");
     declare_model_flags(f, o.model);
+    declare_use_cuda_flag(f, o.use_cuda);
     f.add("num_workers", &o.num_workers, "data loading threads per process")
         .add("output_dir", &o.output_dir,
              "where retrieval.json, the feature files and config.ini go");

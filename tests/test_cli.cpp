@@ -1,4 +1,5 @@
-// The dino binary: exit codes and one-line messages for good and bad invocations.
+// The dino binary: exit codes and one-line messages for good and bad invocations, and the
+// official command-line spellings it takes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,4 +65,56 @@ TEST(Cli, MissingConfigExitsTwo) {
   const auto r = run_process({dino_binary(), "train", "--config", "/no/such/file.ini"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/no/such/file.ini"), std::string::npos) << r.err;
+}
+
+TEST(Cli, AFlagWithItsValueAfterAnEqualsSignIsNamedAlone) {
+  const auto r = run_process({dino_binary(), "train", "--epoch=300"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag 'epoch' for 'dino train'"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+}
+
+// main_dino.py refuses a bare --use_fp16 too (its bool_flag needs a value); the message names
+// it and the fix, wherever it stands, and says "dino train" once.
+TEST(Cli, ABareUseFp16IsNamedWithTheFix) {
+  for (const std::vector<std::string>& tail :
+       {std::vector<std::string>{"--use_fp16", "--epochs", "1"}, {"--epochs", "1", "--use_fp16"}}) {
+    std::vector<std::string> argv{dino_binary(), "train"};
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err.rfind("dino train: error: --use_fp16 needs a value: --use_fp16 true or "
+                          "--use_fp16 false",
+                          0),
+              0u)
+        << r.err;
+    EXPECT_EQ(r.err.find("dino train", 1), std::string::npos) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  }
+}
+
+// --use_cuda (eval_knn.py, eval_copy_detection.py, eval_image_retrieval.py: default True) is
+// taken by the three; on a CPU run it changes nothing (test_retrieval_eval runs both values).
+TEST(Cli, UseCudaIsTakenWhereTheOfficialEvaluationsTakeIt) {
+  for (const char* sub : {"knn", "copy_detection", "retrieval"}) {
+    const auto help = run_process({dino_binary(), sub, "--help"});
+    EXPECT_NE(help.out.find("--use_cuda BOOL"), std::string::npos) << sub;
+    const auto r =
+        run_process({dino_binary(), sub, "--use_cuda=false", "--data_path", "/no/such/folder"});
+    EXPECT_EQ(r.exit_code, 2) << sub;
+    EXPECT_EQ(r.err.find("use_cuda"), std::string::npos) << sub << ": " << r.err;
+    EXPECT_NE(r.err.find("/no/such/folder"), std::string::npos) << sub << ": " << r.err;
+  }
+}
+
+// torchrun's and torch.distributed.launch's spellings, as the official README types them;
+// the launched command starts at its name, with or without "--" (test_distributed_cli runs
+// two ranks this way).
+TEST(Cli, LaunchTakesTorchrunSpellings) {
+  const auto help = run_process({dino_binary(), "launch", "--help"});
+  EXPECT_NE(help.out.find("--nproc_per_node INT"), std::string::npos) << help.out;
+  const auto r = run_process(
+      {dino_binary(), "launch", "--use_env", "--nproc_per_node=1", "visualize", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("usage: dino visualize"), std::string::npos) << r.out;
 }

@@ -103,11 +103,26 @@ TEST_F(RetrievalEval, CopyDetectionMatchesThePythonReference) {
   std::string missing;
   if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
   const fs::path data = dir_ / "copydays", out = dir_ / "copy_out";
-  const auto r =
-      run_process({xdino::testing::dino_binary(), "copy_detection", "--data_path", data.string(),
-                   "--whitening_path", (data / "whitening").string(), "--distractors_path",
-                   (data / "distractors").string(), "--arch", "vit_tiny", "--patch_size", "16",
-                   "--imsize", "64", "--output_dir", out.string(), "--num_workers", "2"});
+  const auto r = run_process({xdino::testing::dino_binary(),
+                              "copy_detection",
+                              "--use_cuda",
+                              "false",
+                              "--data_path",
+                              data.string(),
+                              "--whitening_path",
+                              (data / "whitening").string(),
+                              "--distractors_path",
+                              (data / "distractors").string(),
+                              "--arch",
+                              "vit_tiny",
+                              "--patch_size",
+                              "16",
+                              "--imsize",
+                              "64",
+                              "--output_dir",
+                              out.string(),
+                              "--num_workers",
+                              "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("eval on strong mAP="), std::string::npos) << r.out;
   const Json ours = read_json(out / "copy_detection.json");
@@ -129,10 +144,26 @@ TEST_F(RetrievalEval, RetrievalMatchesThePythonReference) {
   if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
   for (const char* multiscale : {"false", "true"}) {
     const fs::path out = dir_ / (std::string("retrieval_out_") + multiscale);
-    const auto r = run_process(
-        {xdino::testing::dino_binary(), "retrieval", "--data_path", (dir_ / "revisited").string(),
-         "--dataset", "roxford5k", "--multiscale", multiscale, "--arch", "vit_tiny", "--patch_size",
-         "16", "--imsize", "96", "--output_dir", out.string(), "--num_workers", "2"});
+    const auto r = run_process({xdino::testing::dino_binary(),
+                                "retrieval",
+                                "--use_cuda",
+                                multiscale,
+                                "--data_path",
+                                (dir_ / "revisited").string(),
+                                "--dataset",
+                                "roxford5k",
+                                "--multiscale",
+                                multiscale,
+                                "--arch",
+                                "vit_tiny",
+                                "--patch_size",
+                                "16",
+                                "--imsize",
+                                "96",
+                                "--output_dir",
+                                out.string(),
+                                "--num_workers",
+                                "2"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(">> roxford5k: mAP M: "), std::string::npos) << r.out;
     const Json ours = read_json(out / "retrieval.json");

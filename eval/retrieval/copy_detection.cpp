@@ -203,12 +203,17 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
       set_model_attributes(set.attributes, spec, name);
       write_features(dump / (name + ".h5"), set);
     }
-    torch::Tensor queries = sets[0].second.features;
-    torch::Tensor database = sets[1].second.features;
-    if (!distractors.empty()) database = torch::cat({database, sets[2].second.features});
-    const torch::Tensor ids = search_copies(
-        queries, database, whitening.empty() ? torch::Tensor() : sets.back().second.features,
-        std::min<int64_t>(20, database.size(0)));
+    const torch::Device search_on = o.use_cuda && device.is_cuda() ? device : torch::kCPU;
+    torch::Tensor queries = sets[0].second.features.to(search_on);
+    torch::Tensor database = sets[1].second.features.to(search_on);
+    if (!distractors.empty())
+      database = torch::cat({database, sets[2].second.features.to(search_on)});
+    const torch::Tensor ids =
+        search_copies(
+            queries, database,
+            whitening.empty() ? torch::Tensor() : sets.back().second.features.to(search_on),
+            std::min<int64_t>(20, database.size(0)))
+            .cpu();
     const CopyDetectionScores s = evaluate_copy_detection(layout, ids);
     Json blocks = Json::object();
     for (size_t b = 0; b < layout.blocks.size(); ++b) {

@@ -80,6 +80,7 @@ struct CopyDetectionOptions {
   std::string distractors_path;
   int64_t imsize = 320;
   int64_t batch_size_per_gpu = 16;
+  bool use_cuda = true;  // search on the GPU (when the run has one), as eval_knn.py's flag
   int64_t num_workers = 10;
   std::string output_dir = ".";  // ours
 };

@@ -163,10 +163,11 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     }
     namespace F = torch::nn::functional;
     const auto l2 = F::NormalizeFuncOptions().p(2).dim(1);
-    const torch::Tensor sim =
-        torch::mm(F::normalize(database.features, l2), F::normalize(queries.features, l2).t());
+    const torch::Device rank_on = o.use_cuda && device.is_cuda() ? device : torch::kCPU;
+    const torch::Tensor sim = torch::mm(F::normalize(database.features.to(rank_on), l2),
+                                        F::normalize(queries.features.to(rank_on), l2).t());
     const torch::Tensor ranks =
-        std::get<1>(sim.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+        std::get<1>(sim.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true)).cpu();
     const RetrievalScores s = evaluate_retrieval(ranks, g);
     const auto pct = [](double v) { return std::round(v * 10000.0) / 100.0; };
     log::info(">> ", o.dataset, ": mAP M: ", pct(s.map_medium), ", H: ", pct(s.map_hard));

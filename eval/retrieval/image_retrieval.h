@@ -65,6 +65,7 @@ struct RetrievalOptions {
   std::string dataset = "roxford5k";
   bool multiscale = false;
   int64_t imsize = 224;
+  bool use_cuda = true;  // rank on the GPU (when the run has one), as eval_knn.py's flag
   int64_t num_workers = 10;
   std::string output_dir = ".";  // ours
 };
