@@ -19,6 +19,10 @@
 // |---------|----------------------------------------------|-----------------------------------|
 // | 2.0     | c10d::Backend split from c10d::ProcessGroup  | C10dBackend, below                |
 // | 2.4     | autocast setters take the device type        | autocast_*, AutocastGuard, below  |
+// | 2.1     | the .pth writer adds .data/serialization_id  | kWriterAddsSerializationId; a     |
+// |         | (a hash of the records: still deterministic) | record our ZIP reader skips       |
+// | 2.x     | torch::pickle_load reads SETITEM (1.13 not;  | kUnpicklerReadsSetitem; core/pth  |
+// |         | first version not pinned: 2.15 does)         | has its own unpickler anyway      |
 // | CUDA    | caching-allocator statistics                 | peak_allocated_bytes, below       |
 // | 2.x pip | libtorch.so exports std::filesystem symbols  | CMakeLists.txt: libstdc++ first   |
 // | 2.x pip | TorchConfig finds a system Caffe2 first      | CMakeLists.txt stops, one line    |
@@ -53,6 +57,10 @@ using C10dBackend = c10d::Backend;
 #else
 using C10dBackend = c10d::ProcessGroup;
 #endif
+
+// What tests/test_pth and tests/test_libtorch_limits expect of LibTorch's own serialisation.
+constexpr bool kWriterAddsSerializationId = XDINO_TORCH_AT_LEAST(2, 1);
+constexpr bool kUnpicklerReadsSetitem = XDINO_TORCH_AT_LEAST(2, 0);
 
 inline bool cuda_available() { return torch::cuda::is_available(); }
 

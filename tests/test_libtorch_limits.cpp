@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/compat.h"
 #include "core/ivalue.h"
 #include "core/pth.h"
 #include "tests/support/pth_testing.h"
@@ -73,7 +74,9 @@ TEST(LibTorchLimits, UnpicklerCannotReadWhatPythonCheckpointsHold) {
                                      {"ordered.pth", ordered},
                                      {"namespace.pth", ns}}) {
     const fs::path f = zip_with_pickle(dir, name, pickle);
-    EXPECT_ANY_THROW(torch::pickle_load(bytes_of(f))) << name << ": LibTorch reads it now";
+    // 2.15 reads SETITEM (core/compat.h); the others no LibTorch we build against reads.
+    if (name != "setitem.pth" || !xdino::compat::kUnpicklerReadsSetitem)
+      EXPECT_ANY_THROW(torch::pickle_load(bytes_of(f))) << name << ": LibTorch reads it now";
     EXPECT_NO_THROW(xdino::load_pth(f)) << name;
   }
   // A numpy scalar, as torch.save writes it (np.float64(1.5) and friends in a dict).
