@@ -1,6 +1,7 @@
 #include "distributed/distributed.h"
 
 #include <algorithm>
+#include <cctype>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -57,9 +58,18 @@ class C10dCommunicator final : public Communicator {
       throw;
     } catch (const std::exception& e) {
       const std::string cause = first_line(e.what());
+      std::string lower = cause;
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      // LibTorch words it "Address already in use" (1.13) or "EADDRINUSE ... address already in
+      // use" (2.x); say it the same way on both.
+      if (lower.find("address already in use") != std::string::npos)
+        XDINO_FAIL("rendezvous with ", config_.master_addr, ":", config_.master_port,
+                   " failed for rank ", config_.rank, ": port ", config_.master_port,
+                   " is already in use on this host (Address already in use): another run "
+                   "holds it; pick another port (dino launch --master_port, or MASTER_PORT)");
       XDINO_FAIL("rendezvous with ", config_.master_addr, ":", config_.master_port,
                  " failed for rank ", config_.rank, ": ", cause,
-                 cause.find("timed out") != std::string::npos && config_.rank != 0
+                 lower.find("timed out") != std::string::npos && config_.rank != 0
                      ? " (is MASTER_ADDR rank 0's host, and is rank 0 running?)"
                      : "");
     }

@@ -430,6 +430,7 @@ TEST_F(LaunchMistakes, APortAlreadyTakenIsNamed) {
       std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("Address already in use"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--master_port"), std::string::npos) << r.err;  // the fix
   EXPECT_LT(r.seconds, 10);
   kill(rank0, SIGKILL);
 }
