@@ -11,6 +11,11 @@ void declare_dino_model_flags(Flags& f, ssl::DinoOptions& o) {
       .add("out_dim", &o.head.out_dim, "dimensionality of the DINO head output")
       .add("norm_last_layer", &o.head.norm_last_layer,
            "weight-normalise the head's last layer with a fixed unit norm")
+      .add("pretrained_weights", &o.pretrained_weights,
+           "start student and teacher from these weights (continued pretraining; a DINO "
+           "checkpoint's head too); empty: random init. A checkpoint.pth in --output_dir wins")
+      .add("checkpoint_key", &o.checkpoint_key,
+           "key of --pretrained_weights to take (teacher, student; a flat file is taken whole)")
       .add("momentum_teacher", &o.momentum_teacher,
            "base EMA momentum of the teacher, raised to 1 by a cosine schedule")
       .add("use_bn_in_head", &o.head.use_bn, "BatchNorm in the projection head")
@@ -37,7 +42,10 @@ void declare_optimization_flags(Flags& f, ssl::DinoOptions& o) {
       .add("weight_decay", &o.weight_decay, "initial weight decay")
       .add("weight_decay_end", &o.weight_decay_end, "final weight decay (cosine schedule)")
       .add("clip_grad", &o.clip_grad, "per-parameter gradient norm clip (0 disables)")
-      .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and step")
+      .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and micro-batch")
+      .add("accum_iter", &o.accum_iter,
+           "micro-batches per optimiser, EMA and center step (gradient accumulation: an "
+           "effective batch of batch_size_per_gpu * accum_iter per process)")
       .add("epochs", &o.epochs, "training epochs")
       .add("freeze_last_layer", &o.freeze_last_layer,
            "epochs during which the head's last layer is not updated")

@@ -75,6 +75,9 @@ PretrainedWeights read_pretrained(const std::filesystem::path& path,
                                   const std::string& checkpoint_key = "teacher");
 LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& weights,
                            bool strict = true);
+// A stored key as the model names it: "module." and "backbone." removed, as the official
+// loader removes them.
+std::string pretrained_name(const std::string& key);
 // The tensor stored under `name` once "module." and "backbone." are removed, or undefined.
 torch::Tensor find_weight(const PretrainedWeights& weights, const std::string& name);
 

@@ -74,6 +74,8 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("out_dim", o.head.out_dim);
   d.insert("norm_last_layer", o.head.norm_last_layer);
   d.insert("momentum_teacher", o.momentum_teacher);
+  d.insert("pretrained_weights", o.pretrained_weights);
+  d.insert("checkpoint_key", o.checkpoint_key);
   d.insert("use_bn_in_head", o.head.use_bn);
   d.insert("warmup_teacher_temp", o.loss.warmup_teacher_temp);
   d.insert("teacher_temp", o.loss.teacher_temp);
@@ -85,6 +87,7 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("weight_decay_end", o.weight_decay_end);
   d.insert("clip_grad", o.clip_grad);
   d.insert("batch_size_per_gpu", o.batch_size_per_gpu);
+  d.insert("accum_iter", o.accum_iter);
   d.insert("epochs", o.epochs);
   d.insert("freeze_last_layer", o.freeze_last_layer);
   d.insert("lr", o.lr);

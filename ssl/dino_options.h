@@ -29,6 +29,11 @@ struct DinoOptions : CropSizes {
   // the backbone's width, nlayers keeps main_dino.py's 3.
   DINOHeadOptions head;
   double momentum_teacher = 0.996;
+  // ours (the evaluation scripts' names): continued pretraining. Student and teacher start
+  // from these weights (ssl/warm_start.h); empty: random initialisation. A checkpoint.pth in
+  // output_dir to resume from takes precedence.
+  std::string pretrained_weights;
+  std::string checkpoint_key = "teacher";
 
   // The loss's own settings; its out_dim, ncrops and epochs are the run's (head.out_dim,
   // local_crops_number + 2 and `epochs` below, which the schedules read too).
@@ -42,6 +47,11 @@ struct DinoOptions : CropSizes {
   double weight_decay_end = 0.4;
   double clip_grad = 3.0;
   int64_t batch_size_per_gpu = 64;
+  // ours (MAE's name): micro-batches of batch_size_per_gpu per optimiser step. One step, one
+  // EMA update and one center update per accum_iter micro-batches; the lr scales with the
+  // effective batch batch_size_per_gpu * accum_iter * processes (docs/dino.md, "Gradient
+  // accumulation").
+  int64_t accum_iter = 1;
   int64_t epochs = 100;
   int64_t freeze_last_layer = 1;
   double lr = 0.0005;

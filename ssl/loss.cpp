@@ -34,6 +34,15 @@ double DINOLossImpl::teacher_temp(int64_t epoch) const {
 
 torch::Tensor DINOLossImpl::forward(const torch::Tensor& student, const torch::Tensor& teacher,
                                     int64_t epoch) {
+  CenterSums sums;
+  auto loss = forward_micro(student, teacher, epoch, sums);
+  update_center(sums);
+  return loss;
+}
+
+torch::Tensor DINOLossImpl::forward_micro(const torch::Tensor& student,
+                                          const torch::Tensor& teacher, int64_t epoch,
+                                          CenterSums& sums) {
   const int64_t K = options_.out_dim, ncrops = options_.ncrops;
   XDINO_CHECK(teacher.dim() == 2 && teacher.size(1) == K && teacher.size(0) % 2 == 0,
               "teacher output must be (2B, ", K, "), got ", teacher.sizes());
@@ -61,25 +70,33 @@ torch::Tensor DINOLossImpl::forward(const torch::Tensor& student, const torch::T
   const int64_t n_terms = 2 * (ncrops - 1);
   auto loss = -cross / static_cast<double>(n_terms * B);
 
-  update_center_and_stats(teacher, p.view({2 * B, K}), log_p);
+  {
+    // What the center update and the statistics need: the raw teacher rows' sum (center),
+    // the softmax rows' sum and the summed row entropies.
+    torch::NoGradGuard no_grad;
+    auto part = torch::cat({teacher.to(torch::kFloat).sum(0), p.view({2 * B, K}).sum(0),
+                            -(p.view({2 * B, K}) * log_p).sum().view({1})});
+    sums.values = sums.values.defined() ? sums.values + part : part;
+    sums.rows += 2 * B;
+  }
   return loss;
 }
 
-void DINOLossImpl::update_center_and_stats(const torch::Tensor& teacher, const torch::Tensor& p,
-                                           const torch::Tensor& log_p) {
+void DINOLossImpl::update_center(CenterSums& sums) {
   torch::NoGradGuard no_grad;
   const int64_t K = options_.out_dim;
-  // One all-reduce: the raw teacher rows' sum (center), the softmax rows' sum and the summed
-  // row entropies (statistics of the whole batch, every process and replica).
-  auto sums =
-      torch::cat({teacher.to(torch::kFloat).sum(0), p.sum(0), -(p * log_p).sum().view({1})});
-  comm_->all_reduce_sum(sums);
-  const double rows = static_cast<double>(teacher.size(0) * comm_->world_size());
+  XDINO_CHECK(sums.values.defined() && sums.rows > 0,
+              "DINOLoss::update_center needs the sums of at least one forward_micro");
+  // One all-reduce: statistics of every micro-batch, process and replica since the last update.
+  auto all = sums.values;
+  comm_->all_reduce_sum(all);
+  const double rows = static_cast<double>(sums.rows * comm_->world_size());
+  sums = CenterSums{};
   // Replicas share this module: one writes (the values are the same on all of them).
   if (!comm_->owns_module_state()) return;
-  const auto batch_center = sums.narrow(0, 0, K).view({1, K}) / rows;
-  const auto mean_p = sums.narrow(0, K, K) / rows;
-  stats_.teacher_entropy = sums[2 * K] / rows;
+  const auto batch_center = all.narrow(0, 0, K).view({1, K}) / rows;
+  const auto mean_p = all.narrow(0, K, K) / rows;
+  stats_.teacher_entropy = all[2 * K] / rows;
   stats_.kl_uniform = std::log(static_cast<double>(K)) + torch::xlogy(mean_p, mean_p).sum();
   const double m = options_.center_momentum;
   center.copy_(center * m + batch_center * (1.0 - m));

@@ -16,6 +16,11 @@
 //      kl_uniform       KL(mean_rows p_t || uniform) = ln K - H(mean_rows p_t): 0 when the
 //                       batch spreads over all K dims, ln K when every row picks the same one.
 //    The mean KL(teacher || student) over the pairs equals loss - teacher_entropy.
+//  - Gradient accumulation (--accum_iter N, docs/dino.md): forward_micro(student, teacher,
+//    epoch, sums) returns the same loss for one micro-batch but leaves `center` alone and adds
+//    this process's raw sums to `sums`; update_center(sums) then does the one all-reduce and
+//    the one center update, from the mean over every micro-batch's teacher rows, and sets
+//    last_stats() over them. forward() is forward_micro + update_center on one batch.
 //  - Replicas of one process (distributed/replicas.h) may share the module: each calls forward
 //    on its rows; only the one that owns_module_state() writes `center` and last_stats().
 //  - Shape mismatches throw xdino::Error naming both shapes; an epoch beyond the schedule
@@ -57,6 +62,13 @@ struct DINOLossOptions : DINOLossSettings {
 std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,
                                           int64_t warmup_epochs, int64_t epochs);
 
+// What a center update needs from the teacher rows seen since the last one, on this process
+// (or replica): sums of the raw rows, of their softmax and of the row entropies, and the count.
+struct CenterSums {
+  torch::Tensor values;  // (2K + 1) fp32, undefined until the first micro-batch
+  int64_t rows = 0;
+};
+
 struct DINOLossStats {
   torch::Tensor teacher_entropy;
   torch::Tensor kl_uniform;
@@ -67,6 +79,10 @@ class DINOLossImpl : public torch::nn::Module {
   DINOLossImpl(const DINOLossOptions& options, std::shared_ptr<Communicator> comm);
 
   torch::Tensor forward(const torch::Tensor& student, const torch::Tensor& teacher, int64_t epoch);
+  torch::Tensor forward_micro(const torch::Tensor& student, const torch::Tensor& teacher,
+                              int64_t epoch, CenterSums& sums);
+  // All-reduces `sums`, updates `center` and last_stats(), and empties `sums`.
+  void update_center(CenterSums& sums);
   double teacher_temp(int64_t epoch) const;
   const DINOLossStats& last_stats() const { return stats_; }
   const DINOLossOptions& options() const { return options_; }
@@ -74,9 +90,6 @@ class DINOLossImpl : public torch::nn::Module {
   torch::Tensor center;
 
  private:
-  void update_center_and_stats(const torch::Tensor& teacher, const torch::Tensor& p,
-                               const torch::Tensor& log_p);
-
   DINOLossOptions options_;
   std::shared_ptr<Communicator> comm_;
   std::vector<double> teacher_temps_;

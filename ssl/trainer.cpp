@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -15,6 +16,7 @@
 #include "ssl/checkpoint_files.h"
 #include "ssl/student_update.h"
 #include "ssl/teacher.h"
+#include "ssl/warm_start.h"
 #include "train/gradients.h"
 #include "train/schedules.h"
 #include "train/stop_signal.h"
@@ -55,6 +57,8 @@ void check_options(const DinoOptions& o) {
   XDINO_CHECK_ARG(o.freeze_last_layer >= 0, "--freeze_last_layer must be >= 0, got ",
                   o.freeze_last_layer);
   XDINO_CHECK_ARG(o.lr >= 0 && o.min_lr >= 0, "--lr and --min_lr must be >= 0");
+  XDINO_CHECK_ARG(o.accum_iter >= 1, "--accum_iter must be >= 1 (1: no accumulation), got ",
+                  o.accum_iter);
   XDINO_CHECK_ARG(o.replicas >= 0, "--replicas must be >= 0 (0: one per core), got ", o.replicas);
   XDINO_CHECK_ARG(o.batch_size_per_gpu % std::max<int64_t>(o.replicas, 1) == 0,
                   "--batch_size_per_gpu ", o.batch_size_per_gpu, " does not split into --replicas ",
@@ -85,15 +89,25 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
                   " use --replicas 1 (one process per GPU)");
   XDINO_CHECK(data_ != nullptr && make_backbone,
               "Trainer needs a data source and a backbone factory");
-  niter_ = data_->batches_per_epoch();
-  XDINO_CHECK_ARG(niter_ > 0, "the training set holds less than one batch of ",
-                  o_.batch_size_per_gpu, " images per process: lower --batch_size_per_gpu");
+  // An iteration is one optimiser step: accum_iter micro-batches (a last, incomplete group of
+  // micro-batches is left out, like the last incomplete batch).
+  niter_ = data_->batches_per_epoch() / o_.accum_iter;
+  XDINO_CHECK_ARG(niter_ > 0, "the training set holds less than ", o_.accum_iter, " batch(es) of ",
+                  o_.batch_size_per_gpu,
+                  " images per process: lower --batch_size_per_gpu or --accum_iter");
 
   // main_dino.py order: seed, student backbone, teacher backbone, student head, teacher head.
   torch::manual_seed(static_cast<uint64_t>(o_.seed));
   models::BackboneOptions bo;
   bo.patch_size = o_.patch_size;
   bo.img_size = o_.global_crops_size;
+  std::optional<models::PretrainedWeights> pretrained;
+  if (!o_.pretrained_weights.empty()) {
+    pretrained = models::read_pretrained(o_.pretrained_weights, o_.checkpoint_key);
+    // A ViT takes the file's position-table grid; forward() interpolates it to any crop.
+    bo.img_size = models::position_table_image_size(
+        *pretrained, models::patch_size_of(o_.arch, o_.patch_size), bo.img_size);
+  }
   bo.drop_path_rate = o_.drop_path_rate;
   auto student_backbone = make_backbone(bo);
   bo.drop_path_rate = 0.0;
@@ -105,6 +119,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   DINOHead teacher_head(ho);
   student_ = MultiCropWrapper(student_backbone, student_head);
   teacher_ = MultiCropWrapper(teacher_backbone, teacher_head);
+  if (pretrained) log::info(warm_start(*student_, *pretrained));
   student_->to(plan_.device);
   teacher_->to(plan_.device);
   // DDP: every process starts from rank 0's student; SyncBatchNorm in both networks, over
@@ -135,12 +150,14 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   std::vector<torch::Tensor> trainable;
   for (const auto& p : student_->parameters())
     if (p.requires_grad()) trainable.push_back(p);
-  // Replicas sum their gradients in .grad; processes all-reduce them after backward (the
-  // overlapping hooks would see each replica's gradient separately).
+  // Replicas and micro-batches sum their gradients in .grad; processes all-reduce them after
+  // the last backward of the step (the overlapping hooks would see each replica's or each
+  // micro-batch's gradient separately).
   grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_, 25 << 20,
-                                                      /*overlap=*/!replicas_);
+                                                      /*overlap=*/!replicas_ && o_.accum_iter == 1);
 
-  const double total_batch = static_cast<double>(o_.batch_size_per_gpu * comm_->world_size());
+  const double total_batch =
+      static_cast<double>(o_.batch_size_per_gpu * o_.accum_iter * comm_->world_size());
   lr_schedule_ =
       cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_, o_.warmup_epochs);
   wd_schedule_ = cosine_schedule(o_.weight_decay, o_.weight_decay_end, o_.epochs, niter_);
@@ -153,6 +170,9 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
             replicas_ ? "; " + std::to_string(o_.replicas) + " replicas of " +
                             std::to_string(o_.batch_size_per_gpu / o_.replicas) + " images"
                       : std::string(),
+            o_.accum_iter > 1 ? "; " + std::to_string(o_.accum_iter) + " micro-batches of " +
+                                    std::to_string(o_.batch_size_per_gpu) + " images per step"
+                              : std::string(),
             "; ", niter_, " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
 }
 
@@ -172,7 +192,7 @@ TrainOutcome Trainer::train() {
             pos.epoch * niter_ + pos.batch);
   for (int64_t epoch = pos.epoch; epoch < o_.epochs; ++epoch) {
     const int64_t first = epoch == pos.epoch ? pos.batch : 0;
-    data_->start_epoch(epoch, first);
+    data_->start_epoch(epoch, first * o_.accum_iter);
     bool stop = false;
     {
       Progress progress("Epoch [" + std::to_string(epoch) + "/" + std::to_string(o_.epochs) + "]",
@@ -180,10 +200,10 @@ TrainOutcome Trainer::train() {
       for (int64_t i = first; i < niter_ && !stop; ++i) {
         stop = train_step(epoch, i);
         char status[200];
-        std::snprintf(
-            status, sizeof status, "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s",
-            last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
-            progress.rate() * static_cast<double>(o_.batch_size_per_gpu * comm_->world_size()));
+        std::snprintf(status, sizeof status, "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s",
+                      last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
+                      progress.rate() * static_cast<double>(o_.batch_size_per_gpu * o_.accum_iter *
+                                                            comm_->world_size()));
         progress.step(1, status);
         if (stop && i + 1 < niter_) {
           progress.finish();
@@ -212,71 +232,84 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
     groups[g].lr = lr_schedule_[static_cast<size_t>(it)];
     if (g == 0) groups[g].weight_decay = wd_schedule_[static_cast<size_t>(it)];
   }
-  auto t = Clock::now();
-  std::vector<torch::Tensor> crops = data_->next_batch();
-  XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2,
-              "the data source gave ", crops.size(), " crops, expected 2 global + ",
-              o_.local_crops_number, " local");
-  for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
-  times_.data += seconds_since(t);
-
-  // Forward, loss and backward, on every replica's share of the images at once.
+  // Forward, loss and backward of each micro-batch (accum_iter of them, docs/dino.md,
+  // "Gradient accumulation"), on every replica's share of its images at once. Gradients add up
+  // in .grad; the center is updated once, after the last micro-batch's loss.
   const int replicas = replicas_ ? replicas_->count() : 1;
   const int64_t share = o_.batch_size_per_gpu / replicas;
+  const int64_t micro_batches = o_.accum_iter;
   struct Pass {
     double loss = 0;
     torch::Tensor student_out, teacher_out;
   };
   std::vector<Pass> passes(static_cast<size_t>(replicas));
+  std::vector<CenterSums> center_sums(static_cast<size_t>(replicas));
   bool nonfinite = false, stop = false;
+  double loss_value = 0;  // the mean over the step's images, as one batch of them would give
   optimizer_->zero_grad();
   grad_sync_->begin();
-  auto pass = [&](int r) {
-    std::vector<torch::Tensor> mine;
-    for (const auto& c : crops) mine.push_back(replicas == 1 ? c : c.narrow(0, r * share, share));
-    torch::Tensor student_out, teacher_out, loss;
-    {
-      compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
+  auto t = Clock::now();
+  for (int64_t micro = 0; micro < micro_batches; ++micro) {
+    std::vector<torch::Tensor> crops = data_->next_batch();
+    XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2,
+                "the data source gave ", crops.size(), " crops, expected 2 global + ",
+                o_.local_crops_number, " local");
+    for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
+    times_.data += seconds_since(t);
+    const bool last_micro = micro + 1 == micro_batches;
+
+    auto pass = [&](int r) {
+      std::vector<torch::Tensor> mine;
+      for (const auto& c : crops) mine.push_back(replicas == 1 ? c : c.narrow(0, r * share, share));
+      torch::Tensor student_out, teacher_out, loss;
+      CenterSums& sums = center_sums[static_cast<size_t>(r)];
       {
-        // The teacher has no trainable parameters; no graph is recorded either way.
-        torch::NoGradGuard no_grad;
-        teacher_out = teacher_->forward({mine[0], mine[1]});
+        compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
+        {
+          // The teacher has no trainable parameters; no graph is recorded either way.
+          torch::NoGradGuard no_grad;
+          teacher_out = teacher_->forward({mine[0], mine[1]});
+        }
+        student_out = student_->forward(mine);
+        if (hooks_.after_forward && r == 0) hooks_.after_forward(it, student_out, teacher_out);
+        loss = loss_->forward_micro(student_out, teacher_out, epoch, sums);
       }
-      student_out = student_->forward(mine);
-      if (hooks_.after_forward && r == 0) hooks_.after_forward(it, student_out, teacher_out);
-      loss = loss_->forward(student_out, teacher_out, epoch);
+      if (last_micro) loss_->update_center(sums);
+      const double value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
+      // One collective per micro-batch: did any process see a non-finite loss or a stop signal?
+      auto flags = torch::tensor({std::isfinite(value) ? 0.0f : 1.0f,
+                                  r == 0 && stop_requested() ? 1.0f : 0.0f})
+                       .to(plan_.device);
+      step_comm_->all_reduce_sum(flags);
+      flags = flags.cpu();
+      passes[static_cast<size_t>(r)] = {value, student_out, teacher_out};
+      const bool bad = flags[0].item<float>() > 0;
+      if (r == 0) {
+        nonfinite = bad;
+        stop = stop || flags[1].item<float>() > 0;
+        times_.forward += seconds_since(t);
+      }
+      if (bad) return;  // every replica and process agrees: no backward
+      torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
+      // The step's loss is the mean of the replicas' and micro-batches' (each a mean over its
+      // images).
+      const int64_t parts = replicas * micro_batches;
+      if (parts > 1) objective = objective / static_cast<double>(parts);
+      objective.backward();
+    };
+    if (replicas_)
+      replicas_->run(pass, share);
+    else
+      pass(0);
+    if (nonfinite) {
+      for (const Pass& p : passes)
+        if (!std::isfinite(p.loss)) fail_nonfinite(it, p.loss, p.student_out, p.teacher_out);
+      fail_nonfinite(it, passes[0].loss, passes[0].student_out, passes[0].teacher_out);
     }
-    const double loss_value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
-    // One collective per iteration: did any process see a non-finite loss or a stop signal?
-    auto flags = torch::tensor({std::isfinite(loss_value) ? 0.0f : 1.0f,
-                                r == 0 && stop_requested() ? 1.0f : 0.0f})
-                     .to(plan_.device);
-    step_comm_->all_reduce_sum(flags);
-    flags = flags.cpu();
-    passes[static_cast<size_t>(r)] = {loss_value, student_out, teacher_out};
-    const bool bad = flags[0].item<float>() > 0;
-    if (r == 0) {
-      nonfinite = bad;
-      stop = flags[1].item<float>() > 0;
-      times_.forward += seconds_since(t);
-    }
-    if (bad) return;  // every replica and process agrees: no backward
-    torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
-    // The batch's loss is the mean of the replicas' (each a mean over its share).
-    if (replicas > 1) objective = objective / static_cast<double>(replicas);
-    objective.backward();
-  };
-  if (replicas_)
-    replicas_->run(pass, share);
-  else
-    pass(0);
-  if (nonfinite) {
     for (const Pass& p : passes)
-      if (!std::isfinite(p.loss)) fail_nonfinite(it, p.loss, p.student_out, p.teacher_out);
-    fail_nonfinite(it, passes[0].loss, passes[0].student_out, passes[0].teacher_out);
+      loss_value += p.loss / static_cast<double>(replicas * micro_batches);
+    if (!last_micro) times_.backward += seconds_since(t);
   }
-  double loss_value = 0;
-  for (const Pass& p : passes) loss_value += p.loss / static_cast<double>(replicas);
   auto waiting = Clock::now();
   grad_sync_->finish();
   times_.grad_wait += seconds_since(waiting);
@@ -361,7 +394,8 @@ void Trainer::finish_epoch(int64_t epoch) {
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
   Json extra = Json::object();
-  extra["images_seen"] = (epoch + 1) * niter_ * o_.batch_size_per_gpu * comm_->world_size();
+  extra["images_seen"] =
+      (epoch + 1) * niter_ * o_.accum_iter * o_.batch_size_per_gpu * comm_->world_size();
   if (epoch_callbacks_.measure) {
     const Json fields = epoch_callbacks_.measure(*teacher_->backbone, epoch);
     for (const auto& [key, value] : fields.items()) extra[key] = value;

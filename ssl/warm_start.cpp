@@ -1,0 +1,36 @@
+#include "ssl/warm_start.h"
+
+#include "core/check.h"
+
+namespace xdino::ssl {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+std::string warm_start(MultiCropWrapperImpl& student, const models::PretrainedWeights& weights) {
+  // The DINO head's tensors, under the head's own names.
+  models::StateDict head;
+  for (const auto& item : weights.weights) {
+    if (!item.key().isString() || !item.value().isTensor()) continue;
+    const std::string name = models::pretrained_name(item.key().toStringRef());
+    if (starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer."))
+      head.insert(name.substr(5), item.value().toTensor());
+  }
+  if (!head.is_empty()) {
+    // A head of another --out_dim fails here, naming the key and both shapes.
+    models::load_state_dict(*student.head, head, /*strict=*/true,
+                            weights.source + " (the DINO head)");
+  }
+  const auto report = models::load_pretrained(*student.backbone, weights, /*strict=*/true);
+  return "student and teacher start from " + weights.source + ": backbone " +
+         std::to_string(report.loaded) + " tensors, " +
+         (head.is_empty() ? std::string("head newly initialised (the file has none)")
+                          : "DINO head " + std::to_string(head.size()) + " tensors");
+}
+
+}  // namespace xdino::ssl
