@@ -5,7 +5,12 @@
 //  - Trainer(options, make_backbone, data, comm) seeds torch with options.seed, builds student
 //    and teacher backbones through `make_backbone` (student with drop_path_rate, teacher
 //    without), their DINO heads, the loss, optimiser, loss scaler and schedules, and moves
-//    them to the device (train/precision.h). Bad options throw xdino::UsageError.
+//    them to the device (train/precision.h). Bad options throw xdino::UsageError. With
+//    options.pretrained_weights the student starts from that file and the teacher copies it
+//    (ssl/warm_start.h).
+//  - An iteration is one optimiser step over options.accum_iter micro-batches of the data
+//    source (docs/dino.md, "Gradient accumulation"): iterations_per_epoch() is
+//    batches_per_epoch() / accum_iter.
 //  - train() resumes from <output_dir>/checkpoint.pth when it exists (our own checkpoints
 //    exactly, official ones at the start of their epoch), runs the remaining epochs and
 //    returns kCompleted. Per epoch it writes checkpoint.pth (and checkpointNNNN.pth every
