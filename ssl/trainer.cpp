@@ -156,8 +156,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_, 25 << 20,
                                                       /*overlap=*/!replicas_ && o_.accum_iter == 1);
 
-  const double total_batch =
-      static_cast<double>(o_.batch_size_per_gpu * o_.accum_iter * comm_->world_size());
+  const double total_batch = static_cast<double>(images_per_step());
   lr_schedule_ =
       cosine_schedule(o_.lr * total_batch / 256.0, o_.min_lr, o_.epochs, niter_, o_.warmup_epochs);
   wd_schedule_ = cosine_schedule(o_.weight_decay, o_.weight_decay_end, o_.epochs, niter_);
@@ -202,8 +201,7 @@ TrainOutcome Trainer::train() {
         char status[200];
         std::snprintf(status, sizeof status, "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s",
                       last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
-                      progress.rate() * static_cast<double>(o_.batch_size_per_gpu * o_.accum_iter *
-                                                            comm_->world_size()));
+                      progress.rate() * static_cast<double>(images_per_step()));
         progress.step(1, status);
         if (stop && i + 1 < niter_) {
           progress.finish();
@@ -394,8 +392,7 @@ void Trainer::finish_epoch(int64_t epoch) {
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
   Json extra = Json::object();
-  extra["images_seen"] =
-      (epoch + 1) * niter_ * o_.accum_iter * o_.batch_size_per_gpu * comm_->world_size();
+  extra["images_seen"] = (epoch + 1) * niter_ * images_per_step();
   if (epoch_callbacks_.measure) {
     const Json fields = epoch_callbacks_.measure(*teacher_->backbone, epoch);
     for (const auto& [key, value] : fields.items()) extra[key] = value;

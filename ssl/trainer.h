@@ -97,6 +97,10 @@ class Trainer {
   const StepTimes& times() const { return times_; }
   const train::PrecisionPlan& precision() const { return plan_; }
   int64_t iterations_per_epoch() const { return niter_; }
+  // Images per optimiser step over every process: the lr scaling's total batch.
+  int64_t images_per_step() const {
+    return o_.batch_size_per_gpu * o_.accum_iter * comm_->world_size();
+  }
 
   MultiCropWrapper& student() { return student_; }
   MultiCropWrapper& teacher() { return teacher_; }
