@@ -170,6 +170,10 @@ std::string pretrained_name(const std::string& key) {
   return remove_all(remove_all(key, "module."), "backbone.");
 }
 
+bool is_dino_head_key(const std::string& name) {
+  return starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer.");
+}
+
 torch::Tensor find_weight(const PretrainedWeights& w, const std::string& name) {
   for (const auto& item : w.weights)
     if (item.key().isString() && item.value().isTensor() &&
@@ -219,7 +223,7 @@ LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& w
                       "'student' weights with --checkpoint_key"
                     : "");
     const std::string name = pretrained_name(raw);
-    const bool dino_head = starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer.");
+    const bool dino_head = is_dino_head_key(name);
     if (!model.contains(name) && (dino_head || (!model_has_head && starts_with(name, "head.")))) {
       ignored.push_back(raw);
       continue;

@@ -78,6 +78,9 @@ LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& w
 // A stored key as the model names it: "module." and "backbone." removed, as the official
 // loader removes them.
 std::string pretrained_name(const std::string& key);
+// Whether a name (as pretrained_name gives it) is one of the DINO projection head's tensors,
+// head.mlp.* or head.last_layer.*: the part of a training checkpoint a backbone never takes.
+bool is_dino_head_key(const std::string& name);
 // The tensor stored under `name` once "module." and "backbone." are removed, or undefined.
 torch::Tensor find_weight(const PretrainedWeights& weights, const std::string& name);
 

@@ -4,22 +4,13 @@
 
 namespace xdino::ssl {
 
-namespace {
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-}  // namespace
-
 std::string warm_start(MultiCropWrapperImpl& student, const models::PretrainedWeights& weights) {
   // The DINO head's tensors, under the head's own names.
   models::StateDict head;
   for (const auto& item : weights.weights) {
     if (!item.key().isString() || !item.value().isTensor()) continue;
     const std::string name = models::pretrained_name(item.key().toStringRef());
-    if (starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer."))
-      head.insert(name.substr(5), item.value().toTensor());
+    if (models::is_dino_head_key(name)) head.insert(name.substr(5), item.value().toTensor());
   }
   if (!head.is_empty()) {
     // A head of another --out_dim fails here, naming the key and both shapes.
