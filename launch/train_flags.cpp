@@ -79,6 +79,9 @@ void declare_run_flags(Flags& f, ssl::DinoOptions& o) {
       .add("output_dir", &o.output_dir,
            "where logs and checkpoints go; rerunning with a checkpoint.pth there resumes")
       .add("saveckp_freq", &o.saveckp_freq, "keep checkpointNNNN.pth every this many epochs")
+      .add("saveckp_minutes", &o.saveckp_minutes,
+           "also save checkpoint.pth mid-epoch every this many minutes, for an exact resume "
+           "after a crash (0: at the end of each epoch only)")
       .add("seed", &o.seed, "random seed")
       .add("num_workers", &o.num_workers, "data loading threads per process")
       .add("replicas", &o.replicas,

@@ -104,6 +104,7 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("max_samples", o.max_samples);
   d.insert("output_dir", o.output_dir);
   d.insert("saveckp_freq", o.saveckp_freq);
+  d.insert("saveckp_minutes", o.saveckp_minutes);
   d.insert("seed", o.seed);
   d.insert("num_workers", o.num_workers);
   // What every run has: env:// is the only rendezvous accepted, --local_rank is ignored

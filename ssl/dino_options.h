@@ -74,6 +74,10 @@ struct DinoOptions : CropSizes {
   int64_t max_samples = 0;  // ours: train on a class-balanced subset of this many images (0: all)
   std::string output_dir = ".";
   int64_t saveckp_freq = 20;
+  // ours: also replace checkpoint.pth mid-epoch once this many minutes have passed since the
+  // last save (0: only at the end of each epoch), so a lost process costs at most that much
+  // work (docs/dino.md, "Timed checkpoints").
+  double saveckp_minutes = 30;
   int64_t seed = 0;
   int64_t num_workers = 10;
   // ours: data-parallel replicas of the step inside this process, each on 1/replicas of

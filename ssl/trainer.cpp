@@ -54,6 +54,9 @@ void check_options(const DinoOptions& o) {
                   o.local_crops_number);
   XDINO_CHECK_ARG(o.clip_grad >= 0, "--clip_grad must be >= 0 (0 disables), got ", o.clip_grad);
   XDINO_CHECK_ARG(o.saveckp_freq >= 0, "--saveckp_freq must be >= 0, got ", o.saveckp_freq);
+  XDINO_CHECK_ARG(o.saveckp_minutes >= 0 && std::isfinite(o.saveckp_minutes),
+                  "--saveckp_minutes must be >= 0 (0: at the end of each epoch only), got ",
+                  o.saveckp_minutes);
   XDINO_CHECK_ARG(o.freeze_last_layer >= 0, "--freeze_last_layer must be >= 0, got ",
                   o.freeze_last_layer);
   XDINO_CHECK_ARG(o.lr >= 0 && o.min_lr >= 0, "--lr and --min_lr must be >= 0");
@@ -180,6 +183,7 @@ Trainer::~Trainer() = default;
 TrainOutcome Trainer::train() {
   StopSignalGuard signals;
   Position pos = resume();
+  last_save_ = Clock::now();
   // Redraw what the last epoch's log line feeds (curves.png): a kill may have come first.
   if (pos.batch == 0 && pos.epoch > 0 && epoch_callbacks_.logged)
     epoch_callbacks_.logged(pos.epoch - 1);
@@ -197,7 +201,8 @@ TrainOutcome Trainer::train() {
       Progress progress("Epoch [" + std::to_string(epoch) + "/" + std::to_string(o_.epochs) + "]",
                         niter_, first);
       for (int64_t i = first; i < niter_ && !stop; ++i) {
-        stop = train_step(epoch, i);
+        const StepEnd end = train_step(epoch, i);
+        stop = end.stop;
         char status[200];
         std::snprintf(status, sizeof status, "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s",
                       last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
@@ -211,6 +216,10 @@ TrainOutcome Trainer::train() {
                     "); rerun the same command to continue");
           return TrainOutcome::kStopped;
         }
+        if (end.save_due && i + 1 < niter_) {
+          progress.finish();
+          save_timed(epoch * niter_ + i + 1);
+        }
       }
     }
     finish_epoch(epoch);
@@ -223,7 +232,7 @@ TrainOutcome Trainer::train() {
   return TrainOutcome::kCompleted;
 }
 
-bool Trainer::train_step(int64_t epoch, int64_t batch) {
+Trainer::StepEnd Trainer::train_step(int64_t epoch, int64_t batch) {
   const int64_t it = epoch * niter_ + batch;
   auto& groups = optimizer_->param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -242,7 +251,11 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   };
   std::vector<Pass> passes(static_cast<size_t>(replicas));
   std::vector<CenterSums> center_sums(static_cast<size_t>(replicas));
-  bool nonfinite = false, stop = false;
+  bool nonfinite = false, stop = false, save_due = false;
+  // Rank 0's clock alone decides a timed save, and the flags below carry it to every rank.
+  const bool my_save_due =
+      comm_->is_main() && o_.saveckp_minutes > 0 &&
+      std::chrono::duration<double>(Clock::now() - last_save_).count() >= o_.saveckp_minutes * 60;
   double loss_value = 0;  // the mean over the step's images, as one batch of them would give
   optimizer_->zero_grad();
   grad_sync_->begin();
@@ -274,9 +287,11 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
       }
       if (last_micro) loss_->update_center(sums);
       const double value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
-      // One collective per micro-batch: did any process see a non-finite loss or a stop signal?
+      // One collective per micro-batch: did any process see a non-finite loss or a stop
+      // signal, and is a timed checkpoint due?
       auto flags = torch::tensor({std::isfinite(value) ? 0.0f : 1.0f,
-                                  r == 0 && stop_requested() ? 1.0f : 0.0f})
+                                  r == 0 && stop_requested() ? 1.0f : 0.0f,
+                                  r == 0 && my_save_due ? 1.0f : 0.0f})
                        .to(plan_.device);
       step_comm_->all_reduce_sum(flags);
       flags = flags.cpu();
@@ -285,6 +300,7 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
       if (r == 0) {
         nonfinite = bad;
         stop = stop || flags[1].item<float>() > 0;
+        save_due = save_due || flags[2].item<float>() > 0;
         times_.forward += seconds_since(t);
       }
       if (bad) return;  // every replica and process agrees: no backward
@@ -343,7 +359,7 @@ bool Trainer::train_step(int64_t epoch, int64_t batch) {
   last_.kl_uniform = stats[1].item<double>();
   meters_.add(last_);
   if (hooks_.after_step) hooks_.after_step(it);
-  return stop;
+  return {stop, save_due};
 }
 
 CheckpointParts Trainer::parts() {
@@ -383,6 +399,20 @@ Trainer::Position Trainer::resume() {
 void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
   save_checkpoint(o_.output_dir, parts(), o_, next_epoch, next_iteration, niter_, meters_, *comm_,
                   plan_.device, last_log_line_);
+  last_save_ = Clock::now();
+}
+
+// The other ranks go on to the next step and wait in its first collective while rank 0 writes:
+// each rank's stall is the capture plus rank 0's write, which is logged.
+void Trainer::save_timed(int64_t next_iteration) {
+  auto t = Clock::now();
+  const double minutes = std::chrono::duration<double>(t - last_save_).count() / 60;
+  save(next_iteration / niter_, next_iteration);
+  const double took = seconds_since(t);
+  times_.checkpoint += took;
+  log::info("checkpoint.pth saved before iteration ", next_iteration, " (epoch ",
+            next_iteration / niter_, ", batch ", next_iteration % niter_, "), ", minutes,
+            " min after the last save, in ", took, " s");
 }
 
 // The order makes a kill at any point recoverable: everything the epoch's files say is

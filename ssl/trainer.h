@@ -16,6 +16,10 @@
 //    returns kCompleted. Per epoch it writes checkpoint.pth (and checkpointNNNN.pth every
 //    saveckp_freq epochs) and appends one JSON line to log.txt (ssl/metrics.h), on rank 0,
 //    with the fields EpochCallbacks::measure adds.
+//  - With options.saveckp_minutes > 0, once that many minutes have passed (rank 0's clock)
+//    since the last save, checkpoint.pth is also replaced after the iteration in progress,
+//    mid-epoch, with the same content a stop would write; training goes on. A crash after it
+//    resumes from that iteration as exactly as after a stop (docs/dino.md, "Timed checkpoints").
 //  - SIGTERM / SIGUSR1 during train(): the iteration in progress completes (its optimiser and
 //    EMA steps included), checkpoint.pth is written with the index of the next iteration, and
 //    train() returns kStopped. Rerunning the same command continues from that iteration with
@@ -31,6 +35,7 @@
 //    hooks.after_forward then sees replica 0's outputs.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -69,6 +74,7 @@ struct TrainerHooks {
 // the bucketed overlap did not hide (0 in a single process).
 struct StepTimes {
   double data = 0, forward = 0, backward = 0, optimizer = 0, ema = 0, grad_wait = 0;
+  double checkpoint = 0;  // timed mid-epoch checkpoints (options.saveckp_minutes)
   int64_t steps = 0;
 };
 
@@ -111,9 +117,14 @@ class Trainer {
  private:
   using Position = TrainingState::Position;
   Position resume();
-  // Returns true when a stop was requested during the iteration.
-  bool train_step(int64_t epoch, int64_t batch);
+  // What every process agreed on during an iteration: a stop was requested, or a timed
+  // checkpoint is due (rank 0's clock).
+  struct StepEnd {
+    bool stop = false, save_due = false;
+  };
+  StepEnd train_step(int64_t epoch, int64_t batch);
   void save(int64_t next_epoch, int64_t next_iteration);
+  void save_timed(int64_t next_iteration);
   void finish_epoch(int64_t epoch);
   [[noreturn]] void fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
                                    const torch::Tensor& teacher_out);
@@ -140,6 +151,7 @@ class Trainer {
   TrainerHooks hooks_;
   EpochCallbacks epoch_callbacks_;
   StepTimes times_;
+  std::chrono::steady_clock::time_point last_save_;  // for options.saveckp_minutes
 };
 
 }  // namespace xdino::ssl

@@ -1,5 +1,6 @@
 // The DINO trainer end to end on a tiny backbone and synthetic crops (CPU, fp32): exact resume
-// after a finished epoch and after a mid-epoch SIGTERM, non-finite handling, the checkpoint
+// after a finished epoch, after a mid-epoch SIGTERM and after a crash that follows a timed
+// checkpoint, non-finite handling, the checkpoint
 // layout, and log.txt.
 #include <gtest/gtest.h>
 
@@ -177,6 +178,48 @@ TEST(DinoTrain, ReplicasResumeExactlyMidEpoch) {
   opt.local_crops_size = 12;
   opt.replicas = 2;
   expect_sigterm_resume_is_exact(opt);
+}
+
+// --saveckp_minutes: a checkpoint after every iteration (the interval is a nanosecond), then a
+// crash (an exception: nothing more is saved) in epoch 1, batch 1. The rerun redoes that one
+// iteration and ends where a run without timed saves ends: saving changes nothing.
+TEST(DinoTrain, TimedCheckpointsResumeExactlyAfterACrash) {
+  TempDir straight, crashed;
+  auto opt = tiny_options(straight.path());
+  opt.saveckp_minutes = 0;
+  ASSERT_EQ(tiny_trainer(opt)->train(), TrainOutcome::kCompleted);
+
+  opt.output_dir = crashed.path().string();
+  opt.saveckp_minutes = 1e-12;
+  auto first = tiny_trainer(opt);
+  const int64_t niter = first->iterations_per_epoch();
+  const int64_t crash_at = niter + 1;
+  first->set_hooks({nullptr, [&](int64_t it) {
+                      if (it == crash_at) throw std::runtime_error("simulated crash");
+                    }});
+  EXPECT_THROW(first->train(), std::runtime_error);
+  EXPECT_GT(first->times().checkpoint, 0.0);
+  const auto ckpt = xdino::load_pth(crashed.path() / "checkpoint.pth").toGenericDict();
+  EXPECT_EQ(ckpt.at("epoch").toInt(), 1);
+  EXPECT_EQ(ckpt.at("xdino_resume").toGenericDict().at("iteration").toInt(), crash_at);
+  EXPECT_EQ(ckpt.at("args").toGenericDict().at("saveckp_minutes").toDouble(), 1e-12);
+  first.reset();
+
+  auto data = std::make_shared<xdino::testing::SyntheticCrops>(
+      niter, opt.batch_size_per_gpu, opt.local_crops_number, opt.global_crops_size,
+      opt.local_crops_size);
+  EXPECT_EQ(tiny_trainer(opt, data)->train(), TrainOutcome::kCompleted);
+  EXPECT_EQ(data->batches_served, niter - 1) << "only the crashed iteration is redone";
+  expect_same_checkpoints(straight.path() / "checkpoint.pth", crashed.path() / "checkpoint.pth");
+  EXPECT_EQ(xdino::read_file(straight.path() / "log.txt"),
+            xdino::read_file(crashed.path() / "log.txt"));
+}
+
+TEST(DinoTrain, RefusesANegativeCheckpointInterval) {
+  TempDir dir;
+  auto opt = tiny_options(dir.path());
+  opt.saveckp_minutes = -1;
+  EXPECT_THROW(tiny_trainer(opt), xdino::UsageError);
 }
 
 TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
