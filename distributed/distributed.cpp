@@ -1,7 +1,12 @@
 #include "distributed/distributed.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -45,14 +50,44 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
   return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
 }
 
+// Rank 0 hosts the store. The others connect; c10d retries while the port is closed (rank 0
+// not started yet) but fails at once when rank 0's host cannot be reached at all (no route, a
+// link down, a host rebooting). Those are waited out too, up to the same timeout, so a run
+// re-forms by itself once the host is back (`dino launch --max_restarts`,
+// launch/local_launcher.h).
+c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistConfig& c) {
+  if (c.rank == 0) return make_store(c, true, c.timeout);
+  const auto deadline = Clock::now() + c.timeout;
+  bool told = false;
+  for (;;) {
+    try {
+      return make_store(
+          c, false, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    } catch (const std::exception& e) {
+      std::string cause = e.what();
+      cause = cause.substr(0, cause.find('\n'));
+      std::string lower = cause;
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const bool unreachable = lower.find("failed to connect") != std::string::npos ||
+                               lower.find("no route to host") != std::string::npos ||
+                               lower.find("network is unreachable") != std::string::npos;
+      if (!unreachable || Clock::now() + std::chrono::seconds(2) >= deadline) throw;
+      if (!told)
+        log::warn("rank 0's store at ", c.master_addr, ":", c.master_port, " cannot be reached (",
+                  cause, "); retrying until --dist_timeout");
+      told = true;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+}
+
 using Backend = compat::C10dBackend;
 
 class C10dCommunicator final : public Communicator {
  public:
   explicit C10dCommunicator(const DistConfig& config) : config_(config) {
-    const bool server = config_.rank == 0;
     try {
-      store_ = make_store(config_, server, config_.timeout);
+      store_ = connect_store(config_);
       check_in();
     } catch (const xdino::Error&) {
       throw;
@@ -312,14 +347,35 @@ class C10dCommunicator final : public Communicator {
   bool failed_ = false;
 };
 
+// `dino launch --max_restarts` watches that each start forms its rendezvous
+// (launch/local_launcher.h): one byte on its pipe once this process has joined; the variable
+// is removed, so a second connect() in the same process says nothing.
+void tell_launcher_joined() {
+  const char* text = std::getenv("XDINO_LAUNCH_READY_FD");
+  if (text == nullptr) return;
+  char* end = nullptr;
+  const long fd = std::strtol(text, &end, 10);
+  unsetenv("XDINO_LAUNCH_READY_FD");
+  if (end == text || *end != '\0' || fd <= 2) return;
+  const char byte = 'J';
+  if (write(static_cast<int>(fd), &byte, 1) != 1)
+    log::warn("could not tell the launcher that the rendezvous formed: ", std::strerror(errno));
+  close(static_cast<int>(fd));
+}
+
 }  // namespace
 
 std::shared_ptr<Communicator> connect(const DistConfig& config) {
   XDINO_CHECK_ARG(config.world_size >= 1 && config.rank >= 0 && config.rank < config.world_size,
                   "bad process layout: rank ", config.rank, " of world size ", config.world_size);
-  if (config.world_size == 1) return local_communicator();
+  if (config.world_size == 1) {
+    tell_launcher_joined();
+    return local_communicator();
+  }
   log::set_rank(config.rank, config.world_size);
-  return std::make_shared<C10dCommunicator>(config);
+  auto comm = std::make_shared<C10dCommunicator>(config);
+  tell_launcher_joined();
+  return comm;
 }
 
 }  // namespace xdino::distributed

@@ -16,6 +16,9 @@
 //    A peer whose heartbeat stops for `heartbeat_timeout` (an unreachable host, a process
 //    frozen that long) fails the collective waited in at once, naming the rank(s) and host;
 //    a peer that is only slow keeps beating and is waited for (distributed/peer_monitor.h).
+//  - Once joined (a world of 1 at once), a process started by `dino launch --max_restarts`
+//    writes one byte to the descriptor in XDINO_LAUNCH_READY_FD, so its launcher knows the
+//    rendezvous formed (launch/local_launcher.h).
 //  - finalize() before a clean exit: barrier, then stop the heartbeat; rank 0 keeps the store
 //    alive until every rank has finalized.
 #pragma once

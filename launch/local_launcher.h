@@ -15,6 +15,21 @@
 // the rank, pid and exit code or signal. Returns 0 if all succeeded, else the exit code of
 // the first that failed (128 + signal when killed by one). The caller's signal handlers are
 // restored on return.
+//
+// Restarts (torchrun's --max_restarts; docs/architecture.md, "Runs that heal"). With
+// max_restarts N > 0, a failed start is followed by up to N more: once every local process
+// has ended, they start again with the same arguments (a training run resumes from its last
+// checkpoint), and each restart is logged with the failure that caused it. Every node's
+// launcher does the same, so a multi-node run re-forms by itself once the lost host or link
+// is back. Restart k moves the rendezvous to master_port + k (a free port on one node), so a
+// restarted process never joins the store of the start before it. Each start must form its
+// rendezvous within rdzv_timeout seconds: every process tells the launcher when it has
+// joined (one byte on the pipe named by XDINO_LAUNCH_READY_FD, distributed/distributed.h);
+// when they have not all joined by then, the launcher stops them and gives up with one line,
+// exit 1. It also gives up, with the last failure's code, after N restarts, and does not
+// restart after a forwarded signal or a usage error (exit 2: the same command fails again).
+// The processes see TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS, as torchrun sets
+// them.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +45,8 @@ struct LocalLaunchOptions {
   std::string master_addr = "127.0.0.1";
   int64_t master_port = 0;  // 0: a free port
   double grace_seconds = 60;
+  int64_t max_restarts = 0;   // torchrun's: starts after the first that failed
+  double rdzv_timeout = 600;  // seconds each start has to form its rendezvous (max_restarts > 0)
 };
 
 int launch_local(const LocalLaunchOptions& options, const std::vector<std::string>& child_args);

@@ -18,6 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/hosts.sh"
+source "$here/../support/wait.sh"
 dino=$(readlink -f "$1")
 hosts_require
 require_fashion_mnist
@@ -55,17 +56,6 @@ start_into_epoch_2() {  # LOG_SUFFIX
     kill -0 $a 2>/dev/null || fail "node 0 ended early: $(tail -3 "$work/a$1.log")"
     sleep 0.2
   done
-}
-# Sets $code: PID's exit status, or 124 (after killing it) when it runs past SECONDS. Not for
-# $(...): a subshell cannot wait for this shell's children.
-wait_for() {  # PID SECONDS
-  local pid=$1 deadline=$((SECONDS + $2))
-  while kill -0 "$pid" 2>/dev/null; do
-    ((SECONDS < deadline)) || { kill -9 "$pid" 2>/dev/null; code=124; return; }
-    sleep 0.2
-  done
-  code=0
-  wait "$pid" || code=$?
 }
 # Both nodes of one 2-host run, to the end; fails naming WHAT and the node's last lines.
 run_two_hosts() {  # EPOCHS LOG_SUFFIX WHAT
