@@ -29,6 +29,9 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
                             const ExtractOptions& options, Communicator& comm,
                             torch::Device device) {
   XDINO_CHECK_ARG(options.batch_size >= 1, "batch size must be >= 1, got ", options.batch_size);
+  XDINO_CHECK_ARG(
+      !options.patch_tokens || (options.kind == FeatureKind::kBackbone && !options.rows),
+      "patch tokens come with the backbone feature only");
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = options.image_size;
   const auto transform = std::make_shared<const augment::EvalTransform>(eval_options);
@@ -56,11 +59,19 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   Progress progress("features " + dataset->location(), loader.samples_per_epoch());
   while (std::optional<augment::Batch> batch = loader.next()) {
     const torch::Tensor x = batch->views[0].to(device, torch::kFloat32, /*non_blocking=*/true);
-    torch::Tensor f =
-        options.rows ? options.rows(model, x)
-        : options.kind == FeatureKind::kBackbone
-            ? model.forward(x)
-            : model.linear_features(x, options.n_last_blocks, options.avgpool_patchtokens);
+    torch::Tensor f, tokens;
+    if (options.patch_tokens) {
+      models::ProbeRequest request;
+      request.patch_tokens = true;
+      models::Probe probe = model.probe(x, request);
+      f = probe.feature;
+      tokens = probe.patch_tokens.to(torch::kFloat32).contiguous();
+    } else {
+      f = options.rows ? options.rows(model, x)
+          : options.kind == FeatureKind::kBackbone
+              ? model.forward(x)
+              : model.linear_features(x, options.n_last_blocks, options.avgpool_patchtokens);
+    }
     f = f.reshape({f.size(0), -1}).to(torch::kFloat32);
     if (options.normalize)
       f = torch::nn::functional::normalize(
@@ -69,6 +80,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
     if (comm.world_size() > 1) {
       f = torch::cat(comm.all_gather_varying(f.contiguous()));
       index = torch::cat(comm.all_gather_varying(index.contiguous()));
+      if (tokens.defined()) tokens = torch::cat(comm.all_gather_varying(tokens));
     }
     if (main) {
       if (!features.defined()) {
@@ -78,6 +90,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
       const torch::Tensor cpu_index = index.to(torch::kCPU);
       features.index_copy_(0, cpu_index, f.to(torch::kCPU));
       filled.index_fill_(0, cpu_index, true);
+      if (tokens.defined() && options.patch_token_sink) options.patch_token_sink(tokens, cpu_index);
     }
     progress.step(batch->size());
   }
@@ -90,6 +103,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   const torch::Tensor keep = filled.nonzero().view(-1);
   out.features = features;
   out.labels = torch::tensor(labels, torch::kInt64);
+  out.indices = keep;
   if (keep.size(0) < n) {
     log::warn(n - keep.size(0), " of ", n, " images of ", dataset->location(),
               " could not be read and have no feature row (left out)");
@@ -115,11 +129,35 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   e.batch_size = o.batch_size_per_gpu;
   e.num_workers = o.num_workers;
   e.image_size = o.model.image_size;
-  FeatureSet set = extract_features(*model, data, e, comm, device);
-  if (comm.is_main()) {
-    set_model_attributes(set.attributes, o.model, o.split);
-    const std::filesystem::path out(o.output);
-    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  e.patch_tokens = o.patch_tokens;
+  const std::filesystem::path out(o.output);
+  if (comm.is_main() && out.has_parent_path())
+    std::filesystem::create_directories(out.parent_path());
+  // Rank 0 extracts inside the writer when the patch tokens stream to the file as they come.
+  const auto extract = [&](const PatchTokenSink& sink) {
+    e.patch_token_sink = sink;
+    FeatureSet set = extract_features(*model, data, e, comm, device);
+    if (comm.is_main()) set_model_attributes(set.attributes, o.model, o.split);
+    return set;
+  };
+  if (!comm.is_main()) {
+    extract(nullptr);
+  } else if (o.patch_tokens) {
+    int64_t rows = 0, channels = 0, tokens = 0, dim = 0;
+    write_features_with_patch_tokens(out, data->size(), [&](const PatchTokenSink& sink) {
+      FeatureSet set = extract([&](const torch::Tensor& t, const torch::Tensor& index) {
+        tokens = t.size(1);
+        dim = t.size(2);
+        sink(t, index);
+      });
+      rows = set.features.size(0);
+      channels = set.features.size(1);
+      return set;
+    });
+    log::info("wrote ", rows, " x ", channels, " features and ", rows, " x ", tokens, " x ", dim,
+              " patch tokens to ", o.output);
+  } else {
+    const FeatureSet set = extract(nullptr);
     write_features(out, set);
     log::info("wrote ", set.features.size(0), " x ", set.features.size(1), " features to ",
               o.output);

@@ -13,6 +13,7 @@
 //    return a FeatureSet whose tensors are undefined.
 //  - Unreadable images (reported once by the loader) have no row: they are left out of the
 //    result, with a warning counting them. The order of the remaining rows is dataset order.
+//  - The result's `indices` are the dataset indices of its rows.
 //  - A progress line reports images per second.
 #pragma once
 
@@ -47,6 +48,12 @@ struct ExtractOptions {
   augment::SampleTransform transform;
   std::function<torch::Tensor(models::Backbone&, const torch::Tensor&)> rows;
   std::string description;
+  // `dino features --patch_tokens` (kBackbone only): every process also takes each image's
+  // patch tokens from the same forward pass (models/backbone.h, patch_tokens), and rank 0 hands
+  // them, gathered, batch by batch to `patch_token_sink` with their dataset indices
+  // (features_io.h, write_features_with_patch_tokens).
+  bool patch_tokens = false;
+  PatchTokenSink patch_token_sink;  // rank 0's; empty elsewhere
 };
 
 FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& dataset,
@@ -74,6 +81,7 @@ struct FeaturesOptions {
   std::string data_path = "/path/to/imagenet/";
   std::string split = "val";  // train | val
   std::string output = "features.h5";
+  bool patch_tokens = false;  // also /patch_tokens [N, T, D] (features_io.h)
   int64_t batch_size_per_gpu = 128;
   int64_t num_workers = 10;
 };

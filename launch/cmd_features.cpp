@@ -20,6 +20,9 @@ class FeaturesCommand : public Command {
         .add("output", &o.output,
              "HDF5 file to write (features [N,C] float32, labels, paths); config.ini goes next "
              "to it")
+        .add_switch("patch_tokens", &o.patch_tokens,
+                    "also write each image's patch tokens from the last block, /patch_tokens "
+                    "[N, T, D] float32, streamed to the file batch by batch (dense tasks)")
         .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
         .add("num_workers", &o.num_workers, "data loading threads per process");
     declare_dist_flags(f, dist_);

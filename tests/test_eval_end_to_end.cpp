@@ -91,6 +91,47 @@ TEST(EvalEndToEnd, ExtractionEqualsPerImageForward) {
   fs::remove_all(root);
 }
 
+// dino features --patch_tokens: /patch_tokens row i holds the patch tokens of /features row
+// i's image, as the model gives them for that image alone, after an unreadable image (no row)
+// has been left out of both; the CLS features are those of a run without patch tokens.
+TEST(EvalEndToEnd, PatchTokensStreamToTheFileRowForRow) {
+  const fs::path root = make_image_folder("patch_tokens", 1, 4);
+  xdino::write_file_atomically(root / "val" / "red" / "broken.png", "not a png");
+  FeaturesOptions o;
+  o.model = tiny_xcit();
+  o.data_path = root.string();
+  o.split = "val";
+  o.batch_size_per_gpu = 3;
+  o.num_workers = 1;
+  o.output = (root / "plain.h5").string();
+  run_features(o, *xdino::local_communicator(), torch::kCPU);
+  o.patch_tokens = true;
+  o.output = (root / "tokens.h5").string();
+  run_features(o, *xdino::local_communicator(), torch::kCPU);
+
+  const FeatureSet plain = read_features(root / "plain.h5");
+  const FeatureSet with_tokens = read_features(root / "tokens.h5");
+  EXPECT_THROW(read_patch_tokens(root / "plain.h5"), xdino::Error);
+  const torch::Tensor tokens = read_patch_tokens(root / "tokens.h5");
+  ASSERT_EQ(with_tokens.features.size(0), 8) << "9 images, one unreadable";
+  ASSERT_EQ(tokens.sizes(), (std::vector<int64_t>{8, 4, 128})) << "(32 / 16)^2 tokens of 128";
+  EXPECT_TRUE(torch::allclose(plain.features, with_tokens.features, 1e-6, 1e-6));
+  EXPECT_EQ(plain.paths, with_tokens.paths);
+
+  const auto model = load_frozen_backbone(tiny_xcit(), torch::kCPU);
+  xdino::augment::EvalTransformOptions eo;
+  eo.crop_size = 32;
+  const xdino::augment::EvalTransform transform(eo);
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < 8; ++i) {
+    const torch::Tensor x =
+        transform(xdino::augment::read_image(with_tokens.paths[i])).unsqueeze(0);
+    EXPECT_TRUE(torch::allclose(tokens[i], model->patch_tokens(x).squeeze(0), 1e-4, 1e-5))
+        << with_tokens.paths[i];
+  }
+  fs::remove_all(root);
+}
+
 TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
   const fs::path root = make_image_folder("knn", 6, 3);
   const fs::path out = root / "out";

@@ -304,6 +304,95 @@ void write_bytes(const H5Object& dataset, int64_t begin, const uint8_t* data, in
               "cannot write ", count, " bytes at ", begin, ": ", why());
 }
 
+namespace {
+
+std::vector<hsize_t> dims_of(const H5Object& dataset) {
+  const H5Object space(H5Dget_space(dataset.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  XDINO_CHECK(rank >= 1, "a dataset of rows must have rank >= 1: ", why());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+// The file space of `dataset` with rows [begin, begin + count) selected (or-ed into what is
+// selected when `add`).
+void select_rows(const H5Object& space, const std::vector<hsize_t>& dims, hsize_t begin,
+                 hsize_t count, bool add) {
+  std::vector<hsize_t> start(dims.size(), 0), n = dims;
+  start[0] = begin;
+  n[0] = count;
+  H5Sselect_hyperslab(space.get(), add ? H5S_SELECT_OR : H5S_SELECT_SET, start.data(), nullptr,
+                      n.data(), nullptr);
+}
+
+}  // namespace
+
+H5Object create_float32_rows(const H5Object& file, const std::string& name,
+                             const std::vector<int64_t>& shape) {
+  Lock lock;
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  std::vector<hsize_t> max_dims = dims, chunk = dims;
+  max_dims[0] = H5S_UNLIMITED;
+  chunk[0] = 1;
+  const H5Object space(
+      H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max_dims.data()), H5Sclose);
+  const H5Object props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_chunk(props.get(), static_cast<int>(chunk.size()), chunk.data());
+  H5Object d(H5Dcreate2(file.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                        props.get(), H5P_DEFAULT),
+             H5Dclose);
+  XDINO_CHECK(d.valid(), "cannot create dataset '", name, "': ", why());
+  return d;
+}
+
+void write_float32_rows(const H5Object& dataset, const std::vector<int64_t>& rows,
+                        const float* data) {
+  if (rows.empty()) return;
+  Lock lock;
+  const std::vector<hsize_t> dims = dims_of(dataset);
+  const H5Object file_space(H5Dget_space(dataset.get()), H5Sclose);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    XDINO_CHECK(rows[i] >= 0 && static_cast<hsize_t>(rows[i]) < dims[0] &&
+                    (i == 0 || rows[i] > rows[i - 1]),
+                "rows to write must be ascending and within [0, ", dims[0], "), got ", rows[i]);
+    select_rows(file_space, dims, static_cast<hsize_t>(rows[i]), 1, i > 0);
+  }
+  std::vector<hsize_t> mem_dims = dims;
+  mem_dims[0] = rows.size();
+  const H5Object mem_space(
+      H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr), H5Sclose);
+  XDINO_CHECK(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(),
+                       H5P_DEFAULT, data) >= 0,
+              "cannot write ", rows.size(), " rows (disk full?): ", why());
+}
+
+void read_float32_rows(const H5Object& dataset, int64_t begin, int64_t count, float* out,
+                       const std::string& where) {
+  if (count <= 0) return;
+  Lock lock;
+  const std::vector<hsize_t> dims = dims_of(dataset);
+  XDINO_CHECK(begin >= 0 && static_cast<hsize_t>(begin + count) <= dims[0], "rows ", begin, "..",
+              begin + count, " are outside the ", dims[0], " rows of ", where);
+  const H5Object file_space(H5Dget_space(dataset.get()), H5Sclose);
+  select_rows(file_space, dims, static_cast<hsize_t>(begin), static_cast<hsize_t>(count), false);
+  std::vector<hsize_t> mem_dims = dims;
+  mem_dims[0] = static_cast<hsize_t>(count);
+  const H5Object mem_space(
+      H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr), H5Sclose);
+  XDINO_CHECK(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(),
+                      H5P_DEFAULT, out) >= 0,
+              "cannot read rows ", begin, "..", begin + count, " of ", where, ": ", why());
+}
+
+void resize_rows(const H5Object& dataset, int64_t rows) {
+  Lock lock;
+  std::vector<hsize_t> dims = dims_of(dataset);
+  dims[0] = static_cast<hsize_t>(rows);
+  XDINO_CHECK(H5Dset_extent(dataset.get(), dims.data()) >= 0, "cannot resize a dataset to ", rows,
+              " rows: ", why());
+}
+
 void write_attribute(const H5Object& object, const std::string& name, const std::string& value) {
   Lock lock;
   const H5Object type = string_type(H5T_VARIABLE);

@@ -80,6 +80,19 @@ void write_strings(const H5Object& file, const std::string& name,
 H5Object create_bytes(const H5Object& file, const std::string& name, int64_t length);
 void write_bytes(const H5Object& dataset, int64_t begin, const uint8_t* data, int64_t count);
 
+// A float32 dataset of `shape` ([rows, ...]) stored one row per chunk, with a first dimension
+// that resize_rows can shrink or grow: for data written a few rows at a time, in any order,
+// that need not fit in memory at once.
+H5Object create_float32_rows(const H5Object& file, const std::string& name,
+                             const std::vector<int64_t>& shape);
+// Rows `rows` (ascending, distinct) of such a dataset from `data`, one row after another.
+void write_float32_rows(const H5Object& dataset, const std::vector<int64_t>& rows,
+                        const float* data);
+// Rows [begin, begin + count) into `out`.
+void read_float32_rows(const H5Object& dataset, int64_t begin, int64_t count, float* out,
+                       const std::string& where);
+void resize_rows(const H5Object& dataset, int64_t rows);
+
 void write_attribute(const H5Object& object, const std::string& name, const std::string& value);
 void write_attribute(const H5Object& object, const std::string& name, int64_t value);
 bool has_attribute(const H5Object& object, const std::string& name);
