@@ -50,6 +50,13 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
   return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
 }
 
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string lowercase(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 // Rank 0 hosts the store. The others connect; c10d retries while the port is closed (rank 0
 // not started yet) but fails at once when rank 0's host cannot be reached at all (no route, a
 // link down, a host rebooting). Those are waited out too, up to the same timeout, so a run
@@ -64,10 +71,8 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistConfig& c) {
       return make_store(
           c, false, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
     } catch (const std::exception& e) {
-      std::string cause = e.what();
-      cause = cause.substr(0, cause.find('\n'));
-      std::string lower = cause;
-      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const std::string cause = first_line(e.what());
+      const std::string lower = lowercase(cause);
       const bool unreachable = lower.find("failed to connect") != std::string::npos ||
                                lower.find("no route to host") != std::string::npos ||
                                lower.find("network is unreachable") != std::string::npos;
@@ -93,8 +98,7 @@ class C10dCommunicator final : public Communicator {
       throw;
     } catch (const std::exception& e) {
       const std::string cause = first_line(e.what());
-      std::string lower = cause;
-      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const std::string lower = lowercase(cause);
       // LibTorch words it "Address already in use" (1.13) or "EADDRINUSE ... address already in
       // use" (2.x); say it the same way on both.
       if (lower.find("address already in use") != std::string::npos)
@@ -217,8 +221,6 @@ class C10dCommunicator final : public Communicator {
   }
 
  private:
-  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
   // A process layout the launcher got wrong: a usage error (exit 2). Rank 0 hosts the store,
   // so it keeps it a moment for the others to read the conflict (they poll every 50 ms).
   [[noreturn]] void fail_launch(const std::string& conflict) {
