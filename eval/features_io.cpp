@@ -78,15 +78,16 @@ void write_feature_file(const fs::path& path, const std::function<void(const fs:
 // /patch_tokens, made at the first batch (T and D are known then) with a row per dataset image.
 class PatchTokenRows {
  public:
-  PatchTokenRows(const h5::H5Object& file, const fs::path& path) : file_(file), path_(path) {}
+  PatchTokenRows(const h5::H5Object& file, const fs::path& path, int64_t images)
+      : file_(file), path_(path), images_(images) {}
 
-  void write(const torch::Tensor& tokens, const torch::Tensor& dataset_index, int64_t n) {
+  void write(const torch::Tensor& tokens, const torch::Tensor& dataset_index) {
     XDINO_CHECK(
         tokens.dim() == 3 && dataset_index.dim() == 1 && tokens.size(0) == dataset_index.size(0),
         "patch tokens for ", path_, " must be [B, T, D] with B dataset indices");
     if (!rows_.valid()) {
-      rows_ = h5::create_float32_rows(file_, "patch_tokens", {n, tokens.size(1), tokens.size(2)});
-      shape_ = {n, tokens.size(1), tokens.size(2)};
+      shape_ = {images_, tokens.size(1), tokens.size(2)};
+      rows_ = h5::create_float32_rows(file_, "patch_tokens", shape_);
     }
     XDINO_CHECK(tokens.size(1) == shape_[1] && tokens.size(2) == shape_[2], "patch tokens of ",
                 tokens.sizes(), " after [", shape_[1], ", ", shape_[2], "] for ", path_,
@@ -130,6 +131,7 @@ class PatchTokenRows {
  private:
   const h5::H5Object& file_;
   fs::path path_;
+  int64_t images_;
   h5::H5Object rows_;
   std::vector<int64_t> shape_;
 };
@@ -149,9 +151,9 @@ void write_features_with_patch_tokens(
     const std::function<FeatureSet(const PatchTokenSink& sink)>& extract) {
   write_feature_file(path, [&](const fs::path& tmp) {
     const h5::H5Object file = h5::create_file(tmp.string());
-    PatchTokenRows rows(file, path);
+    PatchTokenRows rows(file, path, images);
     const FeatureSet set = extract([&](const torch::Tensor& tokens, const torch::Tensor& index) {
-      rows.write(tokens, index, images);
+      rows.write(tokens, index);
     });
     XDINO_CHECK(set.indices.defined() && set.indices.size(0) == set.features.size(0),
                 "the features for ", path, " carry no dataset index per row");
