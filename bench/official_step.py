@@ -24,17 +24,27 @@ for. Nothing here re-implements a piece of the step; what this file adds is the 
   - the small-image archs xcit_<size>_p4 of docs/architecture.md ("Small-image XCiT"), which
     xcit.py cannot build: its XCiT with patch_size 8 and a two-unit stem of its own conv3x3
     (3 -> C/2 -> C, stride 2 each), so the step can run at the main job's shapes.
-Crops are random tensors made once (data loading is bench_loader's business); train_one_epoch
-runs `warmup` iterations, then `steps` timed ones, after the last-layer freeze (epoch 1,
-freeze_last_layer 1: every parameter is updated), fp32.
+Crops are random tensors made once, on the training device (data loading is bench_loader's
+business); train_one_epoch runs `warmup` iterations, then `steps` timed ones, after the
+last-layer freeze (epoch 1, freeze_last_layer 1: every parameter is updated).
+
+On a GPU (--device cuda) the run is a one-GPU official run: NCCL group, SyncBatchNorm kept,
+`cudnn.benchmark` on as main_dino.py sets it, and --precision
+  - fp32: --use_fp16 false;
+  - fp16: --use_fp16 true, i.e. main_dino.py's own autocast + torch.cuda.amp.GradScaler;
+  - bf16: not an option of main_dino.py; here its autocast is made to cast to bfloat16 and its
+    scaler is a disabled GradScaler (every call passes through), the smallest change that gives
+    the official step in bf16.
+The JSON then adds the peak allocated device memory, as bench_train's does.
 
 usage: /usr/bin/python3 bench/official_step.py --arch xcit_nano_12_p16 --out_dim 65536 \\
            --batch 8 [--global_size 224 --local_size 96 --locals 8 --head_hidden_dim 2048] \\
-           [--steps 5 --warmup 2 --threads N]
+           [--steps 5 --warmup 2 --threads N] [--device cpu|cuda --precision fp32|fp16|bf16]
 Prints one JSON object: seconds per step and images per second.
 """
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -49,6 +59,10 @@ def import_official():
     # dino first: its utils.py is the one main_dino.py imports (xcit has a utils.py of its own).
     paths = [os.path.join(OFFICIAL, p) for p in ("dino", "timm-0.4.9", "xcit")]
     missing = [p for p in paths if not os.path.isdir(p)]
+    # A GPU machine without network has a newer timm installed, which still answers the three
+    # imports xcit.py makes (with deprecation warnings); use it when 0.4.9 was not carried.
+    if missing == [paths[1]] and importlib.util.find_spec("timm") is not None:
+        paths, missing = [paths[0], paths[2]], []
     if missing:
         sys.exit(f"official_step.py: {missing[0]} is missing; run scripts/fetch_official.sh first")
     sys.path[:0] = paths
@@ -119,6 +133,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
     a = ap.parse_args()
 
     main_dino, utils, vits, xcit = import_official()
@@ -127,7 +143,12 @@ def main():
     import torch.nn as nn
     if a.threads:
         torch.set_num_threads(a.threads)
-    if not torch.cuda.is_available():
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit("official_step.py: --device cuda, but torch sees no GPU")
+    if a.precision != "fp32" and not cuda:
+        sys.exit(f"official_step.py: --precision {a.precision} needs --device cuda")
+    if not cuda:
         torch.Tensor.cuda = lambda self, *args, **kwargs: self
         torch.cuda.synchronize = lambda *args, **kwargs: None
         utils.SmoothedValue.synchronize_between_processes = lambda self: None
@@ -137,16 +158,20 @@ def main():
         n for n in vars(xcit) if n.startswith("xcit_")] + [a.arch]
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    dist.init_process_group("nccl" if cuda else "gloo", rank=0, world_size=1)
+    if cuda:
+        torch.cuda.set_device(0)
+        torch.backends.cudnn.benchmark = True  # as main_dino.py's init_distributed_mode leaves it
 
     args = main_dino.get_args_parser().parse_args([
         "--arch", a.arch, "--out_dim", str(a.out_dim), "--batch_size_per_gpu", str(a.batch),
-        "--local_crops_number", str(a.locals), "--use_fp16", "false", "--epochs", "2",
+        "--local_crops_number", str(a.locals), "--use_fp16", str(a.precision == "fp16").lower(),
+        "--epochs", "2",
         "--warmup_epochs", "0"])
     torch.manual_seed(0)
     student = build_backbone(xcit, a.arch, drop_path_rate=args.drop_path_rate)
     teacher = build_backbone(xcit, a.arch)
-    if not torch.cuda.is_available():
+    if not cuda:
         student, teacher = plain_batchnorm(student), plain_batchnorm(teacher)
     student, teacher = clone_cls_norm_input(student), clone_cls_norm_input(teacher)
     embed_dim = student.embed_dim
@@ -155,6 +180,8 @@ def main():
         norm_last_layer=args.norm_last_layer, hidden_dim=a.head_hidden_dim))
     teacher = utils.MultiCropWrapper(teacher, vits.DINOHead(
         embed_dim, args.out_dim, args.use_bn_in_head, hidden_dim=a.head_hidden_dim))
+    if cuda:
+        student, teacher = student.cuda(), teacher.cuda()
     teacher_without_ddp = teacher
     student = nn.parallel.DistributedDataParallel(student)
     teacher_without_ddp.load_state_dict(student.module.state_dict())
@@ -170,8 +197,20 @@ def main():
     wd_schedule = utils.cosine_scheduler(args.weight_decay, args.weight_decay_end, args.epochs, n)
     momentum_schedule = utils.cosine_scheduler(args.momentum_teacher, 1, args.epochs, n)
 
-    crops = [torch.randn(a.batch, 3, a.global_size, a.global_size) for _ in range(2)]
-    crops += [torch.randn(a.batch, 3, a.local_size, a.local_size) for _ in range(a.locals)]
+    dev = torch.device(a.device)
+    crops = [torch.randn(a.batch, 3, a.global_size, a.global_size, device=dev) for _ in range(2)]
+    crops += [torch.randn(a.batch, 3, a.local_size, a.local_size, device=dev)
+              for _ in range(a.locals)]
+    fp16_scaler = None
+    if a.precision == "fp16":
+        fp16_scaler = torch.cuda.amp.GradScaler()  # what main_dino.py's train_dino makes
+    elif a.precision == "bf16":
+        fp16_scaler = torch.cuda.amp.GradScaler(enabled=False)
+        torch.cuda.amp.autocast = lambda enabled=True, **kw: torch.autocast(
+            "cuda", dtype=torch.bfloat16, enabled=enabled)
+    if cuda:
+        dino_loss = dino_loss.cuda()
+        torch.cuda.reset_peak_memory_stats()
     labels = torch.zeros(a.batch, dtype=torch.long)
 
     class Timed(list):  # the data loader: the same crops every iteration, timed from warm-up end
@@ -185,11 +224,14 @@ def main():
     with contextlib.redirect_stdout(io.StringIO()):  # MetricLogger's progress lines
         main_dino.train_one_epoch(student, teacher, teacher_without_ddp, dino_loss, loader,
                                   optimizer, lr_schedule, wd_schedule, momentum_schedule, 1,
-                                  None, args)
+                                  fp16_scaler, args)
     total = time.perf_counter() - loader.start
-    print(json.dumps({"impl": "official", "arch": a.arch, "out_dim": a.out_dim, "batch": a.batch,
-                      "threads": torch.get_num_threads(), "sec_per_step": total / a.steps,
-                      "images_per_sec": a.batch * a.steps / total}))
+    out = {"impl": "official", "arch": a.arch, "out_dim": a.out_dim, "batch": a.batch,
+           "device": a.device, "precision": a.precision, "threads": torch.get_num_threads(),
+           "sec_per_step": total / a.steps, "images_per_sec": a.batch * a.steps / total}
+    if cuda:
+        out["peak_allocated_mib"] = torch.cuda.max_memory_allocated() // (1024 * 1024)
+    print(json.dumps(out))
     dist.destroy_process_group()
 
 

@@ -11,17 +11,26 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
+#include <sstream>
 #include <string>
 
+#include "core/atomic_file.h"
 #include "core/compat.h"
+#include "core/json.h"
 #include "models/registry.h"
 #include "tests/support/require.h"
+#include "tests/support/train_fixture.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
 
 using xdino::compat::AutocastGuard;
 using xdino::models::create_backbone;
+using xdino::ssl::TrainOutcome;
+using xdino::testing::TempDir;
 
 namespace {
 
@@ -94,7 +103,9 @@ TEST(Cuda, XvitForwardMatchesCpu) {
 
 // Backward through the same network: the gradients of a fixed loss on both devices, fp32
 // without TF32, within 1e-3 of each parameter's largest CPU gradient (a longer chain of sums
-// in another order than the forward).
+// in another order than the forward). The loss is a fixed random projection of the features:
+// their sum of squares would not do, as the final LayerNorm makes it nearly constant, and its
+// gradients would be rounding noise (so they were, on an H200, 2026-11-26).
 TEST(Cuda, XcitGradientsMatchCpu) {
   XDINO_SKIP_WITHOUT_CUDA();
   Tf32Scope tf32(false);
@@ -104,15 +115,25 @@ TEST(Cuda, XcitGradientsMatchCpu) {
   auto gpu = create_backbone("xcit_nano_4_p4");
   gpu->to(torch::kCUDA);
   const auto images = torch::randn({4, 3, 28, 28});
-  cpu->forward(images).pow(2).sum().backward();
-  gpu->forward(images.to(torch::kCUDA)).pow(2).sum().backward();
+  const auto out = cpu->forward(images);
+  const auto projection = torch::randn(out.sizes());
+  (out * projection).sum().backward();
+  (gpu->forward(images.to(torch::kCUDA)) * projection.to(torch::kCUDA)).sum().backward();
+  double worst = 0;
+  std::string where;
   const auto pc = cpu->named_parameters(), pg = gpu->named_parameters();
   for (const auto& item : pc) {
     const auto want = item.value().grad();
     const auto got = pg[item.key()].grad().to(torch::kCPU);
     const double scale = std::max(want.abs().max().item<double>(), 1e-12);
-    EXPECT_LE((got - want).abs().max().item<double>() / scale, 1e-3) << item.key();
+    const double err = (got - want).abs().max().item<double>() / scale;
+    EXPECT_LE(err, 1e-3) << item.key();
+    if (err > worst) {
+      worst = err;
+      where = item.key();
+    }
   }
+  std::printf("gradients: largest relative difference %.3g (%s)\n", worst, where.c_str());
 }
 
 // torch.cuda.amp.GradScaler's rule on CUDA tensors: a non-finite gradient skips the step and
@@ -144,4 +165,130 @@ TEST(Cuda, GradScalerSkipsAnOverflowAndBacksOff) {
   scaler.scale(w.sum()).backward();
   EXPECT_TRUE(scaler.step(*opt));
   EXPECT_TRUE(torch::allclose(w.to(torch::kCPU), torch::full({3}, 0.5)));
+}
+
+namespace {
+
+// Two epochs of 3 iterations of the real Trainer on XCiT (patch 4, 28 px global and 12 px
+// local crops): the last layer frozen in epoch 0 and trained in epoch 1, the warm-up, weight
+// decay only on the weights, clipping, the EMA and the centre, as in a user's run. No drop
+// path: its masks come from each device's own generator.
+xdino::ssl::DinoOptions cuda_options(const std::filesystem::path& dir, const std::string& device,
+                                     const std::string& precision) {
+  auto o = xdino::testing::tiny_options(dir);
+  o.arch = "xcit_nano_4_p4";
+  o.head.out_dim = 64;
+  o.batch_size_per_gpu = 4;
+  o.global_crops_size = 28;
+  o.local_crops_size = 12;
+  o.drop_path_rate = 0;
+  o.lr = 0.002;
+  o.device = device;
+  o.precision = precision;
+  return o;
+}
+
+// The largest |update_a - update_b| / |update_b| (L2, per tensor) over every tensor that moved,
+// the updates taken from the same initial state.
+double worst_relative_update_difference(torch::nn::Module& a, torch::nn::Module& b,
+                                        torch::nn::Module& init, std::string* where) {
+  const auto pb = b.named_parameters(), p0 = init.named_parameters();
+  double worst = 0;
+  for (const auto& item : a.named_parameters()) {
+    const auto start = p0[item.key()].detach().to(torch::kCPU, torch::kDouble);
+    const auto da = item.value().detach().to(torch::kCPU, torch::kDouble) - start;
+    const auto db = pb[item.key()].detach().to(torch::kCPU, torch::kDouble) - start;
+    const double norm = db.norm().item<double>();
+    if (norm == 0) continue;
+    const double rel = (da - db).norm().item<double>() / norm;
+    if (rel > worst) {
+      worst = rel;
+      *where = item.key();
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+// The CUDA Trainer, fp32 without TF32, against the CPU Trainer on the same weights and crops:
+// every update of student and teacher within 1% of the CPU update (the bound the official-parity
+// test allows our CPU step against PyTorch's is 3%), the centre within 1e-4, the loss of every
+// epoch within 1e-4.
+TEST(Cuda, DinoTrainingMatchesCpu) {
+  XDINO_SKIP_WITHOUT_CUDA();
+  Tf32Scope tf32(false);
+  TempDir cpu_dir, gpu_dir, init_dir;
+  auto cpu = xdino::testing::tiny_trainer(cuda_options(cpu_dir.path(), "cpu", "fp32"));
+  auto gpu = xdino::testing::tiny_trainer(cuda_options(gpu_dir.path(), "cuda", "fp32"));
+  auto init = xdino::testing::tiny_trainer(cuda_options(init_dir.path(), "cpu", "fp32"));
+  ASSERT_EQ(cpu->train(), TrainOutcome::kCompleted);
+  ASSERT_EQ(gpu->train(), TrainOutcome::kCompleted);
+  std::string where;
+  const double student =
+      worst_relative_update_difference(*gpu->student(), *cpu->student(), *init->student(), &where);
+  std::printf("student: largest relative update difference %.3g (%s)\n", student, where.c_str());
+  EXPECT_LE(student, 1e-2) << where;
+  const double teacher =
+      worst_relative_update_difference(*gpu->teacher(), *cpu->teacher(), *init->teacher(), &where);
+  std::printf("teacher: largest relative update difference %.3g (%s)\n", teacher, where.c_str());
+  EXPECT_LE(teacher, 1e-2) << where;
+  const auto c_cpu = cpu->loss()->center, c_gpu = gpu->loss()->center.to(torch::kCPU);
+  EXPECT_LE((c_gpu - c_cpu).abs().max().item<double>(),
+            1e-4 * std::max(c_cpu.abs().max().item<double>(), 1e-6));
+  const auto log_cpu = xdino::read_file(cpu_dir.path() / "log.txt");
+  const auto log_gpu = xdino::read_file(gpu_dir.path() / "log.txt");
+  std::istringstream lc(log_cpu), lg(log_gpu);
+  int epochs = 0;
+  for (std::string a, b; std::getline(lc, a) && std::getline(lg, b); ++epochs) {
+    const double la = xdino::Json::parse(a).at("train_loss").get<double>();
+    const double lb = xdino::Json::parse(b).at("train_loss").get<double>();
+    EXPECT_NEAR(lb, la, 1e-4 * std::abs(la)) << "epoch " << epochs;
+  }
+  EXPECT_EQ(epochs, 2);
+}
+
+// fp16 autocast with the loss scaler (the default on CUDA) and bf16 autocast: the same two epochs
+// run, every epoch's loss is finite and within 2% of the fp32 run's; a second Trainer on the
+// same folder resumes from the checkpoint written on CUDA and holds the same tensors, bit for bit.
+TEST(Cuda, DinoTrainingInLowPrecisionTracksFp32) {
+  XDINO_SKIP_WITHOUT_CUDA();
+  const auto losses = [](const std::filesystem::path& dir) {
+    std::vector<double> out;
+    std::istringstream log(xdino::read_file(dir / "log.txt"));
+    for (std::string line; std::getline(log, line);)
+      out.push_back(xdino::Json::parse(line).at("train_loss").get<double>());
+    return out;
+  };
+  TempDir ref_dir;
+  ASSERT_EQ(xdino::testing::tiny_trainer(cuda_options(ref_dir.path(), "cuda", "fp32"))->train(),
+            TrainOutcome::kCompleted);
+  const auto want = losses(ref_dir.path());
+  ASSERT_EQ(want.size(), 2u);
+  for (const std::string precision : {"fp16", "bf16"}) {
+    TempDir dir;
+    const auto o = cuda_options(dir.path(), "cuda", precision);
+    auto first = xdino::testing::tiny_trainer(o);
+    ASSERT_EQ(first->train(), TrainOutcome::kCompleted) << precision;
+    const auto got = losses(dir.path());
+    ASSERT_EQ(got.size(), 2u) << precision;
+    for (size_t e = 0; e < got.size(); ++e) {
+      std::printf("%s epoch %zu: loss %.6f (fp32 %.6f)\n", precision.c_str(), e, got[e], want[e]);
+      EXPECT_TRUE(std::isfinite(got[e])) << precision;
+      EXPECT_NEAR(got[e], want[e], 0.02 * std::abs(want[e])) << precision << " epoch " << e;
+    }
+    auto resumed = xdino::testing::tiny_trainer(o);
+    ASSERT_EQ(resumed->train(), TrainOutcome::kCompleted) << precision;
+    const auto same = [&](torch::nn::Module& a, torch::nn::Module& b, const char* what) {
+      const auto pb = b.named_parameters();
+      for (const auto& item : a.named_parameters())
+        EXPECT_TRUE(torch::equal(item.value().to(torch::kCPU), pb[item.key()].to(torch::kCPU)))
+            << precision << " " << what << " " << item.key();
+    };
+    same(*resumed->student(), *first->student(), "student");
+    same(*resumed->teacher(), *first->teacher(), "teacher");
+    EXPECT_TRUE(torch::equal(resumed->loss()->center.to(torch::kCPU),
+                             first->loss()->center.to(torch::kCPU)))
+        << precision;
+  }
 }

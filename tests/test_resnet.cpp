@@ -137,7 +137,11 @@ TEST(ResNet, FeaturesMatchTorchvisionOnTheSameWeights) {
       const double train_diff =
           max_difference(model->forward(images), golden(arch + ".train").toTensor());
       std::printf("%s train: max |ours - torchvision| = %.3g\n", arch.c_str(), train_diff);
-      EXPECT_LT(train_diff, 1e-5);
+      // Normalising by the statistics of a small batch amplifies the rounding of the
+      // convolutions before it: below 1e-5 with LibTorch 1.13 and 2.15, 5.2e-5 with the CPU
+      // kernels of LibTorch 2.11's CUDA wheel (an H200 machine, 2026-11-26), whose eval-mode
+      // features still agree within 1.1e-6.
+      EXPECT_LT(train_diff, 1e-4);
       const auto sd = state_dict(*model);
       EXPECT_LT(max_difference(sd["bn1.running_mean"], golden(arch + ".running_mean").toTensor()),
                 1e-6);

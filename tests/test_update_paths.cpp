@@ -153,12 +153,14 @@ TEST(UpdatePaths, FusedCpuIsWithinTwoUlpsOfPerTensor) {
 
 // On a GPU the multi-tensor path runs LibTorch's fused multi-tensor CUDA kernels, the per-tensor
 // path one kernel per tensor: the same arithmetic, but nvcc may contract a multiply-add in one and
-// not the other, so the AdamW moments may differ in the last bit as the fused CPU kernels do.
-TEST(UpdatePaths, MultiTensorIsWithinTwoUlpsOfPerTensorOnCuda) {
+// not the other. In exp_avg_sq = b2 v + (1 - b2) g^2 two roundings can then differ per step (the
+// square and the multiply-add), so two real steps allow 4 ulps. Measured on an H200 with
+// LibTorch 2.11 (2026-11-26): 2.74 ulps, in exp_avg_sq; a wrong element would be off by ~2^23.
+TEST(UpdatePaths, MultiTensorIsWithinTwoUlpsPerStepOfPerTensorOnCuda) {
   XDINO_SKIP_WITHOUT_CUDA();
   PathRun ref = run(UpdatePath::kPerTensor, torch::kCUDA);
   PathRun multi = run(UpdatePath::kMultiTensor, torch::kCUDA);
-  expect_identical(multi, ref, "multi-tensor on CUDA", 2);
+  expect_identical(multi, ref, "multi-tensor on CUDA", 4);
   EXPECT_EQ(ref.clipped, run(UpdatePath::kPerTensor).clipped) << "the same grads clipped";
 }
 
