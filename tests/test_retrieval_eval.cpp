@@ -17,10 +17,12 @@
 #include "eval/retrieval/ranking.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/retrieval_fixture.h"
 #include "tests/support/require.h"
 
 namespace fs = std::filesystem;
 using xdino::Json;
+using xdino::testing::ground_from_json;
 using xdino::testing::run_process;
 namespace retrieval = xdino::eval::retrieval;
 
@@ -54,22 +56,6 @@ Json run_reference(const std::string& which, const fs::path& features, const fs:
       run_process({kPython, source("tests/support/retrieval_reference.py"), which, features, data});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return xdino::parse_json(r.out, "retrieval_reference.py");
-}
-
-retrieval::RevisitedGround ground_from_json(const fs::path& path) {
-  const Json j = read_json(path);
-  retrieval::RevisitedGround g;
-  for (const auto& s : j["imlist"]) g.imlist.push_back(s.get<std::string>());
-  for (const auto& s : j["qimlist"]) g.qimlist.push_back(s.get<std::string>());
-  for (const auto& q : j["gnd"]) {
-    retrieval::RevisitedQuery r;
-    for (const auto& v : q["easy"]) r.easy.push_back(v.get<int64_t>());
-    for (const auto& v : q["hard"]) r.hard.push_back(v.get<int64_t>());
-    for (const auto& v : q["junk"]) r.junk.push_back(v.get<int64_t>());
-    for (const auto& v : q["bbx"]) r.bbx.push_back(v.get<double>());
-    g.gnd.push_back(r);
-  }
-  return g;
 }
 
 std::string last_line(const std::string& text) {
