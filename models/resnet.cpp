@@ -9,8 +9,15 @@ namespace {
 using torch::Tensor;
 namespace nn = torch::nn;
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).bias(false));
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
+                int64_t groups = 1) {
+  return nn::Conv2d(
+      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).groups(groups).bias(false));
+}
+
+// A Bottleneck's inner width, as torchvision's: int(planes * (width_per_group / 64)) * groups.
+int64_t bottleneck_width(int64_t planes, int64_t width_per_group, int64_t groups) {
+  return planes * width_per_group / 64 * groups;
 }
 
 // torchvision's init: conv weights kaiming-normal with fan_out and the ReLU gain (BatchNorm
@@ -28,13 +35,16 @@ int64_t halve_up(int64_t n) { return (n + 1) / 2; }
 
 const std::vector<ResNetConfig>& resnet_variants() {
   static const std::vector<ResNetConfig> variants = {
-      {"resnet18", "ResNet-18", false, {2, 2, 2, 2}, 64, 0},
-      {"resnet34", "ResNet-34", false, {3, 4, 6, 3}, 64, 0},
-      {"resnet50", "ResNet-50", true, {3, 4, 6, 3}, 64, 0},
-      {"resnet101", "ResNet-101", true, {3, 4, 23, 3}, 64, 0},
-      {"resnet152", "ResNet-152", true, {3, 8, 36, 3}, 64, 0},
-      {"wide_resnet50_2", "WRN-50-2", true, {3, 4, 6, 3}, 128, 0},
-      {"wide_resnet101_2", "WRN-101-2", true, {3, 4, 23, 3}, 128, 0},
+      {"resnet18", "ResNet-18", false, {2, 2, 2, 2}, 64, 1, 0},
+      {"resnet34", "ResNet-34", false, {3, 4, 6, 3}, 64, 1, 0},
+      {"resnet50", "ResNet-50", true, {3, 4, 6, 3}, 64, 1, 0},
+      {"resnet101", "ResNet-101", true, {3, 4, 23, 3}, 64, 1, 0},
+      {"resnet152", "ResNet-152", true, {3, 8, 36, 3}, 64, 1, 0},
+      {"wide_resnet50_2", "WRN-50-2", true, {3, 4, 6, 3}, 128, 1, 0},
+      {"wide_resnet101_2", "WRN-101-2", true, {3, 4, 23, 3}, 128, 1, 0},
+      {"resnext50_32x4d", "ResNeXt-50 32x4d", true, {3, 4, 6, 3}, 4, 32, 0},
+      {"resnext101_32x8d", "ResNeXt-101 32x8d", true, {3, 4, 23, 3}, 8, 32, 0},
+      {"resnext101_64x4d", "ResNeXt-101 64x4d", true, {3, 4, 23, 3}, 4, 64, 0},
   };
   return variants;
 }
@@ -48,10 +58,10 @@ std::optional<ResNetConfig> find_resnet_variant(const std::string& name) {
 ResidualBlockImpl::ResidualBlockImpl(const ResidualBlockOptions& o) : options(o) {
   const int64_t in = o.in_channels(), planes = o.planes(), stride = o.stride();
   if (o.bottleneck()) {
-    const int64_t width = planes * o.width_per_group() / 64;
+    const int64_t width = bottleneck_width(planes, o.width_per_group(), o.groups());
     conv1 = register_module("conv1", conv(in, width, 1, 1, 0));
     bn1 = register_module("bn1", BatchNorm(width));
-    conv2 = register_module("conv2", conv(width, width, 3, stride, 1));
+    conv2 = register_module("conv2", conv(width, width, 3, stride, 1, o.groups()));
     bn2 = register_module("bn2", BatchNorm(width));
     conv3 = register_module("conv3", conv(width, planes * 4, 1, 1, 0));
     bn3 = register_module("bn3", BatchNorm(planes * 4));
@@ -95,7 +105,8 @@ ResNet::ResNet(ResNetConfig config) : config_(std::move(config)) {
       ResidualBlock block(ResidualBlockOptions(in, int64_t{64} << s)
                               .stride(s > 0 && b == 0 ? 2 : 1)
                               .bottleneck(config_.bottleneck)
-                              .width_per_group(config_.width_per_group));
+                              .width_per_group(config_.width_per_group)
+                              .groups(config_.groups));
       in = block->out_channels();
       list->push_back(block);
       blocks.push_back(block);
@@ -144,9 +155,10 @@ Probe ResNet::probe(Tensor images, const ProbeRequest& request) {
 double resnet_flops(const ResNetConfig& c, int64_t height, int64_t width) {
   // conv + eval BN over an output of `channels` x h x w: weight elements times output
   // pixels, plus 2 per BN output element.
-  const auto conv_bn = [](double in, double out, double kernel, int64_t h, int64_t w) {
+  const auto conv_bn = [](double in, double out, double kernel, int64_t h, int64_t w,
+                          double groups = 1) {
     const double pixels = static_cast<double>(h * w);
-    return out * in * kernel * kernel * pixels + 2 * out * pixels;
+    return out * in / groups * kernel * kernel * pixels + 2 * out * pixels;
   };
   int64_t h = halve_up(height), w = halve_up(width);
   double flops = conv_bn(3, 64, 7, h, w);
@@ -164,9 +176,11 @@ double resnet_flops(const ResNetConfig& c, int64_t height, int64_t width) {
       }
       double out;
       if (c.bottleneck) {
-        const double inner = planes * static_cast<double>(c.width_per_group) / 64;
+        const double inner =
+            static_cast<double>(bottleneck_width(int64_t{64} << s, c.width_per_group, c.groups));
         out = planes * 4;
-        flops += conv_bn(in, inner, 1, h_in, w_in) + conv_bn(inner, inner, 3, h, w) +
+        flops += conv_bn(in, inner, 1, h_in, w_in) +
+                 conv_bn(inner, inner, 3, h, w, static_cast<double>(c.groups)) +
                  conv_bn(inner, out, 1, h, w);
       } else {
         out = planes;

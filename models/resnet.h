@@ -1,13 +1,15 @@
 // torchvision's ResNets as the official DINO scripts build them (main_dino.py, eval_knn.py,
 // eval_linear.py: `torchvision_models[arch]()` with `fc` replaced by an identity):
-// resnet18/34/50/101/152 and wide_resnet50_2/wide_resnet101_2 (docs/architecture.md, "ResNet").
+// resnet18/34/50/101/152, wide_resnet50_2/wide_resnet101_2 and resnext50_32x4d,
+// resnext101_32x8d, resnext101_64x4d (docs/architecture.md, "ResNet").
 //
 // Contract:
 //  - Built exactly as torchvision (>= 0.13, checked against Debian's 0.14.1): a 7x7 stride-2
 //    stem conv (no bias), BN, ReLU, 3x3 stride-2 max pool, four stages of BasicBlocks
 //    (resnet18/34) or Bottlenecks (the others), the stride of a stage's first block on its
 //    3x3 conv, a 1x1 conv + BN `downsample` branch where the shape changes, global average
-//    pooling. wide_* double the Bottleneck's inner width.
+//    pooling. wide_* double the Bottleneck's inner width; resnext<depth>_<G>x<W>d make it
+//    G x W channels, the 3x3 conv grouped G ways.
 //  - Keys equal torchvision's state_dict keys, in its order: conv1.weight, bn1.*,
 //    layer{1..4}.i.{conv1,bn1,conv2,bn2[,conv3,bn3]}.*, layer{1..4}.0.downsample.{0,1}.*,
 //    then fc.{weight,bias} only when num_classes > 0. With num_classes == 0 there is no fc
@@ -45,11 +47,13 @@ struct ResNetConfig {
   std::string paper_name = "ResNet-50";
   bool bottleneck = true;                      // Bottleneck (x4 expansion) or BasicBlock
   std::vector<int64_t> layers = {3, 4, 6, 3};  // residual blocks per stage
-  int64_t width_per_group = 64;                // 128: wide_resnet*_2
+  int64_t width_per_group = 64;                // 128: wide_resnet*_2; W of resnext*_GxWd
+  int64_t groups = 1;                          // G of resnext*_GxWd: the 3x3 conv's groups
   int64_t num_classes = 0;                     // 0: no fc, forward gives the pooled feature
 };
 
-// resnet18, resnet34, resnet50, resnet101, resnet152, wide_resnet50_2, wide_resnet101_2.
+// resnet18, resnet34, resnet50, resnet101, resnet152, wide_resnet50_2, wide_resnet101_2,
+// resnext50_32x4d, resnext101_32x8d, resnext101_64x4d.
 const std::vector<ResNetConfig>& resnet_variants();
 std::optional<ResNetConfig> find_resnet_variant(const std::string& name);
 
@@ -65,6 +69,7 @@ struct ResidualBlockOptions {
   TORCH_ARG(int64_t, stride) = 1;            // on conv1 (BasicBlock) or conv2 (Bottleneck)
   TORCH_ARG(bool, bottleneck) = false;       // Bottleneck: 1x1, 3x3, 1x1 and expansion 4
   TORCH_ARG(int64_t, width_per_group) = 64;  // Bottleneck inner width = planes * this / 64
+  TORCH_ARG(int64_t, groups) = 1;            //   ... times this; the 3x3 conv's groups
 };
 
 struct ResidualBlockImpl : torch::nn::Module {

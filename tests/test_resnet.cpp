@@ -1,7 +1,8 @@
 // torchvision's ResNets (models/resnet.h) against tests/data/resnet/resnet_golden.pth, which
 // tests/data/resnet/make_golden.py wrote with Debian's python3-torchvision: state_dict keys and
-// shapes, parameter counts and FLOPs of all seven names, resnet18/resnet50 features on the same
-// weights and images (eval and train mode), and the two official DINO ResNet-50 checkpoint
+// shapes, parameter counts and FLOPs of all ten names, resnet18/resnet50/resnext50_32x4d
+// features on the same weights and images (eval and train mode; grouped 3x3 convs in
+// ResNeXt), and the two official DINO ResNet-50 checkpoint
 // layouts (backbone-only; full checkpoint with module.backbone.* keys) through load_pretrained.
 // The weights are not stored: both sides fill them from one integer hash (fill_weights).
 #include <gtest/gtest.h>
@@ -118,7 +119,7 @@ TEST(ResNet, KeysParametersAndFlopsAreTorchvisions) {
 
 TEST(ResNet, FeaturesMatchTorchvisionOnTheSameWeights) {
   const Tensor images = golden("images").toTensor();
-  for (const std::string arch : {"resnet18", "resnet50"}) {
+  for (const std::string arch : {"resnet18", "resnet50", "resnext50_32x4d"}) {
     SCOPED_TRACE(arch);
     auto model = create_backbone(arch);
     fill_weights(*model);

@@ -10,13 +10,14 @@ vectors (BN bias, running_mean) u / 10, then cast to float32 (test_resnet.cpp: f
 Writes, next to this script:
   resnet_golden.pth  torch.save of a dict:
     images                 (2, 3, 64, 64) float32, seeded normal
-    <arch>.eval            resnet18 / resnet50 features (fc = Identity) in eval mode
+    <arch>.eval            resnet18 / resnet50 / resnext50_32x4d features (fc = Identity) in
+                           eval mode
     resnet18.train         resnet18 features in train mode (batch statistics)
     resnet18.running_mean  bn1.running_mean after that train-mode pass
     resnet18.running_var   layer4.1.bn2.running_var after it
-    <arch>.keys            "key shape" per state_dict entry (fc removed), for resnet18/50 and
-                           wide_resnet50_2
-    <arch>.params / .params_fc / .num_keys / .flops224  for all seven archs: parameters
+    <arch>.keys            "key shape" per state_dict entry (fc removed), for resnet18/50,
+                           wide_resnet50_2 and resnext50_32x4d
+    <arch>.params / .params_fc / .num_keys / .flops224  for all ten archs: parameters
                            without and with fc, state_dict entries without fc, and fvcore-
                            convention FLOPs at 224 counted by forward hooks (conv weight
                            elements x output pixels, 2 per BN output, 1 per pooled input)
@@ -42,7 +43,7 @@ from torch import nn
 torch.set_num_threads(1)
 here = os.path.dirname(os.path.abspath(__file__))
 ARCHS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2",
-         "wide_resnet101_2"]
+         "wide_resnet101_2", "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d"]
 
 
 def backbone(arch):
@@ -109,9 +110,9 @@ for arch in ARCHS:
     out[f"{arch}.params_fc"] = sum(p.numel() for p in torchvision.models.__dict__[arch]().parameters())
     out[f"{arch}.num_keys"] = len(model.state_dict())
     out[f"{arch}.flops224"] = fvcore_flops(model, 224)
-    if arch in ("resnet18", "resnet50", "wide_resnet50_2"):
+    if arch in ("resnet18", "resnet50", "wide_resnet50_2", "resnext50_32x4d"):
         out[f"{arch}.keys"] = keys_text(model)
-    if arch in ("resnet18", "resnet50"):
+    if arch in ("resnet18", "resnet50", "resnext50_32x4d"):
         fill_weights(model)
         model.eval()
         with torch.no_grad():
