@@ -12,6 +12,7 @@
 // runs on the machine; images per CPU-second of the whole process (workers and consumer) do
 // not, and their ratio loader / direct is the loader's efficiency: 1.0 means it adds nothing.
 #include <time.h>
+#include <unistd.h>  // getpid
 
 #include <algorithm>
 #include <chrono>

@@ -11,8 +11,11 @@ namespace nn = torch::nn;
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
                 int64_t groups = 1) {
-  return nn::Conv2d(
-      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).groups(groups).bias(false));
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel)
+                        .stride(stride)
+                        .padding(padding)
+                        .groups(groups)
+                        .bias(false));
 }
 
 // A Bottleneck's inner width, as torchvision's: int(planes * (width_per_group / 64)) * groups.

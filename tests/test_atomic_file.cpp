@@ -1,5 +1,6 @@
 // Atomic writes: a failing writer never damages the existing file nor leaves litter.
 #include <gtest/gtest.h>
+#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <fstream>

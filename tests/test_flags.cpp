@@ -1,5 +1,6 @@
 // Flag parsing: defaults, INI files, override order, sections, errors that name the key.
 #include <gtest/gtest.h>
+#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,7 @@
 // Picture and file outputs of the visualisations: masks keep the requested attention mass,
 // nearest upsampling, colour maps, PNG and .npy files that decode back.
 #include <gtest/gtest.h>
+#include <unistd.h>  // getpid
 
 #include <cstdlib>
 #include <filesystem>

@@ -4,11 +4,11 @@
 // The README's placeholder paths (/path/to/imagenet, $HOME/davis-2017/DAVIS/, ...) lead to small
 // sets in the layouts each script reads, and each line gets the limits written beside it in the
 // table below, so that CI can hold them: one epoch, a small batch and 2 local crops, 2 processes
-// where it asks for 8, k-NN's k below the 8 training images, copy detection at 64 px. A limit is appended, so it
-// overrides a flag of the line as argparse does, and nothing else of the line changes.
-// A line the official script refuses here must be refused: offline, `eval_linear.py --evaluate`
-// and a bare `visualize_attention.py` must download weights or an image, and so fail; ours stop
-// with one line and exit 2. Two kinds of lines are not replayed here, for these reasons:
+// where it asks for 8, k-NN's k below the 8 training images, copy detection at 64 px. A limit is
+// appended, so it overrides a flag of the line as argparse does, and nothing else of the line
+// changes. A line the official script refuses here must be refused: offline, `eval_linear.py
+// --evaluate` and a bare `visualize_attention.py` must download weights or an image, and so fail;
+// ours stop with one line and exit 2. Two kinds of lines are not replayed here, for these reasons:
 //  - video_generation.py's three lines: Visualize.TheOfficialReadmeVideoCommandLinesRunAsTyped
 //    (test_visualize.cpp) replays them with checks of the frames and videos they write;
 //  - davis2017-evaluation's evaluation_method.py: another project's tool. `dino
@@ -117,7 +117,8 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 // training flags (see the top of this file).
 std::string renamed(std::string line) {
   replace_all(line, "python -m torch.distributed.launch ", "dino launch ");
-  replace_all(line, "python run_with_submitit.py --nodes 2 --ngpus 8 --use_volta32 ", "dino train ");
+  replace_all(line, "python run_with_submitit.py --nodes 2 --ngpus 8 --use_volta32 ",
+              "dino train ");
   replace_all(line, "python run_with_submitit.py --nodes 2 --ngpus 8 ", "dino train ");
   replace_all(line, "python run_with_submitit.py ", "dino train ");
   const std::pair<const char*, const char*> scripts[] = {

@@ -17,8 +17,8 @@
 #include "eval/retrieval/ranking.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
-#include "tests/support/retrieval_fixture.h"
 #include "tests/support/require.h"
+#include "tests/support/retrieval_fixture.h"
 
 namespace fs = std::filesystem;
 using xdino::Json;
