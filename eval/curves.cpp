@@ -131,6 +131,12 @@ TrainingCurves read_training_curves(const fs::path& dir) {
     const std::string where = ref_path.string();
     c.knn_random = number(ref, "knn_top1_random", where);
     c.knn_pixels = number(ref, "knn_top1_pixels", where);
+    if (ref.contains("knn_top1_random_bn")) {  // older files: no such line
+      if (ref["knn_top1_random_bn"].is_null())
+        c.knn_random_no_batch_norm = true;
+      else
+        c.knn_random_bn = number(ref, "knn_top1_random_bn", where);
+    }
     c.knn_train = static_cast<int64_t>(number(ref, "knn_train", where));
     c.knn_val = static_cast<int64_t>(number(ref, "knn_val", where));
     c.knn_top1.push_back({0.0, *c.knn_random});
@@ -168,7 +174,12 @@ void write_training_curves(const fs::path& dir) {
   draw_panel(img, {w, 0, w, h}, "teacher entropy (nats)", c.teacher_entropy, {}, x_max);
   std::vector<Line> refs;
   if (c.knn_pixels) refs.push_back({*c.knn_pixels, "raw pixels", cv::Scalar(30, 120, 30)});
-  if (c.knn_random) refs.push_back({*c.knn_random, "random init", cv::Scalar(120, 120, 120)});
+  if (c.knn_random)
+    refs.push_back({*c.knn_random,
+                    c.knn_random_no_batch_norm ? "random init (no BatchNorm)" : "random init",
+                    cv::Scalar(120, 120, 120)});
+  if (c.knn_random_bn)
+    refs.push_back({*c.knn_random_bn, "random init, data's BN", cv::Scalar(150, 60, 150)});
   std::string title = "online 20-NN top-1 (%)";
   if (c.knn_train > 0)
     title += ", " + std::to_string(c.knn_train) + "/" + std::to_string(c.knn_val) + " images";

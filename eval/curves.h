@@ -3,13 +3,17 @@
 //
 // Contract:
 //  - read_training_curves(dir) parses <dir>/log.txt (one JSON object per epoch, ssl/metrics.h)
-//    and, when present, <dir>/knn_reference.json (the online k-NN of the initial teacher and of
-//    raw pixels on the same subsets). Points are placed at `images_seen` (older logs without
-//    it: at epoch + 1). A malformed line throws xdino::Error naming the file and line.
+//    and, when present, <dir>/knn_reference.json (the online k-NN of the initial teacher, of
+//    a copy of it with the BatchNorm statistics of the data, and of raw pixels on the same
+//    subsets; launch/learning_monitor.h). Points are placed at `images_seen` (older logs
+//    without it: at epoch + 1). A malformed line throws xdino::Error naming the file and line.
 //  - write_training_curves(dir) draws three panels, each against images seen: DINO loss,
 //    teacher entropy (nats), online k-NN top-1 (%) starting at the initial teacher's value
-//    with the random-init and raw-pixel values as horizontal reference lines, and writes
-//    <dir>/curves.png atomically. Panels without data say so. Rank 0's job.
+//    with horizontal reference lines: raw pixels, random init, and random init with the
+//    BatchNorm statistics of the data (the line learning must clear; docs/evaluation.md,
+//    "The random-weights reference"). A backbone without BatchNorm has one random-init line,
+//    labelled so. Writes <dir>/curves.png atomically. Panels without data say so. Rank 0's
+//    job.
 #pragma once
 
 #include <filesystem>
@@ -27,6 +31,8 @@ struct TrainingCurves {
   std::vector<CurvePoint> loss, teacher_entropy,
       knn_top1;                                  // knn_top1 starts at the initial teacher
   std::optional<double> knn_random, knn_pixels;  // reference lines
+  std::optional<double> knn_random_bn;           // random init, the data's BatchNorm statistics
+  bool knn_random_no_batch_norm = false;         // knn_random_bn null: the backbone has none
   int64_t knn_train = 0, knn_val = 0;            // subset sizes (0: no k-NN)
 };
 

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/pth.h"
 #include "core/python_format.h"
+#include "eval/batch_norm_stats.h"
 #include "eval/extract.h"
 #include "eval/features_io.h"
 
@@ -94,10 +95,21 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
   XDINO_CHECK_ARG(options.dump_features.empty() || options.load_features.empty(),
                   "--dump_features and --load_features exclude each other");
   if (options.load_features.empty()) models::check_arch(options.model.arch);
+  XDINO_CHECK_ARG(options.recalibrate_bn >= 0, "--recalibrate_bn must be >= 0 (0: off), got ",
+                  options.recalibrate_bn);
+  const bool random_weights =
+      options.load_features.empty() && weights_kind(options.model) == "random";
+  XDINO_CHECK_ARG(options.recalibrate_bn == 0 || random_weights,
+                  "--recalibrate_bn measures random weights with the BatchNorm statistics of the "
+                  "data: it takes no --pretrained_weights, --load_features or pixels");
 
   BackboneSpec model_spec = options.model;
   const auto t0 = std::chrono::steady_clock::now();
-  Splits data;
+  Splits data, data_bn;
+  std::string batch_norm;  // random weights: "initial" or "none"
+  bool bn_reference = false;
+  int64_t bn_images = 0;
+  double bn_extraction_s = 0;
   if (!options.load_features.empty()) {
     if (comm.is_main()) data = load_dumped(options.load_features, model_spec);
   } else {
@@ -105,10 +117,32 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     const augment::DatasetPtr train = open_eval_split(options.data_path, "train", options.subset);
     const augment::DatasetPtr val = open_eval_split(options.data_path, "val", options.subset);
     const auto model = load_frozen_backbone(options.model, device);
+    if (random_weights) batch_norm = has_batch_norm(*model) ? "initial" : "none";
     data.train = extract_split(*model, options, train, "train", comm, device);
     data.test = extract_split(*model, options, val, "val", comm, device);
+    if (options.recalibrate_bn > 0 && batch_norm == "none") {
+      if (comm.is_main())
+        log::info(options.model.arch,
+                  " has no BatchNorm: random init is already the reference with the data's "
+                  "BatchNorm statistics, measured once (--recalibrate_bn has nothing to do)");
+    } else if (options.recalibrate_bn > 0) {
+      const auto bn_start = std::chrono::steady_clock::now();
+      EvalSubset images;
+      images.max_train_samples = options.recalibrate_bn;
+      RecalibrationOptions r;
+      r.batch_size = options.batch_size_per_gpu;
+      r.num_workers = options.num_workers;
+      r.image_size = options.model.image_size;
+      bn_images = recalibrate_batch_norm(
+          *model, open_eval_split(options.data_path, "train", images), r, comm, device);
+      log::info("Random init with the BatchNorm statistics of the data:");
+      data_bn.train = extract_split(*model, options, train, "train", comm, device);
+      data_bn.test = extract_split(*model, options, val, "val", comm, device);
+      bn_reference = true;
+      bn_extraction_s = seconds_since(bn_start);
+    }
   }
-  const double extraction_s = seconds_since(t0);
+  const double extraction_s = seconds_since(t0) - bn_extraction_s;
 
   KnnEvalResult result;
   if (comm.is_main()) {
@@ -116,21 +150,34 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
       fs::create_directories(options.dump_features);
       write_features(fs::path(options.dump_features) / "trainfeat.h5", data.train);
       write_features(fs::path(options.dump_features) / "testfeat.h5", data.test);
+      if (bn_reference) {
+        write_features(fs::path(options.dump_features) / "trainfeat_data_bn.h5", data_bn.train);
+        write_features(fs::path(options.dump_features) / "testfeat_data_bn.h5", data_bn.test);
+      }
       log::info("Features dumped to ", options.dump_features);
     }
-    torch::Tensor train = data.train.features, test = data.test.features;
-    if (options.use_cuda && device.is_cuda()) {
-      train = train.to(device);
-      test = test.to(device);
-      if (params.backend == KnnBackend::kFaiss && !faiss_has_gpu())
-        params.backend = KnnBackend::kTorch;  // no GPU faiss in this build: search with torch
-    }
-    log::info("Features are ready! Start the k-NN classification (", backend_name(params.backend),
-              ", ", train.size(0), " train x ", test.size(0), " test, dim ", train.size(1), ").");
-    result.knn = knn_classify(train, data.train.labels, test, data.test.labels, params);
+    const auto classify = [&](const Splits& s) {
+      torch::Tensor train = s.train.features, test = s.test.features;
+      if (options.use_cuda && device.is_cuda()) {
+        train = train.to(device);
+        test = test.to(device);
+        if (params.backend == KnnBackend::kFaiss && !faiss_has_gpu())
+          params.backend = KnnBackend::kTorch;  // no GPU faiss in this build: search with torch
+      }
+      log::info("Features are ready! Start the k-NN classification (", backend_name(params.backend),
+                ", ", train.size(0), " train x ", test.size(0), " test, dim ", train.size(1), ").");
+      return knn_classify(train, s.train.labels, test, s.test.labels, params);
+    };
+    result.knn = classify(data);
     for (const KnnAccuracy& a : result.knn.per_k)
       log::info(a.k, "-NN classifier result: Top1: ", python_repr(a.top1),
                 ", Top5: ", python_repr(a.top5));
+    if (bn_reference) {
+      result.knn_data_batch_norm = classify(data_bn);
+      for (const KnnAccuracy& a : result.knn_data_batch_norm->per_k)
+        log::info(a.k, "-NN with the BatchNorm statistics of the data: Top1: ", python_repr(a.top1),
+                  ", Top5: ", python_repr(a.top5));
+    }
 
     Json& j = result.json = Json::object();
     j["protocol"] = "weighted k-NN (eval_knn.py)";
@@ -143,20 +190,31 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     j["backend"] = backend_name(params.backend);
     j["features"] = options.load_features.empty() ? std::string("extracted")
                                                   : "loaded from " + options.load_features;
-    Json list = Json::array();
     const int64_t rk = reported_k(params.ks);
-    Json reported;
-    for (const KnnAccuracy& a : result.knn.per_k) {
-      Json r = Json::object();
-      r["k"] = a.k;
-      r["top1"] = a.top1;
-      r["top5"] = a.top5;
-      if (a.k == rk && reported.is_null()) reported = r;
-      list.push_back(r);
+    // results, reported and seconds of one k-NN, into `to`.
+    const auto add_results = [&](Json& to, const KnnResult& knn, double seconds) {
+      Json list = Json::array();
+      Json reported;
+      for (const KnnAccuracy& a : knn.per_k) {
+        Json r = Json::object();
+        r["k"] = a.k;
+        r["top1"] = a.top1;
+        r["top5"] = a.top5;
+        if (a.k == rk && reported.is_null()) reported = r;
+        list.push_back(r);
+      }
+      to["results"] = list;
+      to["reported"] = reported;
+      to["seconds"] = Json{{"extraction", seconds}, {"knn", knn.seconds}};
+    };
+    add_results(j, result.knn, extraction_s);
+    if (!batch_norm.empty()) j["batch_norm"] = batch_norm;
+    if (result.knn_data_batch_norm) {
+      Json bn = Json::object();
+      bn["images"] = bn_images;
+      add_results(bn, *result.knn_data_batch_norm, bn_extraction_s);
+      j["data_batch_norm"] = bn;
     }
-    j["results"] = list;
-    j["reported"] = reported;
-    j["seconds"] = Json{{"extraction", extraction_s}, {"knn", result.knn.seconds}};
     fs::create_directories(options.output_dir);
     write_file_atomically(fs::path(options.output_dir) / "knn.json", python_dumps(j, 2) + "\n");
     log::info("wrote ", (fs::path(options.output_dir) / "knn.json").string());

@@ -18,11 +18,25 @@
 //    pretrained_weights, checkpoint_key, weights, temperature, num_train, num_test,
 //    num_classes, feature_dim, backend, features ("extracted" | "loaded from DIR"),
 //    results [{k, top1, top5}...] in --nb_knn order, reported {k, top1, top5} (k = 20 or the
-//    nearest given, knn.h reported_k), seconds {extraction, knn}. Accuracies in percent.
+//    nearest given, knn.h reported_k), seconds {extraction, knn}; with random weights also
+//    batch_norm: "initial" (the model's BatchNorms have their initial running statistics) or
+//    "none" (it has no BatchNorm), and with --recalibrate_bn data_batch_norm (below).
+//    Accuracies in percent.
+//  - --recalibrate_bn N (ours; random weights only, else xdino::UsageError): the honest
+//    reference for learning (docs/evaluation.md, "The random-weights reference"). After the
+//    random-init k-NN, the same model gets the BatchNorm running statistics of a
+//    class-balanced subset of N train images (batch_norm_stats.h) and both splits are
+//    extracted and classified again: knn.json's data_batch_norm {images (those the statistics
+//    come from: a last incomplete batch is left out), results, reported, seconds {extraction,
+//    knn}}, and result lines of their own. A model without BatchNorm is measured once: its
+//    random-init row is already the one with the data's statistics (batch_norm "none", one
+//    log line says so). --dump_features DIR also writes the reference's features,
+//    DIR/trainfeat_data_bn.h5 and DIR/testfeat_data_bn.h5.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +62,13 @@ struct KnnEvalOptions {
   std::string output_dir = ".";
   std::string knn_backend = "faiss";  // faiss | torch
   EvalSubset subset;
+  int64_t recalibrate_bn = 0;  // train images for the BatchNorm-statistics reference; 0: none
 };
 
 struct KnnEvalResult {
-  KnnResult knn;  // rank 0 only
-  Json json;      // what knn.json holds (rank 0 only)
+  KnnResult knn;                                 // rank 0 only
+  std::optional<KnnResult> knn_data_batch_norm;  // rank 0, with --recalibrate_bn and BatchNorm
+  Json json;                                     // what knn.json holds (rank 0 only)
 };
 
 KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm, torch::Device device);

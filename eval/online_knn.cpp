@@ -3,10 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include "augment/data/open_dataset.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "eval/batch_norm_stats.h"
 #include "eval/extract.h"
 #include "eval/knn.h"
 #include "models/pixels.h"
@@ -70,6 +72,48 @@ OnlineKnnResult OnlineKnn::measure(models::Backbone& backbone, Communicator& com
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+std::optional<OnlineKnnResult> OnlineKnn::measure_with_data_batch_norm(
+    const models::Backbone& model, const models::BackboneOptions& copy_options, Communicator& comm,
+    torch::Device device) {
+  if (!has_batch_norm(model)) return std::nullopt;
+  std::shared_ptr<models::Backbone> copy;
+  {
+    // The copy's initial weights are drawn and then overwritten: put the generator back, so
+    // a run follows the same trajectory with and without the monitor.
+    at::Generator generator = at::globalContext().defaultGenerator(torch::kCPU);
+    torch::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state = generator.get_state();
+    }
+    copy = models::create_backbone(model.arch(), copy_options);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  }
+  copy->to(device);
+  {
+    torch::NoGradGuard no_grad;
+    const auto copy_named = [&](const auto& from, auto to, const char* what) {
+      XDINO_CHECK(from.size() == to.size(), "copy of ", model.arch(), " has ", to.size(), " ", what,
+                  ", the model ", from.size());
+      for (const auto& item : from) {
+        torch::Tensor* dst = to.find(item.key());
+        XDINO_CHECK(dst && dst->sizes() == item.value().sizes(), "copy of ", model.arch(),
+                    " has no ", what, " '", item.key(), "' of shape ", item.value().sizes());
+        dst->copy_(item.value());
+      }
+    };
+    copy_named(model.named_parameters(), copy->named_parameters(), "parameters");
+    copy_named(model.named_buffers(), copy->named_buffers(), "buffers");
+  }
+  RecalibrationOptions r;
+  r.batch_size = options_.batch_size;
+  r.num_workers = options_.num_workers;
+  r.image_size = options_.image_size;
+  recalibrate_batch_norm(*copy, train_, r, comm, device);
+  return measure(*copy, comm, device);
 }
 
 OnlineKnnResult OnlineKnn::pixels(Communicator& comm) {

@@ -17,18 +17,29 @@
 //    so training with and without the monitor follows the same trajectory.
 //  - pixels(comm): the same protocol on the raw pixels (models::Pixels at image_size), the
 //    reference line of curves.png.
+//  - measure_with_data_batch_norm(model, copy_options, comm, device): the reference a DINO
+//    teacher must beat to show learning (docs/evaluation.md, "The random-weights reference"):
+//    a copy of `model` (models::create_backbone(model.arch(), copy_options), every parameter
+//    and buffer copied by name, on `device`) gets the BatchNorm running statistics of the
+//    train subset (eval/batch_norm_stats.h, batch_size images a batch) and is measured as
+//    measure() does. `model` itself is only read: its weights, buffers and mode stay as they
+//    were, and the global torch RNG is not consumed (building the copy draws from it; its state
+//    is put back). nullopt, with no work done, when the model has no BatchNorm: its initial
+//    measurement is then the reference already. Every process calls it.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "augment/data/dataset.h"
 #include "distributed/communicator.h"
 #include "eval/knn.h"
 #include "models/backbone.h"
+#include "models/registry.h"
 
 namespace xdino::eval {
 
@@ -55,6 +66,9 @@ class OnlineKnn {
 
   OnlineKnnResult measure(models::Backbone& backbone, Communicator& comm, torch::Device device);
   OnlineKnnResult pixels(Communicator& comm);
+  std::optional<OnlineKnnResult> measure_with_data_batch_norm(
+      const models::Backbone& model, const models::BackboneOptions& copy_options,
+      Communicator& comm, torch::Device device);
 
   const OnlineKnnOptions& options() const { return options_; }
 

@@ -25,6 +25,41 @@ const char* const kCachedNote =
     "* linear probe trained on cached features without augmentation (fast mode), not the "
     "official protocol";
 
+// The SSL Method of random weights, by what their BatchNorms hold (ReportRow::batch_norm).
+std::string random_init_method(const std::string& batch_norm) {
+  if (batch_norm == "initial") return "Random init, initial BatchNorm statistics";
+  if (batch_norm == "data") return "Random init, BatchNorm statistics of the data";
+  if (batch_norm == "none") return "Random init (no BatchNorm)";
+  return "Random init";
+}
+
+// What each random-init row of the table is, once per kind (docs/evaluation.md, "The
+// random-weights reference").
+std::vector<std::string> batch_norm_notes(const std::vector<ReportRow>& rows) {
+  std::vector<std::string> notes;
+  for (const ReportRow& r : rows) {
+    std::string note;
+    if (r.batch_norm == "initial")
+      note = random_init_method(r.batch_norm) +
+             ": the initial weights, BatchNorm running means 0 and variances 1 as initialised.";
+    else if (r.batch_norm == "data")
+      note = random_init_method(r.batch_norm) +
+             ": the same weights, BatchNorm running statistics averaged over " +
+             std::to_string(r.bn_images) +
+             " train images (as torch.optim.swa_utils.update_bn). A DINO teacher gathers such "
+             "statistics in its forward passes without learning anything: DINO's margin over "
+             "this row is what it learned (docs/evaluation.md, \"The random-weights "
+             "reference\").";
+    else if (r.batch_norm == "none")
+      note = random_init_method(r.batch_norm) +
+             ": the model has no BatchNorm, so random init is also the reference with the "
+             "data's statistics (measured once).";
+    if (!note.empty() && std::find(notes.begin(), notes.end(), note) == notes.end())
+      notes.push_back(note);
+  }
+  return notes;
+}
+
 std::string fixed1(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", v);
@@ -203,7 +238,7 @@ ReportFormat format_for(const std::string& output) {
                  "': --output must end in .md, .tex, .csv or .json (or be - for stdout)");
 }
 
-ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
+std::vector<ReportRow> read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   const fs::path dir(dir_text);
   XDINO_CHECK_ARG(fs::is_directory(dir), "run folder '", dir_text, "' not found (--runs)");
   const auto knn_file = find_result(dir, "knn.json", "knn");
@@ -227,7 +262,7 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   XDINO_CHECK_ARG(any_file, "run folder '", dir_text,
                   "' has no knn.json, linear.json, copy_detection.json, retrieval.json or "
                   "video_segmentation.json: run an evaluation with --output_dir there first");
-  ReportRow row;
+  ReportRow row, bn_row;  // bn_row: random weights with the data's BatchNorm statistics
   row.run = dir_text;
   ModelKey key;
   // A missing key or a value of the wrong type names the file.
@@ -245,6 +280,14 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
       const Json& rep = j.at("reported");
       row.knn = rep.at("top1").get<double>();
       row.knn_k = rep.at("k").get<int64_t>();
+      if (j.contains("batch_norm")) row.batch_norm = j.at("batch_norm").get<std::string>();
+      if (j.contains("data_batch_norm")) {
+        const Json& bn = j.at("data_batch_norm");
+        bn_row.knn = bn.at("reported").at("top1").get<double>();
+        bn_row.knn_k = bn.at("reported").at("k").get<int64_t>();
+        bn_row.bn_images = bn.at("images").get<int64_t>();
+        bn_row.batch_norm = "data";
+      }
     });
   }
   if (linear_file) {
@@ -310,13 +353,24 @@ ReportRow read_run(const std::string& dir_text, const ModelFactsFn& facts) {
   row.model = display_model_name(key.arch, patch, size);
   row.method = key.arch == "pixels"            ? "None"
                : key.pretrained.value_or(true) ? "DINO"
-                                               : "Random init";
+                                               : random_init_method(row.batch_norm);
   if (facts) {
     const ModelFacts f = facts(key.arch, patch, size);
     row.params = f.params;
     row.flops = f.flops;
   }
-  return row;
+  std::vector<ReportRow> rows{row};
+  if (bn_row.knn) {
+    bn_row.method = random_init_method(bn_row.batch_norm);
+    bn_row.model = row.model;
+    bn_row.params = row.params;
+    bn_row.flops = row.flops;
+    bn_row.run = row.run;
+    bn_row.arch = row.arch;
+    bn_row.image_size = row.image_size;
+    rows.push_back(bn_row);
+  }
+  return rows;
 }
 
 std::vector<ReportRow> published_rows() {
@@ -354,6 +408,7 @@ std::vector<ReportRow> published_rows() {
 }
 
 std::string render_report(const std::vector<ReportRow>& rows, ReportFormat format) {
+  const std::vector<std::string> notes = batch_norm_notes(rows);
   bool with_source = false, any_cached = false, any_transfer = false;
   for (const ReportRow& r : rows) {
     with_source |= r.source != "ours";
@@ -378,6 +433,7 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     out += "|---|---|--:|--:|--:|--:|" + std::string(with_source ? "---|" : "") + "\n";
     for (const ReportRow& r : rows) line(row_cells(r));
     if (any_cached) out += std::string("\n") + kCachedNote + "\n";
+    for (const std::string& note : notes) out += "\n" + note + "\n";
     if (any_transfer) {
       out += "\nTransfer (DINO paper layout: retrieval mAP, copy detection mAP, DAVIS 2017):\n\n";
       line(transfer_header());
@@ -403,6 +459,7 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
     for (const ReportRow& r : rows) line(row_cells(r));
     out += "\\bottomrule\n\\end{tabular}\n";
     if (any_cached) out += std::string("% ") + kCachedNote + "\n";
+    for (const std::string& note : notes) out += "% " + note + "\n";
     if (any_transfer) {
       out += "% Transfer: DINO paper layout\n\\begin{tabular}{llrrrrrrrr}\n\\toprule\n";
       line(transfer_header());
@@ -444,6 +501,8 @@ std::string render_report(const std::vector<ReportRow>& rows, ReportFormat forma
       o["knn_k"] = r.knn_k ? Json(r.knn_k) : Json();
       o["source"] = r.source;
       o["run"] = r.run;
+      if (!r.batch_norm.empty()) o["batch_norm"] = r.batch_norm;
+      if (r.bn_images > 0) o["batch_norm_images"] = r.bn_images;
       if (!r.curves.empty()) o["curves"] = r.curves;
       if (r.has_transfer()) {
         o["transfer"] = Json{{"copydays_strong_mAP", number_or_null(r.copydays_strong)},
@@ -473,7 +532,8 @@ std::string write_report(const ReportOptions& options, const ModelFactsFn& facts
   XDINO_CHECK_ARG(!options.runs.empty(), "no run folders given (--runs DIR...)");
   const ReportFormat format = format_for(options.output);
   std::vector<ReportRow> rows;
-  for (const std::string& run : options.runs) rows.push_back(read_run(run, facts));
+  for (const std::string& run : options.runs)
+    for (ReportRow& r : read_run(run, facts)) rows.push_back(std::move(r));
   // Links relative to the report, so the folder can move as a whole.
   const fs::path report_dir =
       options.output == "-" ? fs::path(".") : fs::path(options.output).parent_path();

@@ -4,13 +4,20 @@
 //  - Columns: SSL Method | Model | #params | FLOPs | Linear | k-NN (the XCiT paper's Table 3;
 //    README, "Evaluation and pictures"), plus
 //    Source (ours / published) when published rows are appended.
-//  - A run folder DIR yields one row. Its results are DIR/knn.json and DIR/linear.json, else
+//  - A run folder DIR yields one row (two for random weights measured with --recalibrate_bn,
+//    below). Its results are DIR/knn.json and DIR/linear.json, else
 //    DIR/knn/knn.json and DIR/linear/linear.json, else the only such file one folder below
 //    DIR. The model (arch, patch_size, image_size, weights) comes from those files, else from
 //    DIR/config.ini (written by every dino subcommand). A folder with neither result, or with
 //    results of two different models, throws xdino::UsageError naming it.
-//  - SSL Method: "DINO" when weights were loaded, "Random init" without weights, "None" for
-//    the pixels baseline. Model: "XCiT-S12/16", "ViT-S/16", "Pixels", ... with "↑384" when the
+//  - SSL Method: "DINO" when weights were loaded, "None" for the pixels baseline, and for
+//    random weights what they are, from knn.json's batch_norm (eval/knn_eval.h): "Random init,
+//    initial BatchNorm statistics", "Random init (no BatchNorm)", or "Random init" (not
+//    recorded). A knn.json with data_batch_norm adds the row "Random init, BatchNorm
+//    statistics of the data" (its k-NN, no linear) after the run's row: the reference that
+//    DINO's margin must beat (docs/evaluation.md, "The random-weights reference").
+//    Markdown and LaTeX say under the table what each random-init row is.
+//    Model: "XCiT-S12/16", "ViT-S/16", "Pixels", ... with "↑384" when the
 //    evaluation resolution is not 224. #params and FLOPs come from `facts` (default: the
 //    model registry: backbone parameters without classifier, fvcore-convention FLOPs at the
 //    evaluation resolution). Linear = best top-1 of linear.json; k-NN = top-1 of its reported
@@ -71,6 +78,10 @@ struct ReportRow {
   int64_t image_size = 224;
   int64_t knn_k = 0;   // k of the k-NN column (0: none)
   std::string curves;  // the training run's curves.png next to the evaluated weights, if any
+  // Random weights: "initial" or "none" (knn.json's batch_norm), "data" for the row with the
+  // BatchNorm statistics of bn_images train images; "" otherwise or not recorded.
+  std::string batch_norm;
+  int64_t bn_images = 0;
   // The transfer table (percent).
   std::optional<double> copydays_strong, roxford_m, roxford_h, rparis_m, rparis_h, davis_jf,
       davis_j, davis_f;
@@ -81,7 +92,8 @@ enum class ReportFormat { kMarkdown, kLatex, kCsv, kJson };
 
 ReportFormat format_for(const std::string& output);
 
-ReportRow read_run(const std::string& dir, const ModelFactsFn& facts);
+// The run's row, and after it the row with the BatchNorm statistics of the data if measured.
+std::vector<ReportRow> read_run(const std::string& dir, const ModelFactsFn& facts);
 std::vector<ReportRow> published_rows();
 // "XCiT-S12/16", "ViT-B/8", "Pixels", with "↑384" for other resolutions.
 std::string display_model_name(const std::string& arch, int64_t patch_size, int64_t image_size);

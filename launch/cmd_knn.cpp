@@ -27,7 +27,11 @@ class KnnCommand : public Command {
              "dataset root with both splits: " + augment::dataset_layouts())
         .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
         .add("knn_backend", &o.knn_backend,
-             "faiss (exact search, bounded memory) or torch (eval_knn.py's mm + topk)");
+             "faiss (exact search, bounded memory) or torch (eval_knn.py's mm + topk)")
+        .add("recalibrate_bn", &o.recalibrate_bn,
+             "random weights only: also measure them with the BatchNorm running statistics of "
+             "this many train images (a class-balanced subset), the reference that a DINO "
+             "teacher's margin must beat to show learning (docs/evaluation.md); 0: off");
     declare_dist_flags(f, dist_);
   }
 

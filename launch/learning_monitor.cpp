@@ -1,6 +1,7 @@
 #include "launch/learning_monitor.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -15,6 +16,10 @@ LearningMonitor::LearningMonitor(const ssl::DinoOptions& o, const MonitorOptions
     : m_(m), epochs_(o.epochs), comm_(comm), device_(device), dir_(o.output_dir) {
   XDINO_CHECK_ARG(m.knn_every >= 0, "--knn_every must be >= 0 (0 disables), got ", m.knn_every);
   if (m.knn_every == 0) return;
+  // As ssl::Trainer builds its teacher (drop path 0): XCiT and ResNet have no position table,
+  // and a ViT, which has one, has no BatchNorm and is never copied.
+  teacher_options_.patch_size = o.patch_size;
+  teacher_options_.img_size = o.global_crops_size;
   eval::OnlineKnnOptions ko;
   ko.data_path = m.knn_data_path.empty() ? o.data_path : m.knn_data_path;
   ko.train_samples = m.knn_train_samples;
@@ -27,19 +32,30 @@ LearningMonitor::LearningMonitor(const ssl::DinoOptions& o, const MonitorOptions
 // The reference lines of curves.png.
 void LearningMonitor::measure_reference(models::Backbone& teacher) {
   if (!knn_ || std::filesystem::exists(dir_ / "checkpoint.pth")) return;
+  const auto start = Clock::now();
   const auto random = knn_->measure(teacher, comm_, device_);
+  const auto random_bn =
+      knn_->measure_with_data_batch_norm(teacher, teacher_options_, comm_, device_);
   const auto pixels = knn_->pixels(comm_);
   if (comm_.is_main()) {
     Json j = Json::object();
     j["knn_top1_random"] = random.top1;
+    j["knn_top1_random_bn"] = random_bn ? Json(random_bn->top1) : Json();
     j["knn_top1_pixels"] = pixels.top1;
     j["k"] = knn_->options().k;
     j["knn_train"] = random.num_train;
     j["knn_val"] = random.num_val;
     write_file_atomically(dir_ / "knn_reference.json", python_dumps(j, 2) + "\n");
+    std::ostringstream bn;
+    if (random_bn)
+      bn << ", with the BatchNorm statistics of the " << random.num_train << " train images "
+         << random_bn->top1 << "% (the reference for learning)";
+    else
+      bn << " (no BatchNorm: this is also the reference with the data's statistics)";
     log::info("online k-NN before training (", random.num_train, " train / ", random.num_val,
-              " val images, ", knn_->options().k, "-NN): initial teacher ", random.top1,
-              "%, raw pixels ", pixels.top1, "% (", random.seconds + pixels.seconds, " s)");
+              " val images, ", knn_->options().k, "-NN): initial teacher ", random.top1, "%",
+              bn.str(), ", raw pixels ", pixels.top1, "% (",
+              std::chrono::duration<double>(Clock::now() - start).count(), " s)");
   }
   last_ = Clock::now();
 }

@@ -16,7 +16,12 @@
 //  - LearningMonitor(o, m, comm, device) checks knn_every >= 0 (xdino::UsageError) and, when
 //    it is > 0, opens the labelled subsets (eval::OnlineKnn::open; none for unlabelled data).
 //  - measure_reference(teacher): before a run that starts from scratch (no checkpoint.pth),
-//    the initial teacher and raw pixels on the same subsets, into knn_reference.json (rank 0).
+//    the initial teacher, a copy of it with the BatchNorm statistics of the train subset
+//    (eval::OnlineKnn::measure_with_data_batch_norm: the reference for learning,
+//    docs/evaluation.md) and raw pixels on the same subsets, into knn_reference.json (rank
+//    0): knn_top1_random, knn_top1_random_bn (null when the backbone has no BatchNorm: the
+//    log says so, and knn_top1_random is that reference), knn_top1_pixels, k, knn_train,
+//    knn_val. The teacher is only read (the trainer's run is the same with and without it).
 //  - callbacks(): `measure` adds knn_top1/knn_top5/knn_train/knn_val to the epoch's log.txt
 //    line when it measures (every process calls it); `logged` redraws curves.png on rank 0.
 //    The callbacks hold `this`: the monitor must outlive the trainer's train().
@@ -33,6 +38,7 @@
 #include "distributed/communicator.h"
 #include "eval/online_knn.h"
 #include "models/backbone.h"
+#include "models/registry.h"
 #include "ssl/dino_options.h"
 #include "ssl/trainer.h"
 
@@ -57,6 +63,7 @@ class LearningMonitor {
   using Clock = std::chrono::steady_clock;
   MonitorOptions m_;
   int64_t epochs_;
+  models::BackboneOptions teacher_options_;  // the teacher's, for its copy
   Communicator& comm_;
   torch::Device device_;
   std::filesystem::path dir_;

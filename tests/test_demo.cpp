@@ -63,19 +63,29 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   EXPECT_EQ(count(log, "\"train_loss\""), 2u);
   // The online k-NN monitor ran after each epoch and drew the curves the report shows.
   EXPECT_EQ(count(log, "\"knn_top1\""), 2u) << log;
-  EXPECT_TRUE(fs::is_regular_file(runs / "train" / "knn_reference.json"));
+  // ... measured before training against raw pixels, the initial teacher, and the initial
+  // teacher with the data's BatchNorm statistics (XCiT has BatchNorm).
+  const auto reference = xdino::parse_json(xdino::read_file(runs / "train" / "knn_reference.json"),
+                                           "knn_reference.json");
+  EXPECT_TRUE(reference.at("knn_top1_random_bn").is_number()) << reference;
   EXPECT_FALSE(cv::imread((runs / "train" / "curves.png").string()).empty());
 
   // 10 classes: pixels on 1000 training images are far above chance (10%).
   EXPECT_GT(reported_top1(runs / "pixels" / "knn.json"), 50.0);
   reported_top1(runs / "random" / "knn.json");
+  const auto random = xdino::parse_json(xdino::read_file(runs / "random" / "knn.json"), "knn.json");
+  EXPECT_EQ(random.at("batch_norm").get<std::string>(), "initial");
+  EXPECT_EQ(random.at("data_batch_norm").at("images").get<int64_t>(), 256);  // smoke config
   reported_top1(runs / "dino" / "knn.json");
   const auto linear =
       xdino::parse_json(xdino::read_file(runs / "dino" / "linear.json"), "linear.json");
   EXPECT_NE(linear.at("protocol").get<std::string>().find("cached"), std::string::npos);
 
   const std::string report = xdino::read_file(runs / "report.md");
-  for (const char* row : {"Pixels", "Random init", "DINO", "XCiT-N4/4", "(train/curves.png)"})
+  for (const char* row :
+       {"| None | Pixels", "| Random init, initial BatchNorm statistics | XCiT-N4/4",
+        "| Random init, BatchNorm statistics of the data | XCiT-N4/4", "| DINO | XCiT-N4/4",
+        "(train/curves.png)"})
     EXPECT_NE(report.find(row), std::string::npos) << row << " missing from\n" << report;
 
   int pictures = 0;

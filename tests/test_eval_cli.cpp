@@ -130,6 +130,61 @@ TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
   fs::remove_all(root);
 }
 
+// --recalibrate_bn on two processes: the BatchNorms take their statistics over both
+// processes' batches (SyncBatchNorm, eval/batch_norm_stats.h), so one batch of 8 images on one
+// process and 4 + 4 on two give the same statistics, the same features and the same k-NN.
+TEST(EvalCli, KnnRecalibrateBnOnTwoProcessesEqualsOneProcess) {
+  const fs::path root = make_ppm_folder("knn_dist_bn", 4, 10);
+  const std::vector<std::string> common = {"knn",
+                                           "--arch",
+                                           "xcit_nano_12_p16",
+                                           "--image_size",
+                                           "32",
+                                           "--data_path",
+                                           root.string(),
+                                           "--nb_knn",
+                                           "1",
+                                           "3",
+                                           "--num_workers",
+                                           "1",
+                                           "--batch_size_per_gpu",
+                                           "8",
+                                           "--recalibrate_bn",
+                                           "8"};
+  std::vector<std::string> one{dino_binary()};
+  one.insert(one.end(), common.begin(), common.end());
+  one.insert(one.end(), {"--output_dir", (root / "one").string(), "--dump_features",
+                         (root / "one_dump").string()});
+  const auto r1 = run_process(one);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  std::vector<std::string> two{dino_binary(), "launch", "--nproc", "2", "--"};
+  two.insert(two.end(), common.begin(), common.end());
+  two.insert(two.end(), {"--output_dir", (root / "two").string(), "--dump_features",
+                         (root / "two_dump").string()});
+  const auto r2 = run_process(two, {}, 300);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  for (const char* file : {"trainfeat_data_bn.h5", "testfeat_data_bn.h5"}) {
+    const auto x = xdino::eval::read_features(root / "one_dump" / file);
+    const auto y = xdino::eval::read_features(root / "two_dump" / file);
+    EXPECT_TRUE(torch::allclose(x.features, y.features, 1e-5, 1e-6)) << file;
+    EXPECT_EQ(x.paths, y.paths) << file;
+  }
+  // The reference's features are not the random-init ones.
+  EXPECT_FALSE(torch::allclose(
+      xdino::eval::read_features(root / "one_dump/testfeat.h5").features,
+      xdino::eval::read_features(root / "one_dump/testfeat_data_bn.h5").features, 1e-3, 1e-4));
+  const auto bn_of = [](const fs::path& file) {
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return xdino::parse_json(text, file.string()).at("data_batch_norm");
+  };
+  const xdino::Json a = bn_of(root / "one/knn.json"), b = bn_of(root / "two/knn.json");
+  EXPECT_EQ(a.at("images"), 8);
+  EXPECT_EQ(b.at("images"), 8);
+  EXPECT_EQ(a.at("results"), b.at("results"));
+  fs::remove_all(root);
+}
+
 TEST(EvalCli, MissingInputsExitTwoWithOneLine) {
   const fs::path root = make_ppm_folder("missing_cli", 1, 1);
   expect_one_line_failure({"knn", "--arch", "xcit_nano_12_p16", "--data_path", "/no/such/data",

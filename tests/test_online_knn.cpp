@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/json.h"
 #include "eval/curves.h"
 #include "eval/knn_eval.h"
 #include "eval/online_knn.h"
@@ -44,8 +45,8 @@ class OnlineKnnTest : public ::testing::Test {
 };
 fs::path* OnlineKnnTest::root_ = nullptr;
 
-eval::KnnResult dino_knn(const eval::OnlineKnnOptions& o, const std::string& arch,
-                         const fs::path& out) {
+eval::KnnEvalOptions dino_knn_options(const eval::OnlineKnnOptions& o, const std::string& arch,
+                                      const fs::path& out) {
   eval::KnnEvalOptions k;
   k.model.arch = arch;
   k.model.image_size = o.image_size;
@@ -55,7 +56,12 @@ eval::KnnResult dino_knn(const eval::OnlineKnnOptions& o, const std::string& arc
   k.nb_knn = {o.k};
   k.num_workers = 1;
   k.output_dir = out.string();
-  return eval::run_knn_eval(k, *local_communicator(), torch::kCPU).knn;
+  return k;
+}
+
+eval::KnnResult dino_knn(const eval::OnlineKnnOptions& o, const std::string& arch,
+                         const fs::path& out) {
+  return eval::run_knn_eval(dino_knn_options(o, arch, out), *local_communicator(), torch::kCPU).knn;
 }
 
 }  // namespace
@@ -103,6 +109,81 @@ TEST_F(OnlineKnnTest, TeacherMeasuredAsDinoKnnMeasuresRandomWeightsAndLeftUntouc
   EXPECT_GT(r.seconds, 0.0);
 }
 
+// The reference for learning (docs/evaluation.md, "The random-weights reference"): the
+// monitor's copy of the teacher with the BatchNorm statistics of its train subset measures what
+// `dino knn --recalibrate_bn` measures on the same images by its own path, and the teacher
+// itself is only read.
+TEST_F(OnlineKnnTest, DataBatchNormReferenceEqualsDinoKnnRecalibrateBnAndTeacherIsOnlyRead) {
+  torch::manual_seed(0);  // dino knn's random weights (spec.seed 0)
+  auto model = models::create_backbone("xcit_nano_4_p4");
+  model->train();
+  std::vector<torch::Tensor> before;
+  for (const auto& t : model->named_parameters()) before.push_back(t.value().clone());
+  for (const auto& t : model->named_buffers()) before.push_back(t.value().clone());
+
+  auto knn = eval::OnlineKnn::open(options());
+  torch::manual_seed(123);
+  const auto r = knn->measure_with_data_batch_norm(*model, {}, *local_communicator(), torch::kCPU);
+  const torch::Tensor drawn_after = torch::rand({4});
+  torch::manual_seed(123);
+  EXPECT_TRUE(drawn_after.equal(torch::rand({4}))) << "building the copy consumed the global RNG";
+  EXPECT_TRUE(model->is_training());
+  size_t i = 0;
+  for (const auto& t : model->named_parameters())
+    EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+  for (const auto& t : model->named_buffers()) EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->num_train, 100);
+
+  const fs::path out = xdino::testing::fresh_dir("online_knn_random_bn");
+  eval::KnnEvalOptions k = dino_knn_options(options(), "xcit_nano_4_p4", out);
+  k.recalibrate_bn = options().train_samples;   // the monitor's images: its train subset
+  k.batch_size_per_gpu = options().batch_size;  // the same batches, so the same average
+  const eval::KnnEvalResult want = eval::run_knn_eval(k, *local_communicator(), torch::kCPU);
+  ASSERT_TRUE(want.knn_data_batch_norm.has_value());
+  EXPECT_NEAR(r->top1, want.knn_data_batch_norm->per_k[0].top1, 1e-9);
+  EXPECT_NEAR(r->top5, want.knn_data_batch_norm->per_k[0].top5, 1e-9);
+  const Json j = parse_json(read_file(out / "knn.json"), "knn.json");
+  EXPECT_EQ(j.at("batch_norm").get<std::string>(), "initial");
+  EXPECT_EQ(j.at("data_batch_norm").at("images").get<int64_t>(), 100);
+  EXPECT_EQ(j.at("data_batch_norm").at("reported").at("top1").get<double>(),
+            want.knn_data_batch_norm->per_k[0].top1);
+  // The initial statistics and the data's give different features (else the reference would
+  // measure nothing): the random-init k-NN of the same run differs.
+  EXPECT_NE(j.at("reported").at("top1").get<double>(),
+            j.at("data_batch_norm").at("reported").at("top1").get<double>());
+  fs::remove_all(out);
+
+  // Without BatchNorm there is nothing to adapt: no copy, no measurement.
+  models::BackboneOptions pixel_options;
+  pixel_options.img_size = 32;
+  auto pixels = models::create_backbone("pixels", pixel_options);
+  EXPECT_FALSE(knn->measure_with_data_batch_norm(*pixels, pixel_options, *local_communicator(),
+                                                 torch::kCPU));
+}
+
+// dino knn --recalibrate_bn: random weights only; a model without BatchNorm is measured once.
+TEST_F(OnlineKnnTest, DinoKnnRecalibrateBnMeasuresOnceWithoutBatchNormAndOnlyRandomWeights) {
+  const fs::path out = xdino::testing::fresh_dir("knn_recalibrate_bn");
+  eval::KnnEvalOptions k = dino_knn_options(options(), "vit_tiny", out);
+  k.model.patch_size = 16;
+  k.recalibrate_bn = 50;
+  const eval::KnnEvalResult r = eval::run_knn_eval(k, *local_communicator(), torch::kCPU);
+  EXPECT_FALSE(r.knn_data_batch_norm.has_value());
+  const Json j = parse_json(read_file(out / "knn.json"), "knn.json");
+  EXPECT_EQ(j.at("batch_norm").get<std::string>(), "none");
+  EXPECT_FALSE(j.contains("data_batch_norm"));
+
+  k.model.pretrained_weights = (out / "knn.json").string();  // any file: refused before reading
+  EXPECT_THROW(eval::run_knn_eval(k, *local_communicator(), torch::kCPU), UsageError);
+  k = dino_knn_options(options(), "pixels", out);
+  k.recalibrate_bn = 50;
+  EXPECT_THROW(eval::run_knn_eval(k, *local_communicator(), torch::kCPU), UsageError);
+  k.recalibrate_bn = -1;
+  EXPECT_THROW(eval::run_knn_eval(k, *local_communicator(), torch::kCPU), UsageError);
+  fs::remove_all(out);
+}
+
 TEST(OnlineKnn, UnlabelledDataIsSkippedAndAMissingValSplitNamed) {
   const fs::path flat = xdino::testing::fresh_dir("online_knn_flat");
   xdino::testing::write_textures(flat / "tmp", 2, 0);  // 8 images, moved into one flat folder
@@ -142,9 +223,11 @@ TEST(TrainingCurves, ReadsTheLogAndTheReferenceAndDrawsThreePanels) {
   }
   write_file_atomically(dir / "log.txt", log);
   write_file_atomically(dir / "knn_reference.json",
-                        R"({"knn_top1_random": 40.0, "knn_top1_pixels": 70.5, "k": 20, )"
-                        R"("knn_train": 100, "knn_val": 20})");
+                        R"({"knn_top1_random": 40.0, "knn_top1_random_bn": 45.5, )"
+                        R"("knn_top1_pixels": 70.5, "k": 20, "knn_train": 100, "knn_val": 20})");
   const eval::TrainingCurves c = eval::read_training_curves(dir);
+  EXPECT_EQ(*c.knn_random_bn, 45.5);
+  EXPECT_FALSE(c.knn_random_no_batch_norm);
   ASSERT_EQ(c.loss.size(), 3u);
   EXPECT_EQ(c.loss[2].images_seen, 1920);
   EXPECT_EQ(c.loss[2].value, 3.0);
@@ -171,6 +254,27 @@ TEST(TrainingCurves, ReadsTheLogAndTheReferenceAndDrawsThreePanels) {
       }
     EXPECT_GT(orange, 20) << "panel " << panel;
   }
+  // The reference line with the data's BatchNorm statistics, in its own colour, in the k-NN
+  // panel only.
+  const auto purple = [&](int panel) {
+    int n = 0;
+    for (int y = 0; y < png.rows; ++y)
+      for (int x = panel * 420; x < (panel + 1) * 420; ++x) {
+        const cv::Vec3b p = png.at<cv::Vec3b>(y, x);
+        n += p[2] == 150 && p[1] == 60 && p[0] == 150;
+      }
+    return n;
+  };
+  EXPECT_GT(purple(2), 100);
+  EXPECT_EQ(purple(0) + purple(1), 0);
+
+  // A backbone without BatchNorm: null, and no such line.
+  write_file_atomically(dir / "knn_reference.json",
+                        R"({"knn_top1_random": 40.0, "knn_top1_random_bn": null, )"
+                        R"("knn_top1_pixels": 70.5, "k": 20, "knn_train": 100, "knn_val": 20})");
+  const eval::TrainingCurves no_bn = eval::read_training_curves(dir);
+  EXPECT_FALSE(no_bn.knn_random_bn.has_value());
+  EXPECT_TRUE(no_bn.knn_random_no_batch_norm);
 
   write_file_atomically(dir / "log.txt", log + "{\"epoch\": 3, \"train_loss\": \n");
   try {

@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/json.h"
 #include "eval/report.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
@@ -243,5 +244,57 @@ TEST(Report, TransferTableInTheDinoPaperLayout) {
   write(root / "t/again/retrieval.json",
         "{" + model + R"(, "dataset": "rparis6k", "mAP_M": 1, "mAP_H": 1})");
   EXPECT_THROW(read_run((root / "t").string(), fake_facts), xdino::UsageError);
+  fs::remove_all(root);
+}
+
+// Random weights say what their BatchNorms hold (docs/evaluation.md, "The random-weights
+// reference"): a knn.json of `dino knn --recalibrate_bn` gives two rows, the second with the
+// data's BatchNorm statistics; a model without BatchNorm gives one row that says so.
+TEST(Report, RandomInitRowsSayWhatTheirBatchNormStatisticsAre) {
+  const fs::path root = fresh_temp_dir("report_batch_norm");
+  write(root / "bn/knn.json", R"J({"arch": "xcit_small_12_p16", "patch_size": 16,
+    "image_size": 224, "weights": "random",
+    "reported": {"k": 20, "top1": 30.04, "top5": 60.0}, "batch_norm": "initial",
+    "data_batch_norm": {"images": 6000, "reported": {"k": 20, "top1": 41.96, "top5": 70.0}}})J");
+  write(root / "vit/knn.json", R"J({"arch": "vit_small", "patch_size": 8, "image_size": 384,
+    "weights": "random", "reported": {"k": 20, "top1": 9.96, "top5": 50.0},
+    "batch_norm": "none"})J");
+  ReportOptions o;
+  o.runs = {(root / "bn").string(), (root / "vit").string()};
+  o.output = (root / "t.md").string();
+  const std::string text = write_report(o, fake_facts);
+  const std::string expected =
+      "| SSL Method | Model | #params | FLOPs | Linear | k-NN |\n"
+      "|---|---|--:|--:|--:|--:|\n"
+      "| Random init, initial BatchNorm statistics | XCiT-S12/16 | 26M | 4.9B | – | 30.0 |\n"
+      "| Random init, BatchNorm statistics of the data | XCiT-S12/16 | 26M | 4.9B | – | 42.0 |\n"
+      "| Random init (no BatchNorm) | ViT-S/8↑384 | 22M | 72.3B | – | 10.0 |\n"
+      "\n"
+      "Random init, initial BatchNorm statistics: the initial weights, BatchNorm running means 0 "
+      "and variances 1 as initialised.\n"
+      "\n"
+      "Random init, BatchNorm statistics of the data: the same weights, BatchNorm running "
+      "statistics averaged over 6000 train images (as torch.optim.swa_utils.update_bn). A DINO "
+      "teacher gathers such statistics in its forward passes without learning anything: DINO's "
+      "margin over this row is what it learned (docs/evaluation.md, \"The random-weights "
+      "reference\").\n"
+      "\n"
+      "Random init (no BatchNorm): the model has no BatchNorm, so random init is also the "
+      "reference with the data's statistics (measured once).\n";
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(read_run((root / "bn").string(), fake_facts).size(), 2u);
+  EXPECT_EQ(read_run((root / "vit").string(), fake_facts).size(), 1u);
+  o.output = (root / "t.json").string();
+  const xdino::Json j = xdino::parse_json(write_report(o, fake_facts), "t.json");
+  EXPECT_EQ(j["rows"][1]["batch_norm"], "data");
+  EXPECT_EQ(j["rows"][1]["batch_norm_images"], 6000);
+  EXPECT_EQ(j["rows"][1]["knn"], 41.96);
+  EXPECT_EQ(j["rows"][1]["run"], (root / "bn").string());
+  EXPECT_EQ(j["rows"][2]["batch_norm"], "none");
+  o.output = (root / "t.csv").string();
+  EXPECT_NE(
+      write_report(o, fake_facts)
+          .find("\"Random init, BatchNorm statistics of the data\",XCiT-S12/16,26M,4.9B,–,42.0"),
+      std::string::npos);
   fs::remove_all(root);
 }

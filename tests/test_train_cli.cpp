@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "core/ivalue.h"
 #include "core/pth.h"
 #include "tests/support/process.h"
 #include "tests/support/train_fixture.h"
@@ -112,4 +113,40 @@ TEST_F(TrainCli, NonFiniteLossExitsOneAndKeepsTheCheckpoint) {
   EXPECT_NE(r.err.find("iteration"), std::string::npos) << r.err;
   EXPECT_EQ(xdino::read_file(out_.path() / "checkpoint.pth"), before);
   EXPECT_FALSE(fs::exists(out_.path() / "checkpoint0001.pth"));
+}
+
+// The learning monitor's measurements before training (the initial teacher, a copy of it with
+// the data's BatchNorm statistics, raw pixels; launch/learning_monitor.h) and after each epoch
+// only read the teacher: the networks a run trains are the same, tensor for tensor, with and
+// without --knn_every (the copy draws initial weights from the global generator, which drop
+// path then reads: that draw must not show).
+TEST(TrainCliMonitor, TrainsTheSameNetworksWithAndWithoutTheMonitor) {
+  TempDir data, with, without;
+  xdino::testing::write_ppm_folder(data.path(), 12, 32, 32);  // 2 classes, 24 train, 24 val
+  auto args = train_args(data.path() / "train", with.path(), 1);
+  args.insert(args.end(), {"--knn_every", "1", "--knn_data_path", data.path().string(),
+                           "--knn_train_samples", "24", "--knn_val_samples", "8"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string reference = xdino::read_file(with.path() / "knn_reference.json");
+  EXPECT_NE(reference.find("\"knn_top1_random_bn\": "), std::string::npos) << reference;
+  EXPECT_EQ(reference.find("\"knn_top1_random_bn\": null"), std::string::npos)
+      << "XCiT has BatchNorm: " << reference;
+  r = run_process(train_args(data.path() / "train", without.path(), 1));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(without.path() / "knn_reference.json"));
+
+  const auto a = xdino::as_dict(xdino::load_pth(with.path() / "checkpoint.pth"), "checkpoint");
+  const auto b = xdino::as_dict(xdino::load_pth(without.path() / "checkpoint.pth"), "checkpoint");
+  for (const char* net : {"student", "teacher"}) {
+    const auto x = xdino::as_dict(xdino::get(a, net, "checkpoint"), net);
+    const auto y = xdino::as_dict(xdino::get(b, net, "checkpoint"), net);
+    ASSERT_EQ(x.size(), y.size()) << net;
+    ASSERT_GT(x.size(), 0u) << net;
+    for (const auto& item : x) {
+      const std::string key = item.key().toStringRef();
+      EXPECT_TRUE(item.value().toTensor().equal(xdino::get(y, key, net).toTensor()))
+          << net << " " << key;
+    }
+  }
 }

@@ -7,7 +7,9 @@
 //  - ViT, because it has no BatchNorm: an XCiT teacher beats random weights by a wide margin
 //    even at --lr 0, from the running statistics its train-mode forwards collect, which would
 //    make the test pass with a broken optimiser. The test checks the checkpoint holds no
-//    running statistics, so the margin can only come from learned weights.
+//    running statistics, so the margin can only come from learned weights: without
+//    BatchNorm, random weights already are the reference with the data's BatchNorm statistics
+//    (docs/evaluation.md, "The random-weights reference").
 //  - The mean mAP of the crops/30..80 blocks, because it is what two minutes of learning move:
 //    random weights 21.8-22.5 (3 seeds, and an lr-0 run), trained 27.3-29.8 (5 runs, 2
 //    recipes); strong edits and whole-set mAP do not move at this budget.
