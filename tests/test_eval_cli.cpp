@@ -58,6 +58,20 @@ xdino::Json results_of(const fs::path& knn_json) {
   return xdino::parse_json(text, knn_json.string()).at("results");
 }
 
+// `dino <common>` as one process and under `dino launch --nproc 2`, writing to root/one and
+// root/two, the features dumped to root/one_dump and root/two_dump; both must succeed.
+void run_on_one_and_two_processes(const std::vector<std::string>& common, const fs::path& root) {
+  for (const std::string name : {"one", "two"}) {
+    std::vector<std::string> argv{dino_binary()};
+    if (name == "two") argv.insert(argv.end(), {"launch", "--nproc", "2", "--"});
+    argv.insert(argv.end(), common.begin(), common.end());
+    argv.insert(argv.end(), {"--output_dir", (root / name).string(), "--dump_features",
+                             (root / (name + "_dump")).string()});
+    const auto r = run_process(argv, {}, 300);
+    ASSERT_EQ(r.exit_code, 0) << name << " process(es): " << r.err;
+  }
+}
+
 }  // namespace
 
 TEST(EvalCli, FeaturesWritesTheSplit) {
@@ -109,18 +123,8 @@ TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
                                            "1",
                                            "--batch_size_per_gpu",
                                            "2"};
-  std::vector<std::string> one{dino_binary()};
-  one.insert(one.end(), common.begin(), common.end());
-  one.insert(one.end(), {"--output_dir", (root / "one").string(), "--dump_features",
-                         (root / "one_dump").string()});
-  const auto r1 = run_process(one);
-  ASSERT_EQ(r1.exit_code, 0) << r1.err;
-  std::vector<std::string> two{dino_binary(), "launch", "--nproc", "2", "--"};
-  two.insert(two.end(), common.begin(), common.end());
-  two.insert(two.end(), {"--output_dir", (root / "two").string(), "--dump_features",
-                         (root / "two_dump").string()});
-  const auto r2 = run_process(two, {}, 300);
-  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  run_on_one_and_two_processes(common, root);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(results_of(root / "two/knn.json"), results_of(root / "one/knn.json"));
   const auto a = xdino::eval::read_features(root / "one_dump/trainfeat.h5");
   const auto b = xdino::eval::read_features(root / "two_dump/trainfeat.h5");
@@ -151,18 +155,8 @@ TEST(EvalCli, KnnRecalibrateBnOnTwoProcessesEqualsOneProcess) {
                                            "8",
                                            "--recalibrate_bn",
                                            "8"};
-  std::vector<std::string> one{dino_binary()};
-  one.insert(one.end(), common.begin(), common.end());
-  one.insert(one.end(), {"--output_dir", (root / "one").string(), "--dump_features",
-                         (root / "one_dump").string()});
-  const auto r1 = run_process(one);
-  ASSERT_EQ(r1.exit_code, 0) << r1.err;
-  std::vector<std::string> two{dino_binary(), "launch", "--nproc", "2", "--"};
-  two.insert(two.end(), common.begin(), common.end());
-  two.insert(two.end(), {"--output_dir", (root / "two").string(), "--dump_features",
-                         (root / "two_dump").string()});
-  const auto r2 = run_process(two, {}, 300);
-  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  run_on_one_and_two_processes(common, root);
+  if (HasFatalFailure()) return;
   for (const char* file : {"trainfeat_data_bn.h5", "testfeat_data_bn.h5"}) {
     const auto x = xdino::eval::read_features(root / "one_dump" / file);
     const auto y = xdino::eval::read_features(root / "two_dump" / file);

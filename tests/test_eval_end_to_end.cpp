@@ -149,12 +149,15 @@ TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
   o.nb_knn = {1, 3, 10};
   const KnnEvalResult r = run_knn_eval(o, *xdino::local_communicator(), torch::kCPU);
   const Json j = read_json(out / "knn.json");
-  EXPECT_EQ(keys(j),
-            (std::vector<std::string>{
-                "protocol", "arch", "patch_size", "image_size", "pretrained_weights",
-                "checkpoint_key", "weights", "temperature", "num_train", "num_test", "num_classes",
-                "feature_dim", "backend", "features", "results", "reported", "seconds"}));
+  EXPECT_EQ(keys(j), (std::vector<std::string>{"protocol", "arch", "patch_size", "image_size",
+                                               "pretrained_weights", "checkpoint_key", "weights",
+                                               "temperature", "num_train", "num_test",
+                                               "num_classes", "feature_dim", "backend", "features",
+                                               "results", "reported", "seconds", "batch_norm"}));
   EXPECT_EQ(j.at("weights").get<std::string>(), "random");
+  // Random weights say which BatchNorm statistics they were measured with (XCiT's patch
+  // embedding has BatchNorms; no --recalibrate_bn here).
+  EXPECT_EQ(j.at("batch_norm").get<std::string>(), "initial");
   EXPECT_EQ(j.at("num_train").get<int64_t>(), 12);
   EXPECT_EQ(j.at("num_classes").get<int64_t>(), 2);
   EXPECT_EQ(j.at("results").size(), 3u);
