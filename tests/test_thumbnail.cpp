@@ -1,5 +1,6 @@
 // thumbnail() and reduce() against Pillow itself: the same pixels go through PIL (Debian's
-// python3-pil 9.4, the Pillow that eval_image_retrieval.py's ANTIALIAS still exists in) and
+// python3-pil 9.4, the Pillow that eval_image_retrieval.py's ANTIALIAS still exists in; Debian
+// 13's Pillow 11 gives the same bytes under its other name, LANCZOS) and
 // through ours, and every byte must agree. Sizes cover: Image.reduce by 2 and by 4 before the
 // Lanczos resample (reducing_gap 2.0), reduce factors that differ per axis and leave partial
 // blocks, no reduce, a portrait image, an image already small enough (left as it is), and
@@ -66,7 +67,9 @@ for line in open(sys.argv[1]):
     op, src, w, h, a, b, dst = line.split()
     im = Image.frombytes("RGB", (int(w), int(h)), open(src, "rb").read())
     if op == "thumbnail":
-        im.thumbnail((int(a), int(a)), Image.ANTIALIAS)
+        # ANTIALIAS, as eval_image_retrieval.py writes it, is LANCZOS; Pillow 10 (Debian 13)
+        # dropped the old name.
+        im.thumbnail((int(a), int(a)), Image.LANCZOS)
     else:
         im = im.reduce((int(a), int(b)))
     open(dst, "wb").write(im.tobytes())
