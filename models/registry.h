@@ -6,7 +6,8 @@
 // xcit_{nano_12,tiny_12,nano_6,nano_4}_p4 (ours, small images),
 // vit_{tiny,small,base} (patch from options.patch_size, as in DINO),
 // xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), torchvision's
-// resnet{18,34,50,101,152} and wide_resnet{50,101}_2 (models/resnet.h, fc removed), pixels.
+// resnet{18,34,50,101,152}, wide_resnet{50,101}_2 and resnext50_32x4d, resnext101_{32x8d,64x4d}
+// (models/resnet.h, fc removed), pixels.
 #pragma once
 
 #include <memory>
