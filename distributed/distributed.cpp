@@ -47,6 +47,16 @@ c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
   opts.numWorkers = server ? c10::optional<std::size_t>(c.world_size) : c10::nullopt;
   opts.waitWorkers = false;
   opts.timeout = timeout;
+#if XDINO_TORCH_AT_LEAST(2, 4)
+  // Since 2.4 the store asks for its libuv backend by default, and a LibTorch built without
+  // libuv (Debian 13's 2.6) refuses it: fall back to the classic backend, which every build has.
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
+  } catch (const std::exception& e) {
+    if (!opts.useLibUV || std::string(e.what()).find("libuv") == std::string::npos) throw;
+    opts.useLibUV = false;
+  }
+#endif
   return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
 }
 
