@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <opencv2/imgcodecs.hpp>
 
 #include "core/atomic_file.h"
@@ -21,6 +22,26 @@ namespace fs = std::filesystem;
 using namespace xdino;
 
 namespace {
+
+// Runs `measure` on a model in train mode, as the trainer holds its teacher, and checks that it
+// only read it: every parameter and buffer equal, still in train mode, and the global RNG where
+// `measure` found it (`who` names what would have consumed it).
+void expect_only_read(torch::nn::Module& model, const char* who,
+                      const std::function<void()>& measure) {
+  std::vector<torch::Tensor> before;
+  for (const auto& t : model.named_parameters()) before.push_back(t.value().clone());
+  for (const auto& t : model.named_buffers()) before.push_back(t.value().clone());
+  torch::manual_seed(123);
+  measure();
+  const torch::Tensor drawn_after = torch::rand({4});
+  torch::manual_seed(123);
+  EXPECT_TRUE(drawn_after.equal(torch::rand({4}))) << who << " consumed the global RNG";
+  EXPECT_TRUE(model.is_training());
+  size_t i = 0;
+  for (const auto& t : model.named_parameters())
+    EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+  for (const auto& t : model.named_buffers()) EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+}
 
 class OnlineKnnTest : public ::testing::Test {
  protected:
@@ -86,21 +107,10 @@ TEST_F(OnlineKnnTest, TeacherMeasuredAsDinoKnnMeasuresRandomWeightsAndLeftUntouc
   torch::manual_seed(0);
   auto model = models::create_backbone("xcit_nano_4_p4");
   model->train();
-  std::vector<torch::Tensor> before;
-  for (const auto& t : model->named_parameters()) before.push_back(t.value().clone());
-  for (const auto& t : model->named_buffers()) before.push_back(t.value().clone());
-
   auto knn = eval::OnlineKnn::open(options());
-  torch::manual_seed(123);
-  const auto r = knn->measure(*model, *local_communicator(), torch::kCPU);
-  const torch::Tensor drawn_after = torch::rand({4});
-  torch::manual_seed(123);
-  EXPECT_TRUE(drawn_after.equal(torch::rand({4}))) << "the monitor consumed the global RNG";
-  EXPECT_TRUE(model->is_training());
-  size_t i = 0;
-  for (const auto& t : model->named_parameters())
-    EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
-  for (const auto& t : model->named_buffers()) EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+  eval::OnlineKnnResult r;
+  expect_only_read(*model, "the monitor",
+                   [&] { r = knn->measure(*model, *local_communicator(), torch::kCPU); });
 
   const fs::path out = xdino::testing::fresh_dir("online_knn_random");
   const eval::KnnResult want = dino_knn(options(), "xcit_nano_4_p4", out);
@@ -117,21 +127,11 @@ TEST_F(OnlineKnnTest, DataBatchNormReferenceEqualsDinoKnnRecalibrateBnAndTeacher
   torch::manual_seed(0);  // dino knn's random weights (spec.seed 0)
   auto model = models::create_backbone("xcit_nano_4_p4");
   model->train();
-  std::vector<torch::Tensor> before;
-  for (const auto& t : model->named_parameters()) before.push_back(t.value().clone());
-  for (const auto& t : model->named_buffers()) before.push_back(t.value().clone());
-
   auto knn = eval::OnlineKnn::open(options());
-  torch::manual_seed(123);
-  const auto r = knn->measure_with_data_batch_norm(*model, {}, *local_communicator(), torch::kCPU);
-  const torch::Tensor drawn_after = torch::rand({4});
-  torch::manual_seed(123);
-  EXPECT_TRUE(drawn_after.equal(torch::rand({4}))) << "building the copy consumed the global RNG";
-  EXPECT_TRUE(model->is_training());
-  size_t i = 0;
-  for (const auto& t : model->named_parameters())
-    EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
-  for (const auto& t : model->named_buffers()) EXPECT_TRUE(t.value().equal(before[i++])) << t.key();
+  decltype(knn->measure_with_data_batch_norm(*model, {}, *local_communicator(), torch::kCPU)) r;
+  expect_only_read(*model, "building the copy", [&] {
+    r = knn->measure_with_data_batch_norm(*model, {}, *local_communicator(), torch::kCPU);
+  });
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->num_train, 100);
 
