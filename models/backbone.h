@@ -1,7 +1,8 @@
 // The interface every backbone implements (XCiT family, DINO ViT, pixels baseline).
 //
 // Contract:
-//  - Input images are float tensors (B, 3, H, W), ImageNet-normalised, any H and W the
+//  - Input images are float tensors (B, in_chans(), H, W) (3: RGB, ImageNet-normalised; 1:
+//    grayscale; any count >= 1, BackboneOptions::in_chans), any H and W the
 //    architecture accepts (XCiT: any size, rounded up per stage; ViT: floor(H/p) x floor(W/p)
 //    patches, position embeddings interpolated). Outputs are on the input's device, in the
 //    model's dtype (or autocast's). Works in float32, float64, bfloat16 and under autocast.
@@ -34,6 +35,9 @@
 //    models/info.cpp) never dispatch on architecture names.
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
+//  - input_conv_weight(): the state_dict key of the convolution that reads the images, shape
+//    (out, in_chans(), k, k): the one tensor models::load_pretrained may adapt when a checkpoint
+//    has another channel count (models/weights.h); "" where the family has none (pixels).
 #pragma once
 
 #include <torch/torch.h>
@@ -94,6 +98,9 @@ class Backbone : public torch::nn::Module {
   virtual const std::string& arch() const = 0;
   virtual int64_t embed_dim() const = 0;  // C, the width of forward()'s feature
   virtual int64_t patch_size() const = 0;
+  // Channels of the input images; 3 unless the model was built otherwise.
+  virtual int64_t in_chans() const { return 3; }
+  virtual std::string input_conv_weight() const { return ""; }
   virtual int64_t num_heads() const = 0;
   virtual int64_t num_blocks() const = 0;                    // main blocks (XCiT: XCA blocks)
   virtual int64_t block_prefix_tokens() const { return 0; }  // leading non-patch tokens

@@ -37,7 +37,7 @@ namespace xdino::models {
 struct ClassAttentionShape {
   std::string name;
   int64_t patch_size = 16, embed_dim = 384, depth = 12, num_heads = 8, cls_attn_layers = 2,
-          num_classes = 0;
+          num_classes = 0, in_chans = 3;
 };
 
 template <typename Block, typename CaBlock>
@@ -54,6 +54,8 @@ class ClassAttentionBackbone : public Backbone {
   const std::string& arch() const override { return shape_.name; }
   int64_t embed_dim() const override { return shape_.embed_dim; }
   int64_t patch_size() const override { return shape_.patch_size; }
+  int64_t in_chans() const override { return shape_.in_chans; }
+  std::string input_conv_weight() const override { return "patch_embed.proj.0.0.weight"; }
   int64_t num_heads() const override { return shape_.num_heads; }
   int64_t num_blocks() const override { return shape_.depth; }
   std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const override {
@@ -84,8 +86,8 @@ class ClassAttentionBackbone : public Backbone {
   // cls_token, then patch_embed: both families start so.
   void register_stem() {
     cls_token = register_parameter("cls_token", torch::zeros({1, 1, shape_.embed_dim}));
-    patch_embed =
-        register_module("patch_embed", ConvPatchEmbed(shape_.patch_size, shape_.embed_dim));
+    patch_embed = register_module(
+        "patch_embed", ConvPatchEmbed(shape_.patch_size, shape_.embed_dim, shape_.in_chans));
   }
   void register_positions() {
     pos_embeder = register_module("pos_embeder", FourierPositionalEncoding(shape_.embed_dim));

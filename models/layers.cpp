@@ -56,11 +56,13 @@ Tensor MlpImpl::forward(const Tensor& x) { return fc2(torch::gelu(fc1(x))); }
 
 // ------------------------------------------------------------------------------------------
 
-ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch_size(patch) {
+ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim, int64_t channels)
+    : patch_size(patch), in_chans(channels) {
   XDINO_CHECK_ARG(patch == 16 || patch == 8 || patch == 4,
                   "XCiT's convolutional patch embedding supports patch size 16, 8 or 4, not ",
                   patch);
   XDINO_CHECK_ARG(embed_dim % 8 == 0, "XCiT embed_dim must be a multiple of 8, got ", embed_dim);
+  XDINO_CHECK_ARG(channels >= 1, "--in_chans must be at least 1, got ", channels);
   proj = nn::ModuleList();
   // One "conv3x3" unit: Sequential [Conv2d(k3, s2, p1, no bias), BatchNorm2d].
   const auto add_unit = [&](int64_t in, int64_t out) {
@@ -71,7 +73,7 @@ ConvPatchEmbedImpl::ConvPatchEmbedImpl(int64_t patch, int64_t embed_dim) : patch
   // log2(patch) units, widths doubling up to embed_dim: p16 starts at C/8, p8 at C/4 (the
   // official pair); p4 (ours, for 28-32 px images) continues the pattern at C/2.
   const int64_t first = embed_dim / (patch / 2);
-  add_unit(3, first);
+  add_unit(channels, first);
   for (int64_t c = first; c < embed_dim; c *= 2) {
     proj->push_back(nn::GELU());  // parameterless, but it takes an index as in the official
     add_unit(c, 2 * c);
@@ -87,9 +89,11 @@ std::pair<int64_t, int64_t> ConvPatchEmbedImpl::grid(int64_t height, int64_t wid
   return {height, width};
 }
 
-double ConvPatchEmbedImpl::flops(int64_t height, int64_t width, int64_t patch, int64_t dim) {
+double ConvPatchEmbedImpl::flops(int64_t height, int64_t width, int64_t patch, int64_t dim,
+                                 int64_t channels) {
   double flops = 0;
-  double in = 3, out = static_cast<double>(dim) / static_cast<double>(patch / 2);
+  double in = static_cast<double>(channels),
+         out = static_cast<double>(dim) / static_cast<double>(patch / 2);
   for (int64_t p = patch; p > 1; p /= 2) {  // widths double up to embed_dim
     height = (height + 1) / 2;
     width = (width + 1) / 2;
@@ -102,8 +106,8 @@ double ConvPatchEmbedImpl::flops(int64_t height, int64_t width, int64_t patch, i
 }
 
 std::pair<Tensor, std::pair<int64_t, int64_t>> ConvPatchEmbedImpl::forward(const Tensor& images) {
-  XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, "XCiT expects images (B, 3, H, W), got ",
-              images.sizes());
+  XDINO_CHECK(images.dim() == 4 && images.size(1) == in_chans, "XCiT expects images (B, ", in_chans,
+              ", H, W), got ", images.sizes());
   // NCHW: on CPU these strided convs run ~15% faster than in channels-last.
   Tensor y = images;
   for (size_t i = 0; i < convs.size(); ++i)
@@ -116,13 +120,15 @@ std::pair<Tensor, std::pair<int64_t, int64_t>> ConvPatchEmbedImpl::forward(const
 
 // ------------------------------------------------------------------------------------------
 
-ViTPatchEmbedImpl::ViTPatchEmbedImpl(int64_t patch, int64_t dim) {
-  proj = register_module("proj", nn::Conv2d(nn::Conv2dOptions(3, dim, patch).stride(patch)));
+ViTPatchEmbedImpl::ViTPatchEmbedImpl(int64_t patch, int64_t dim, int64_t in_chans) {
+  XDINO_CHECK_ARG(in_chans >= 1, "--in_chans must be at least 1, got ", in_chans);
+  proj = register_module("proj", nn::Conv2d(nn::Conv2dOptions(in_chans, dim, patch).stride(patch)));
 }
 
 Tensor ViTPatchEmbedImpl::forward(const Tensor& images) {
-  XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, "ViT expects images (B, 3, H, W), got ",
-              images.sizes());
+  const int64_t in_chans = proj->options.in_channels();
+  XDINO_CHECK(images.dim() == 4 && images.size(1) == in_chans, "ViT expects images (B, ", in_chans,
+              ", H, W), got ", images.sizes());
   const int64_t p = proj->options.kernel_size()->at(0);
   XDINO_CHECK(images.size(2) >= p && images.size(3) >= p, "image ", images.size(2), "x",
               images.size(3), " is smaller than one ", p, "x", p, " patch");

@@ -42,18 +42,21 @@ TORCH_MODULE(Mlp);
 
 // `patch_embed`: stride-2 conv3x3 (no bias) + BN units with GELU between them, 4 units for
 // patch 16, 3 for patch 8 and 2 for patch 4 (ours, small images), at Sequential indices 0,2,4(,6).
-// Any input size; every unit rounds up (out = ceil(in / 2)). Throws xdino::UsageError for another
-// patch size.
+// The first conv (proj.0.0) takes in_chans input channels (3: RGB, the official model). Any
+// input size; every unit rounds up (out = ceil(in / 2)). Throws xdino::UsageError for another
+// patch size or in_chans < 1.
 struct ConvPatchEmbedImpl : torch::nn::Module {
-  ConvPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
-  // images (B, 3, H, W) -> tokens (B, N, C) contiguous, and the grid (Hp, Wp).
+  ConvPatchEmbedImpl(int64_t patch_size, int64_t embed_dim, int64_t in_chans = 3);
+  // images (B, in_chans, H, W) -> tokens (B, N, C) contiguous, and the grid (Hp, Wp).
   std::pair<torch::Tensor, std::pair<int64_t, int64_t>> forward(const torch::Tensor& images);
   // (Hp, Wp) for an H x W input, without running anything.
   static std::pair<int64_t, int64_t> grid(int64_t height, int64_t width, int64_t patch_size);
   // Eval-mode FLOPs for an H x W input, fvcore convention: each conv's weight elements times
   // its output pixels, plus 2 per BatchNorm output element.
-  static double flops(int64_t height, int64_t width, int64_t patch_size, int64_t embed_dim);
+  static double flops(int64_t height, int64_t width, int64_t patch_size, int64_t embed_dim,
+                      int64_t in_chans = 3);
   int64_t patch_size;
+  int64_t in_chans;
   // Official layout: a Sequential [unit, GELU, unit, GELU, ...]; LibTorch cannot nest
   // Sequentials, so the outer list is a ModuleList with the same indices.
   torch::nn::ModuleList proj{nullptr};
@@ -62,10 +65,11 @@ struct ConvPatchEmbedImpl : torch::nn::Module {
 };
 TORCH_MODULE(ConvPatchEmbed);
 
-// ViT's patch embedding: a patch x patch conv with stride patch (`patch_embed.proj`).
+// ViT's patch embedding: a patch x patch conv with stride patch (`patch_embed.proj`) from
+// in_chans channels (timm's and the official VisionTransformer's in_chans).
 struct ViTPatchEmbedImpl : torch::nn::Module {
-  ViTPatchEmbedImpl(int64_t patch_size, int64_t embed_dim);
-  torch::Tensor forward(const torch::Tensor& images);  // (B, 3, H, W) -> (B, n, C)
+  ViTPatchEmbedImpl(int64_t patch_size, int64_t embed_dim, int64_t in_chans = 3);
+  torch::Tensor forward(const torch::Tensor& images);  // (B, in_chans, H, W) -> (B, n, C)
   torch::nn::Conv2d proj{nullptr};
 };
 TORCH_MODULE(ViTPatchEmbed);

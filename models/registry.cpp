@@ -19,6 +19,7 @@ using Factory = std::function<std::shared_ptr<Backbone>(const BackboneOptions&)>
 std::shared_ptr<Backbone> make_xcit(XCiTConfig config, const BackboneOptions& options) {
   config.num_classes = options.num_classes;
   config.drop_path_rate = options.drop_path_rate;
+  config.in_chans = options.in_chans;
   return std::make_shared<XCiT>(std::move(config));
 }
 
@@ -29,12 +30,14 @@ std::shared_ptr<Backbone> make_vit(const std::string& name, const BackboneOption
   config.img_size = options.img_size;
   config.num_classes = options.num_classes;
   config.drop_path_rate = options.drop_path_rate;
+  config.in_chans = options.in_chans;
   return std::make_shared<VisionTransformer>(std::move(config));
 }
 
 std::shared_ptr<Backbone> make_xvit(XViTConfig config, const BackboneOptions& options) {
   config.num_classes = options.num_classes;
   config.drop_path_rate = options.drop_path_rate;
+  config.in_chans = options.in_chans;
   return std::make_shared<XViT>(std::move(config));
 }
 
@@ -66,12 +69,13 @@ const std::map<std::string, Entry>& entries() {
       t[c.name] = {[c](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
                      ResNetConfig config = c;  // no drop path, as main_dino.py builds them
                      config.num_classes = o.num_classes;
+                     config.in_chans = o.in_chans;
                      return std::make_shared<ResNet>(std::move(config));
                    },
                    [c](int64_t) { return c.paper_name; },
                    /*patch_from_flag=*/false, /*patch_tokens=*/false};
     t["pixels"] = {[](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
-                     return std::make_shared<Pixels>(o.img_size);
+                     return std::make_shared<Pixels>(o.img_size, o.in_chans);
                    },
                    [](int64_t) { return std::string("Pixels"); }};
     return t;
@@ -87,6 +91,13 @@ int64_t patch_size_of(const std::string& arch, int64_t flag) {
   if (find_resnet_variant(arch)) return 32;  // the output stride (models/resnet.h)
   if (arch == "pixels") return 1;
   return flag;
+}
+
+std::string input_conv_weight_of(const std::string& arch) {
+  if (find_xcit_variant(arch) || find_xvit_variant(arch)) return "patch_embed.proj.0.0.weight";
+  if (find_resnet_variant(arch)) return "conv1.weight";
+  if (entries().count(arch) && entries().at(arch).patch_from_flag) return "patch_embed.proj.weight";
+  return "";
 }
 
 std::vector<std::string> backbone_names() {
@@ -128,6 +139,7 @@ void check_arch(const std::string& arch, const char* needs_patch_tokens) {
 
 std::shared_ptr<Backbone> create_backbone(const std::string& arch, const BackboneOptions& options) {
   check_arch(arch);
+  XDINO_CHECK_ARG(options.in_chans >= 1, "--in_chans must be at least 1, got ", options.in_chans);
   return entries().at(arch).make(options);
 }
 

@@ -7,7 +7,8 @@
 // vit_{tiny,small,base} (patch from options.patch_size, as in DINO),
 // xvit_{tiny,small,medium,base}[_p8] (models/xvit.h), torchvision's
 // resnet{18,34,50,101,152}, wide_resnet{50,101}_2 and resnext50_32x4d, resnext101_{32x8d,64x4d}
-// (models/resnet.h, fc removed), pixels.
+// (models/resnet.h, fc removed), pixels. Every family takes options.in_chans (>= 1, else
+// UsageError).
 #pragma once
 
 #include <memory>
@@ -18,11 +19,20 @@
 
 namespace xdino::models {
 
+// BackboneOptions::in_chans for "not given": create_backbone_for takes the count the weights'
+// input conv has (else 3); create_backbone refuses it.
+inline constexpr int64_t kInChansFromWeights = 0;
+
 struct BackboneOptions {
   int64_t num_classes = 0;      // 0: forward() returns the (B, C) feature
   double drop_path_rate = 0.0;  // stochastic depth (student: 0.1 in DINO)
   int64_t patch_size = 16;      // ViT only; XCiT names carry their patch size
   int64_t img_size = 224;       // ViT position grid / pixels resize target
+  // Channels of the input images (timm's and the official VisionTransformer's in_chans): the
+  // input conv of XCiT/X-ViT (patch_embed.proj.0.0), ViT (patch_embed.proj) and ResNet
+  // (conv1) takes this many; pixels' feature is in_chans * img_size^2 wide. Any count >= 1;
+  // kInChansFromWeights only for create_backbone_for (models/weights.h).
+  int64_t in_chans = 3;
 };
 
 std::shared_ptr<Backbone> create_backbone(const std::string& arch,
@@ -35,6 +45,9 @@ std::shared_ptr<Backbone> create_backbone(const std::string& arch,
 void check_arch(const std::string& arch, const char* needs_patch_tokens = nullptr);
 
 std::vector<std::string> backbone_names();
+// The state_dict key of the input conv a model of this name has (Backbone::input_conv_weight,
+// without building it): "" for pixels and unknown names.
+std::string input_conv_weight_of(const std::string& arch);
 // The patch size a model of this name has: from the name for XCiT and X-ViT, `flag` for ViT
 // (DINO's --patch_size), 32 (the output stride) for ResNets, 1 for pixels. Unknown names return
 // `flag`.

@@ -97,7 +97,8 @@ ResNet::ResNet(ResNetConfig config) : config_(std::move(config)) {
   XDINO_CHECK_ARG(config_.layers.size() == 4, config_.name, ": a ResNet has 4 stages, got ",
                   config_.layers.size());
   XDINO_CHECK_ARG(config_.num_classes >= 0, "num_classes must be >= 0, got ", config_.num_classes);
-  conv1_ = register_module("conv1", conv(3, 64, 7, 2, 3));
+  XDINO_CHECK_ARG(config_.in_chans >= 1, "--in_chans must be at least 1, got ", config_.in_chans);
+  conv1_ = register_module("conv1", conv(config_.in_chans, 64, 7, 2, 3));
   bn1_ = register_module("bn1", BatchNorm(64));
   int64_t in = 64;
   for (int64_t s = 0; s < 4; ++s) {
@@ -142,8 +143,8 @@ Probe ResNet::probe(Tensor images, const ProbeRequest& request) {
                   config_.name,
                   " is a convolutional network: it has no block tokens, patch tokens or "
                   "attention maps to show");
-  XDINO_CHECK(images.dim() == 4 && images.size(1) == 3, config_.name,
-              " expects images (B, 3, H, W), got ", images.sizes());
+  XDINO_CHECK(images.dim() == 4 && images.size(1) == config_.in_chans, config_.name,
+              " expects images (B, ", config_.in_chans, ", H, W), got ", images.sizes());
   Tensor x = torch::relu(bn1_->forward(conv1_->forward(images)));
   x = torch::max_pool2d(x, /*kernel_size=*/{3}, /*stride=*/{2}, /*padding=*/{1});
   for (auto& stage : stages_)
@@ -164,7 +165,7 @@ double resnet_flops(const ResNetConfig& c, int64_t height, int64_t width) {
     return out * in / groups * kernel * kernel * pixels + 2 * out * pixels;
   };
   int64_t h = halve_up(height), w = halve_up(width);
-  double flops = conv_bn(3, 64, 7, h, w);
+  double flops = conv_bn(static_cast<double>(c.in_chans), 64, 7, h, w);
   h = halve_up(h);  // max pool
   w = halve_up(w);
   double in = 64;

@@ -19,7 +19,8 @@
 //    convert_sync_batchnorm).
 //  - Init as torchvision: conv weights kaiming-normal (fan_out, ReLU gain), BN weight 1 and
 //    bias 0, no zero-init of the last BN of a block; fc keeps LibTorch's Linear default.
-//  - Input (B, 3, H, W), any H, W >= 1 (every stride-2 stage rounds up). float32, float64,
+//  - Input (B, in_chans, H, W) (conv1 takes in_chans channels, torchvision's 3 by default), any
+//    H, W >= 1 (every stride-2 stage rounds up). float32, float64,
 //    bfloat16 and autocast. drop_path_rate is ignored (main_dino.py builds torchvision models
 //    without it).
 //  - probe(): the feature only; blocks, patch tokens and attention maps throw UsageError
@@ -50,6 +51,7 @@ struct ResNetConfig {
   int64_t width_per_group = 64;                // 128: wide_resnet*_2; W of resnext*_GxWd
   int64_t groups = 1;                          // G of resnext*_GxWd: the 3x3 conv's groups
   int64_t num_classes = 0;                     // 0: no fc, forward gives the pooled feature
+  int64_t in_chans = 3;                        // channels of the input images (conv1)
 };
 
 // resnet18, resnet34, resnet50, resnet101, resnet152, wide_resnet50_2, wide_resnet101_2,
@@ -93,6 +95,8 @@ class ResNet : public Backbone {
   const std::string& arch() const override { return config_.name; }
   int64_t embed_dim() const override { return feature_dim_; }
   int64_t patch_size() const override { return 32; }
+  int64_t in_chans() const override { return config_.in_chans; }
+  std::string input_conv_weight() const override { return "conv1.weight"; }
   int64_t num_heads() const override { return 0; }
   int64_t num_blocks() const override;
   std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const override;

@@ -42,12 +42,12 @@ double vit_flops(const ViTConfig& c, int64_t height, int64_t width) {
   const double p = static_cast<double>(c.patch_size);
   const double N = static_cast<double>((height / c.patch_size) * (width / c.patch_size));
   const double T = N + 1;
-  double flops = C * 3 * p * p * N;      // patch conv
-  const double block = 2 * 5 * T * C     // norm1, norm2
-                       + 3 * T * C * C   // qkv
-                       + 2 * T * T * C   // q k^T and attn @ v
-                       + T * C * C       // proj
-                       + 8 * T * C * C;  // mlp
+  double flops = C * static_cast<double>(c.in_chans) * p * p * N;  // patch conv
+  const double block = 2 * 5 * T * C                               // norm1, norm2
+                       + 3 * T * C * C                             // qkv
+                       + 2 * T * T * C                             // q k^T and attn @ v
+                       + T * C * C                                 // proj
+                       + 8 * T * C * C;                            // mlp
   flops += static_cast<double>(c.depth) * block;
   flops += 5 * T * C;  // final norm over all tokens
   flops += C * static_cast<double>(c.num_classes);
@@ -128,7 +128,7 @@ VisionTransformer::VisionTransformer(ViTConfig config) : config_(std::move(confi
   const int64_t C = c.embed_dim, side = c.img_size / c.patch_size;
   cls_token = register_parameter("cls_token", torch::zeros({1, 1, C}));
   pos_embed = register_parameter("pos_embed", torch::zeros({1, side * side + 1, C}));
-  patch_embed = register_module("patch_embed", ViTPatchEmbed(c.patch_size, C));
+  patch_embed = register_module("patch_embed", ViTPatchEmbed(c.patch_size, C, c.in_chans));
   auto list = nn::ModuleList();
   for (int64_t i = 0; i < c.depth; ++i) {
     // torch.linspace(0, rate, depth)

@@ -3,8 +3,9 @@
 //
 // Contract:
 //  - Keys, in state_dict order: cls_token, pos_embed [1, (img_size/p)^2 + 1, C],
-//    patch_embed.proj.{weight,bias}, blocks.i.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1,
-//    mlp.fc2}.*, norm.*, [head.* when num_classes > 0]. LayerNorm eps 1e-6, qkv bias.
+//    patch_embed.proj.{weight [C, in_chans, p, p],bias}, blocks.i.{norm1, attn.qkv, attn.proj,
+//    norm2, mlp.fc1, mlp.fc2}.*, norm.*, [head.* when num_classes > 0]. LayerNorm eps 1e-6, qkv
+//    bias.
 //  - Init as DINO: pos_embed, cls_token and Linear weights truncated normal (std 0.02),
 //    Linear biases 0, LayerNorm 1/0, patch conv PyTorch default. Drop path rate ramps
 //    linearly from 0 (first block) to drop_path_rate (last block).
@@ -32,6 +33,7 @@ struct ViTConfig {
   int64_t img_size = 224;  // position-embedding grid: img_size / patch_size per side
   int64_t num_classes = 0;
   double drop_path_rate = 0.0;
+  int64_t in_chans = 3;  // channels of the input images (patch_embed.proj)
 };
 
 // vit_tiny (192, 3 heads), vit_small (384, 6), vit_base (768, 12); depth 12.
@@ -83,6 +85,8 @@ class VisionTransformer : public Backbone {
   const std::string& arch() const override { return config_.name; }
   int64_t embed_dim() const override { return config_.embed_dim; }
   int64_t patch_size() const override { return config_.patch_size; }
+  int64_t in_chans() const override { return config_.in_chans; }
+  std::string input_conv_weight() const override { return "patch_embed.proj.weight"; }
   int64_t num_heads() const override { return config_.num_heads; }
   int64_t num_blocks() const override { return config_.depth; }
   int64_t block_prefix_tokens() const override { return 1; }

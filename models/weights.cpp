@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/pth.h"
+#include "models/backbone.h"
 
 namespace xdino::models {
 namespace {
@@ -50,7 +51,55 @@ std::string prefix_hint(const std::string& key) {
   return "";
 }
 
+// The stored input conv made to fit the model's channel count, or a refusal (weights.h).
+void match_input_channels(const Backbone& backbone, const StateDict& model, StateDict& state,
+                          const std::string& source) {
+  const std::string key = backbone.input_conv_weight();
+  if (key.empty() || !model.contains(key) || !state.contains(key)) return;
+  const torch::Tensor stored = state[key];
+  const torch::Tensor& expected = model[key];
+  // Only a difference in the input-channel axis alone is a channel count; anything else is a
+  // shape mismatch load_state_dict reports.
+  if (!stored.defined() || stored.dim() != 4 || expected.dim() != 4 ||
+      stored.size(1) == expected.size(1) || stored.size(0) != expected.size(0) ||
+      stored.size(2) != expected.size(2) || stored.size(3) != expected.size(3))
+    return;
+  const int64_t have = stored.size(1), want = expected.size(1);
+  XDINO_CHECK_ARG(have == 3, source, ": the input convolution '", key, "' reads ", have,
+                  "-channel images but the model was built for ", want,
+                  "; build it with --in_chans ", have,
+                  " (only 3-channel weights are adapted to another count)");
+  state[key] = adapt_input_conv(stored, want);
+  log::info("pretrained weights ", source, ": ", key, ": 3 input channels ",
+            adapt_input_conv_summary(want), ", as timm's adapt_input_conv does");
+}
+
 }  // namespace
+
+torch::Tensor adapt_input_conv(const torch::Tensor& rgb_weight, int64_t in_chans) {
+  XDINO_CHECK_ARG(rgb_weight.defined() && rgb_weight.dim() == 4 && rgb_weight.size(1) == 3,
+                  "adapt_input_conv takes an (out, 3, k, k) RGB conv weight, got ",
+                  rgb_weight.defined() ? rgb_weight.sizes() : torch::IntArrayRef{});
+  XDINO_CHECK_ARG(in_chans >= 1, "--in_chans must be at least 1, got ", in_chans);
+  // Half-precision files are summed in float32, as timm does; float64 keeps its precision.
+  const torch::Tensor w =
+      rgb_weight.to(torch::promote_types(rgb_weight.scalar_type(), torch::kFloat));
+  torch::Tensor out;
+  if (in_chans == 1) {
+    out = w.sum(1, /*keepdim=*/true);
+  } else {
+    const int64_t repeats = (in_chans + 2) / 3;
+    out =
+        w.repeat({1, repeats, 1, 1}).narrow(1, 0, in_chans) * (3.0 / static_cast<double>(in_chans));
+  }
+  return out.to(rgb_weight.scalar_type()).contiguous();
+}
+
+std::string adapt_input_conv_summary(int64_t in_chans) {
+  if (in_chans == 1) return "summed into 1";
+  const std::string c = std::to_string(in_chans);
+  return "repeated into " + c + " and scaled by 3/" + c;
+}
 
 StateDict state_dict(const torch::nn::Module& module) {
   StateDict out;
@@ -195,6 +244,11 @@ std::shared_ptr<Backbone> create_backbone_for(const std::string& arch, BackboneO
                                               const PretrainedWeights& weights) {
   options.img_size =
       position_table_image_size(weights, patch_size_of(arch, options.patch_size), options.img_size);
+  if (options.in_chans == kInChansFromWeights) {
+    const std::string key = input_conv_weight_of(arch);
+    const torch::Tensor conv = key.empty() ? torch::Tensor() : find_weight(weights, key);
+    options.in_chans = conv.defined() && conv.dim() == 4 ? conv.size(1) : 3;
+  }
   return create_backbone(arch, options);
 }
 
@@ -232,6 +286,8 @@ LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& w
                 "' once 'module.' and 'backbone.' are removed (one is '", raw, "')");
     state.insert(name, item.value().toTensor());
   }
+  if (const auto* backbone = dynamic_cast<const Backbone*>(&module))
+    match_input_channels(*backbone, model, state, source);
   LoadReport report = load_state_dict(module, state, strict, source);
   report.ignored = std::move(ignored);
   log::info("pretrained weights ", source, ": ", report.summary());

@@ -29,6 +29,12 @@
 //    tensors; otherwise it throws UsageError naming the keys the file holds.
 //    read_pretrained() is its first half (the file, the sub-dict), load_pretrained(module,
 //    weights) the second (names, ignored keys, load_state_dict).
+//  - Input channels (docs/checkpoints.md, "Input channels"): when `module` is a Backbone and
+//    the stored tensor under its input_conv_weight() differs from the model's in the
+//    input-channel axis alone, 3 stored channels are adapted as timm's adapt_input_conv does
+//    (adapt_input_conv below) and one info line says what was done; any other stored count
+//    is one UsageError line naming both counts and the fix (--in_chans). No other tensor is
+//    ever adapted: every other shape mismatch fails as above.
 #pragma once
 
 #include <torch/torch.h>
@@ -75,6 +81,18 @@ PretrainedWeights read_pretrained(const std::filesystem::path& path,
                                   const std::string& checkpoint_key = "teacher");
 LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& weights,
                            bool strict = true);
+// timm's adapt_input_conv: the (out, 3, k, k) weight of an RGB input conv for images of
+// `in_chans` channels. 1: the sum over the three (a gray image g gives what the RGB model gives
+// on (g, g, g)); any other count: the three repeated ceil(in_chans / 3) times along the input
+// axis, the first in_chans kept, times 3 / in_chans (for a multiple of 3, an image of its RGB
+// channels repeated gives the RGB model's response). Computed in float32 (float64 stays float64),
+// returned in the weight's dtype. UsageError unless `rgb_weight` is (out, 3, k, k) and in_chans
+// >= 1.
+torch::Tensor adapt_input_conv(const torch::Tensor& rgb_weight, int64_t in_chans);
+// What adapt_input_conv does to 3 channels for `in_chans`, for the log: "summed into 1",
+// "repeated into 4 and scaled by 3/4".
+std::string adapt_input_conv_summary(int64_t in_chans);
+
 // A stored key as the model names it: "module." and "backbone." removed, as the official
 // loader removes them.
 std::string pretrained_name(const std::string& key);
@@ -87,8 +105,11 @@ torch::Tensor find_weight(const PretrainedWeights& weights, const std::string& n
 // The backbone `arch` built to take `weights`: a ViT's position table gets the grid of the
 // stored pos_embed, since `dino train` writes the grid of its --global_crops_size and the
 // official checkpoints 14 x 14 (224 / 16); forward() interpolates the table to any input
-// either way. position_table_image_size() is that grid's image size, side x patch for a
-// pos_embed of (1, side^2 + 1, C), else `otherwise` (XCiT/X-ViT have no learned table).
+// either way. options.in_chans kInChansFromWeights (the caller was not given a count) becomes
+// the input-channel count of the stored input conv (models::input_conv_weight_of), else 3;
+// any other value is kept (load_pretrained then adapts 3 stored channels or refuses).
+// position_table_image_size() is that grid's image size, side x patch for a pos_embed of (1, side^2
+// + 1, C), else `otherwise` (XCiT/X-ViT have no learned table).
 int64_t position_table_image_size(const PretrainedWeights& weights, int64_t patch_size,
                                   int64_t otherwise);
 std::shared_ptr<Backbone> create_backbone_for(const std::string& arch, BackboneOptions options,

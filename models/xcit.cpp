@@ -87,7 +87,7 @@ std::optional<XCiTConfig> find_xcit_variant(const std::string& name) {
 double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
   const double C = static_cast<double>(c.embed_dim);
   const double d = C / static_cast<double>(c.num_heads);
-  double flops = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim);
+  double flops = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim, c.in_chans);
   const auto [h, w] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
   const double N = static_cast<double>(h * w), T = N + 1;
   flops += FourierPositionalEncodingImpl::flops(h * w, c.embed_dim);
@@ -111,9 +111,10 @@ double xcit_flops(const XCiTConfig& c, int64_t height, int64_t width) {
 }
 
 XCiT::XCiT(XCiTConfig config)
-    : ClassAttentionBackbone({config.name, config.patch_size, config.embed_dim, config.depth,
-                              config.num_heads, config.cls_attn_layers, config.num_classes},
-                             "XCA", /*unit_queries=*/false),
+    : ClassAttentionBackbone(
+          {config.name, config.patch_size, config.embed_dim, config.depth, config.num_heads,
+           config.cls_attn_layers, config.num_classes, config.in_chans},
+          "XCA", /*unit_queries=*/false),
       config_(std::move(config)) {
   const XCiTConfig& c = config_;
   XDINO_CHECK_ARG(c.depth > 0 && c.cls_attn_layers > 0 && c.num_heads > 0,

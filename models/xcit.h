@@ -5,8 +5,9 @@
 // Contract:
 //  - Construction initialises the weights as the official code does (docs/architecture.md, "XCiT").
 //  - Modules, parameters and buffers carry the official names in the official state_dict
-//    order: cls_token, patch_embed.proj.{0,2,4[,6]}.{0,1}.*, blocks.i.*, cls_attn_blocks.j.*,
-//    norm.*, [head.* when num_classes > 0], pos_embeder.token_projection.*.
+//    order: cls_token, patch_embed.proj.{0,2,4[,6]}.{0,1}.* (proj.0.0 takes in_chans channels),
+//    blocks.i.*, cls_attn_blocks.j.*, norm.*, [head.* when num_classes > 0],
+//    pos_embeder.token_projection.*.
 //  - probe()/forward(): see models/backbone.h. CLS token appended after the XCA blocks, never
 //    given a position encoding; forward returns norm(CLS) after the class-attention blocks
 //    (then head when num_classes > 0).
@@ -37,6 +38,7 @@ struct XCiTConfig {
   int64_t cls_attn_layers = 2;
   int64_t num_classes = 0;      // 0: no head, forward returns the (B, C) feature
   double drop_path_rate = 0.0;  // constant over the XCA blocks
+  int64_t in_chans = 3;         // channels of the input images (the stem's first conv)
 };
 
 // xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8}.

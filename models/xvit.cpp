@@ -214,7 +214,7 @@ double xnorm_attention_flops(int64_t num_tokens, int64_t dim, int64_t num_heads)
 double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
   const double C = static_cast<double>(c.embed_dim);
   const double r = static_cast<double>(c.mlp_ratio);
-  double total = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim);
+  double total = ConvPatchEmbedImpl::flops(height, width, c.patch_size, c.embed_dim, c.in_chans);
   const auto [rows, cols] = ConvPatchEmbedImpl::grid(height, width, c.patch_size);
   const double N = static_cast<double>(rows * cols), T = N + 1;
   total += FourierPositionalEncodingImpl::flops(rows * cols, c.embed_dim);
@@ -240,9 +240,10 @@ double xvit_flops(const XViTConfig& c, int64_t height, int64_t width) {
 // ------------------------------------------------------------------------------------------
 
 XViT::XViT(XViTConfig config)
-    : ClassAttentionBackbone({config.name, config.patch_size, config.embed_dim, config.depth,
-                              config.num_heads, config.cls_attn_layers, config.num_classes},
-                             "XNorm", /*unit_queries=*/true),
+    : ClassAttentionBackbone(
+          {config.name, config.patch_size, config.embed_dim, config.depth, config.num_heads,
+           config.cls_attn_layers, config.num_classes, config.in_chans},
+          "XNorm", /*unit_queries=*/true),
       config_(std::move(config)) {
   const XViTConfig& c = config_;
   XDINO_CHECK_ARG(c.depth > 0 && c.cls_attn_layers > 0 && c.num_heads > 0 && c.mlp_ratio > 0,

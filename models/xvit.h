@@ -165,6 +165,7 @@ struct XViTConfig {
   int64_t cls_attn_layers = 2;
   int64_t num_classes = 0;      // 0: no head, forward returns the (B, C) feature
   double drop_path_rate = 0.0;  // constant over the X-ViT blocks
+  int64_t in_chans = 3;         // channels of the input images (the stem's first conv)
 };
 
 // What the paper publishes for a variant (ImageNet-1k, supervised, 224 unless noted).
