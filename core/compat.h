@@ -28,8 +28,10 @@
 // | 2.x pip | TorchConfig finds a system Caffe2 first      | CMakeLists.txt stops, one line    |
 // | 2.x pip | BLAS (MKL) inside libtorch_cpu               | core/blas.cpp reads build config  |
 // | 2.x pip | ships libgomp.so.1, no Gloo headers          | Debian's libgloo-dev headers      |
+// | 2.4     | TCPStore asks for libuv by default; Debian   | distributed.cpp make_store: retry |
+// |         | 13's 2.6 is built without it and refuses     | with useLibUV = false             |
 // Not differences (same in 1.13 and 2.15, though often asked): c10::optional (an alias of
-// std::optional in 2.x), torch::jit::pickle_save/pickle_load, the c10d TCPStore options.
+// std::optional in 2.x), torch::jit::pickle_save/pickle_load.
 #pragma once
 
 #include <ATen/autocast_mode.h>
