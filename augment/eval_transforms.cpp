@@ -10,12 +10,12 @@
 namespace xdino::augment {
 namespace {
 
-void check_output(const torch::Tensor& dst, int64_t s) {
+void check_output(const torch::Tensor& dst, int64_t channels, int64_t s) {
   XDINO_CHECK(dst.device().is_cpu() && dst.scalar_type() == torch::kFloat32 &&
-                  dst.is_contiguous() && dst.dim() == 3 && dst.size(0) == 3 && dst.size(1) == s &&
-                  dst.size(2) == s,
-              "transform output must be a contiguous float32 CPU tensor (3, ", s, ", ", s,
-              "), got ", dst.sizes(), " ", dst.scalar_type());
+                  dst.is_contiguous() && dst.dim() == 3 && dst.size(0) == channels &&
+                  dst.size(1) == s && dst.size(2) == s,
+              "transform output must be a contiguous float32 CPU tensor (", channels, ", ", s, ", ",
+              s, "), got ", dst.sizes(), " ", dst.scalar_type());
 }
 
 }  // namespace
@@ -41,18 +41,19 @@ void EvalTransform::crop(const Image& image, Image& out) const {
 }
 
 void EvalTransform::operator()(const Image& image, float* dst) const {
-  thread_local Image scratch;
-  crop(image, scratch);
+  thread_local Image scratch, gray;
+  crop(normalizer_.input(image, gray), scratch);
   normalizer_(scratch, dst);
 }
 
 void EvalTransform::operator()(const Image& image, const torch::Tensor& dst) const {
-  check_output(dst, options_.crop_size);
+  check_output(dst, channels(), options_.crop_size);
   (*this)(image, dst.data_ptr<float>());
 }
 
 torch::Tensor EvalTransform::operator()(const Image& image) const {
-  torch::Tensor t = torch::empty({3, options_.crop_size, options_.crop_size}, torch::kFloat32);
+  torch::Tensor t =
+      torch::empty({channels(), options_.crop_size, options_.crop_size}, torch::kFloat32);
   (*this)(image, t.data_ptr<float>());
   return t;
 }
@@ -82,19 +83,20 @@ void LinearTrainTransform::crop(const Image& image, Rng& rng, Image& out) const 
 }
 
 void LinearTrainTransform::operator()(const Image& image, Rng& rng, float* dst) const {
-  thread_local Image scratch;
-  crop(image, rng, scratch);
+  thread_local Image scratch, gray;
+  crop(normalizer_.input(image, gray), rng, scratch);
   normalizer_(scratch, dst);
 }
 
 void LinearTrainTransform::operator()(const Image& image, Rng& rng,
                                       const torch::Tensor& dst) const {
-  check_output(dst, options_.crop_size);
+  check_output(dst, channels(), options_.crop_size);
   (*this)(image, rng, dst.data_ptr<float>());
 }
 
 torch::Tensor LinearTrainTransform::operator()(const Image& image, Rng& rng) const {
-  torch::Tensor t = torch::empty({3, options_.crop_size, options_.crop_size}, torch::kFloat32);
+  torch::Tensor t =
+      torch::empty({channels(), options_.crop_size, options_.crop_size}, torch::kFloat32);
   (*this)(image, rng, t.data_ptr<float>());
   return t;
 }

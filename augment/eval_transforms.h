@@ -15,9 +15,11 @@
 //    floor or ceil whose aspect is nearer, at least 1); Image.reduce by int(side / target / 2)
 //    when that is >= 2 (reducing_gap 2.0), then a Lanczos resample of the float box.
 //    Bit-exact with Pillow 9.4 (tests/test_thumbnail.cpp runs PIL on the same pixels).
-//  - Outputs are float32 (3, crop_size, crop_size); the float* overloads write 3*S*S floats the
-//    caller owns, the tensor overloads check shape/dtype/contiguity (xdino::Error). Bad options
-//    throw xdino::UsageError from the constructors. Const methods are thread-safe.
+//  - Outputs are float32 (C, crop_size, crop_size), C = normalization.channels (1: the image
+//    converted RGB -> L -> RGB first, one gray plane, augment/ops/tensor.h); crop() gives the
+//    uint8 crop of the image as given. The float* overloads write C*S*S floats the caller owns, the
+//    tensor overloads check shape/dtype/contiguity (xdino::Error). Bad options throw
+//    xdino::UsageError from the constructors. Const methods are thread-safe.
 #pragma once
 
 #include <torch/torch.h>
@@ -43,6 +45,7 @@ class EvalTransform {
 
   int64_t crop_size() const { return options_.crop_size; }
   int64_t resize_size() const { return resize_size_; }
+  int64_t channels() const { return normalizer_.channels(); }
   // The uint8 centre crop of the resized image.
   void crop(const Image& image, Image& out) const;
   void operator()(const Image& image, float* dst) const;
@@ -72,6 +75,7 @@ class LinearTrainTransform {
   explicit LinearTrainTransform(LinearTrainOptions options = {});
 
   int64_t crop_size() const { return options_.crop_size; }
+  int64_t channels() const { return normalizer_.channels(); }
   void crop(const Image& image, Rng& rng, Image& out) const;
   void operator()(const Image& image, Rng& rng, float* dst) const;
   void operator()(const Image& image, Rng& rng, const torch::Tensor& dst) const;

@@ -87,11 +87,12 @@ void MultiCropAugmentation::operator()(const Image& image, Rng& rng, float* cons
               "multi-crop expects a non-empty RGB uint8 image, got ", image.cols, "x", image.rows,
               " of cv type ", image.type());
   // One scratch image per crop size, so that the buffers are reused, not reallocated.
-  thread_local Image global_crop, local_crop;
+  thread_local Image global_crop, local_crop, gray;
+  const Image& source = normalizer_.input(image, gray);
   for (int64_t c = 0; c < num_crops(); ++c) {
-    const CropPlan p = plan(c, image.size(), rng);
+    const CropPlan p = plan(c, source.size(), rng);
     Image& crop = c < 2 ? global_crop : local_crop;
-    render(image, p, crop);
+    render(source, p, crop);
     normalizer_(crop, out[c]);
   }
 }
@@ -101,13 +102,14 @@ void MultiCropAugmentation::operator()(const Image& image, Rng& rng,
   XDINO_CHECK(static_cast<int64_t>(out.size()) == num_crops(), "multi-crop fills ", num_crops(),
               " tensors, got ", out.size());
   std::vector<float*> ptrs(out.size());
+  const int64_t channels = normalizer_.channels();
   for (size_t c = 0; c < out.size(); ++c) {
     const int64_t s = crop_size(static_cast<int64_t>(c));
     XDINO_CHECK(out[c].device().is_cpu() && out[c].scalar_type() == torch::kFloat32 &&
-                    out[c].is_contiguous() && out[c].dim() == 3 && out[c].size(0) == 3 &&
+                    out[c].is_contiguous() && out[c].dim() == 3 && out[c].size(0) == channels &&
                     out[c].size(1) == s && out[c].size(2) == s,
-                "multi-crop output ", c, " must be a contiguous float32 CPU tensor (3, ", s, ", ",
-                s, "), got ", out[c].sizes(), " ", out[c].scalar_type());
+                "multi-crop output ", c, " must be a contiguous float32 CPU tensor (", channels,
+                ", ", s, ", ", s, "), got ", out[c].sizes(), " ", out[c].scalar_type());
     ptrs[c] = out[c].data_ptr<float>();
   }
   (*this)(image, rng, ptrs.data());
@@ -117,7 +119,7 @@ std::vector<torch::Tensor> MultiCropAugmentation::operator()(const Image& image,
   std::vector<torch::Tensor> out;
   for (int64_t c = 0; c < num_crops(); ++c) {
     const int64_t s = crop_size(c);
-    out.push_back(torch::empty({3, s, s}, torch::kFloat32));
+    out.push_back(torch::empty({normalizer_.channels(), s, s}, torch::kFloat32));
   }
   (*this)(image, rng, out);
   return out;

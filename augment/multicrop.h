@@ -8,6 +8,8 @@
 //      ColorJitter(0.4, 0.4, 0.2, 0.1) with p 0.8 -> grayscale (p 0.2) ->
 //      GaussianBlur(sigma ~ U(0.1, 2)) with p 1.0 / 0.1 / 0.5 (global 1 / global 2 / local) ->
 //      solarize (global 2 only, p 0.2) -> ToTensor -> Normalize (ImageNet mean/std).
+//    With normalization.channels 1 (--in_chans 1) the image is first converted RGB -> L -> RGB
+//    and every crop is (1, S, S): torchvision's pipeline on the L image (augment/ops/tensor.h).
 //  - Decisions follow the official comparisons: flip, grayscale and solarize apply if
 //    u < p; colour jitter (RandomApply) and blur apply if u <= p.
 //  - Rng order: crop after crop; within a crop, plan() draws the box
@@ -66,6 +68,7 @@ class MultiCropAugmentation {
 
   const MultiCropOptions& options() const { return options_; }
   int64_t num_crops() const { return 2 + options_.local_crops_number; }
+  int64_t channels() const { return normalizer_.channels(); }  // of every crop: 1 or 3
   // Side of crop `index` (0, 1: global; 2..: local).
   int64_t crop_size(int64_t index) const;
 
@@ -74,10 +77,10 @@ class MultiCropAugmentation {
   // The uint8 crop a plan describes (before ToTensor/Normalize).
   static void render(const Image& image, const CropPlan& plan, Image& out);
 
-  // All crops, normalised into out[index] (3 * S * S floats each, owned by the caller).
+  // All crops, normalised into out[index] (C * S * S floats each, owned by the caller).
   void operator()(const Image& image, Rng& rng, float* const* out) const;
-  // The same into tensors: out[index] is a contiguous float32 (3, S, S) tensor, e.g. the
-  // slot batch_index[i] of a (B, 3, S, S) batch.
+  // The same into tensors: out[index] is a contiguous float32 (C, S, S) tensor, e.g. the
+  // slot batch_index[i] of a (B, C, S, S) batch.
   void operator()(const Image& image, Rng& rng, const std::vector<torch::Tensor>& out) const;
   std::vector<torch::Tensor> operator()(const Image& image, Rng& rng) const;
 

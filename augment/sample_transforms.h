@@ -5,8 +5,9 @@
 //    slots (no per-sample allocation or copy). The transform object is shared, immutable,
 //    and thread-safe, so one SampleTransform serves every loader thread.
 //  - multi_crop_transform: MultiCropAugmentation's views in its order [global 1, global 2,
-//    local 1..L], (3, S, S) each. eval_transform: one (3, crop, crop) view; it draws nothing
-//    from the Rng. linear_train_transform: one (3, crop, crop) view.
+//    local 1..L], (C, S, S) each. eval_transform: one (C, crop, crop) view; it draws nothing
+//    from the Rng. linear_train_transform: one (C, crop, crop) view. C is the options'
+//    normalization.channels: 3, or 1 for grayscale (augment/ops/tensor.h).
 //  - Bad options throw xdino::UsageError (from the transforms' constructors).
 #pragma once
 
