@@ -34,6 +34,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
       "patch tokens come with the backbone feature only");
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = options.image_size;
+  eval_options.normalization = augment::default_normalization(model.in_chans());
   const auto transform = std::make_shared<const augment::EvalTransform>(eval_options);
   augment::LoaderOptions lo;
   lo.batch_size = options.batch_size;
@@ -123,6 +124,7 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   XDINO_CHECK_ARG(o.split == "train" || o.split == "val", "--split must be train or val, got '",
                   o.split, "'");
   models::check_arch(o.model.arch);
+  check_in_chans(o.model);
   const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split);
   const auto model = load_frozen_backbone(o.model, device);
   ExtractOptions e;

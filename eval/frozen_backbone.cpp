@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "augment/ops/tensor.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/paths.h"
@@ -27,7 +28,14 @@ models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t p
 namespace {
 
 std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model,
-                                         torch::Device device) {
+                                         torch::Device device, const char* rgb_only) {
+  if (model->in_chans() != 3) {
+    XDINO_CHECK_ARG(rgb_only == nullptr, rgb_only, " reads RGB images; this ", model->arch(),
+                    " takes ", model->in_chans(),
+                    "-channel images (its --pretrained_weights or --in_chans): evaluate it with "
+                    "dino knn, linear or features");
+    log::info(model->arch(), " reads ", model->in_chans(), "-channel images");
+  }
   model->to(device);
   model->eval();
   for (auto& p : model->parameters()) p.set_requires_grad(false);
@@ -36,8 +44,12 @@ std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model
 
 }  // namespace
 
+void check_in_chans(const BackboneSpec& spec) {
+  if (spec.in_chans != models::kInChansFromWeights) augment::default_normalization(spec.in_chans);
+}
+
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
-                                                       torch::Device device) {
+                                                       torch::Device device, const char* rgb_only) {
   XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
   // LibTorch seeds its generator randomly per process: without this, random weights would
   // differ between the processes of one distributed run.
@@ -45,7 +57,9 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
   models::BackboneOptions options =
       eval_backbone_options(spec.arch, spec.patch_size, spec.image_size);
   const std::string kind = weights_kind(spec);
+  options.in_chans = spec.in_chans;
   if (kind != "pretrained") {
+    if (options.in_chans == models::kInChansFromWeights) options.in_chans = 3;
     std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, options);
     if (kind == "random") {
       log::warn("no --pretrained_weights given: evaluating RANDOMLY INITIALISED weights of ",
@@ -53,7 +67,7 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                 " (the official scripts would download the reference DINO weights; this "
                 "build never downloads: pass the .pth file with --pretrained_weights)");
     }
-    return frozen(model, device);
+    return frozen(model, device, rgb_only);
   }
   const std::string problem = file_problem(spec.pretrained_weights);
   XDINO_CHECK_ARG(problem.empty(), "weights file '", spec.pretrained_weights, "' ", problem,
@@ -66,7 +80,7 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
   const models::LoadReport report = models::load_pretrained(*model, weights, /*strict=*/false);
   XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ", spec.arch,
               ": wrong --arch or --checkpoint_key?");
-  return frozen(model, device);
+  return frozen(model, device, rgb_only);
 }
 
 void add_model_fields(Json& json, const BackboneSpec& spec) {

@@ -13,7 +13,13 @@
 //    global torch generator is seeded with spec.seed first, so random weights are the same in
 //    every process of a run and in every run. The pixels baseline has no weights to load.
 //    A missing weights file is a UsageError. The model is built for its weights
-//    (models::create_backbone_for: a ViT takes the checkpoint's position table).
+//    (models::create_backbone_for: a ViT takes the checkpoint's position table, and with
+//    in_chans kInChansFromWeights the channel count of its input conv; random weights: 3).
+//    A model of other than 3 channels is logged in one line ("vit_small reads 1-channel
+//    images"); `rgb_only` names a protocol whose data pipeline is RGB only (copy detection,
+//    retrieval, video segmentation, visualize): such a model is then one UsageError line.
+//  - check_in_chans(spec): an explicit in_chans the data pipeline cannot feed (not 1 or 3) is
+//    one UsageError line, for the commands to call before they open data.
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
 //    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size,
 //    pretrained_weights, checkpoint_key, weights
@@ -40,7 +46,12 @@ struct BackboneSpec {
   std::string checkpoint_key = "teacher";
   int64_t image_size = 224;  // evaluation crop; the resize is image_size * 256 / 224
   int64_t seed = 0;          // ours: the random initial weights when no weights are given
+  // ours (timm's in_chans): channels of the images; kInChansFromWeights: those of
+  // --pretrained_weights' input conv, 3 for random weights.
+  int64_t in_chans = models::kInChansFromWeights;
 };
+
+void check_in_chans(const BackboneSpec& spec);
 
 // The model as the official evaluation scripts build it: num_classes 0, no drop path, ViT
 // position grid of 224 (checkpoints hold it; other resolutions interpolate), pixels resized to
@@ -49,7 +60,8 @@ models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t p
                                               int64_t image_size);
 
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
-                                                       torch::Device device);
+                                                       torch::Device device,
+                                                       const char* rgb_only = nullptr);
 
 // "pretrained", "random" (no weights given) or "none" (pixels: nothing to learn).
 std::string weights_kind(const BackboneSpec& spec);

@@ -95,6 +95,7 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
   XDINO_CHECK_ARG(options.dump_features.empty() || options.load_features.empty(),
                   "--dump_features and --load_features exclude each other");
   if (options.load_features.empty()) models::check_arch(options.model.arch);
+  check_in_chans(options.model);
   XDINO_CHECK_ARG(options.recalibrate_bn >= 0, "--recalibrate_bn must be >= 0 (0: off), got ",
                   options.recalibrate_bn);
   const bool random_weights =

@@ -134,14 +134,16 @@ ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torc
   if (train_data) in.classes = std::max(in.classes, train_data->num_classes());
   {
     torch::NoGradGuard no_grad;
-    const auto probe = torch::zeros({1, 3, o.model.image_size, o.model.image_size}, device);
+    const auto probe =
+        torch::zeros({1, model->in_chans(), o.model.image_size, o.model.image_size}, device);
     in.dim = model->linear_features(probe, o.n_last_blocks, o.avgpool_patchtokens).numel();
   }
   in.num_train = train_data ? train_data->size() : 0;
   in.num_val = val_data->size();
   in.val_batches = [&o, &comm, device, model, val_data]() -> std::unique_ptr<FeatureBatches> {
-    const auto eval_tf = std::make_shared<const augment::EvalTransform>(
-        augment::EvalTransformOptions{o.model.image_size, 0, {}});
+    const auto eval_tf =
+        std::make_shared<const augment::EvalTransform>(augment::EvalTransformOptions{
+            o.model.image_size, 0, augment::default_normalization(model->in_chans())});
     return std::make_unique<BackboneBatches>(
         val_shard(val_data, comm),
         [eval_tf](const augment::Image& im, augment::Rng&) {
@@ -152,6 +154,7 @@ ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torc
   in.train_batches = [&o, &comm, device, model, train_data]() -> std::unique_ptr<FeatureBatches> {
     augment::LinearTrainOptions lt;
     lt.crop_size = o.model.image_size;
+    lt.normalization = augment::default_normalization(model->in_chans());
     const auto train_tf = std::make_shared<const augment::LinearTrainTransform>(lt);
     return std::make_unique<BackboneBatches>(
         train_data,
@@ -271,6 +274,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
                   "--load_features needs --cached_features true (the official protocol "
                   "augments images, so it cannot start from stored features)");
   if (o.load_features.empty()) models::check_arch(o.model.arch);
+  check_in_chans(o.model);
   const bool cached = o.cached_features;
   const char* protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
   if (cached)

@@ -117,7 +117,7 @@ std::optional<OnlineKnnResult> OnlineKnn::measure_with_data_batch_norm(
 }
 
 OnlineKnnResult OnlineKnn::pixels(Communicator& comm) {
-  models::Pixels pixels(options_.image_size);
+  models::Pixels pixels(options_.image_size, options_.in_chans);
   return measure(pixels, comm, torch::kCPU);
 }
 

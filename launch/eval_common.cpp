@@ -20,6 +20,11 @@ void declare_weights_flags(Flags& f, eval::BackboneSpec& s) {
 
 void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
   declare_weights_flags(f, s);
+  f.add("in_chans", &s.in_chans,
+        "channels of the images: 3 (RGB) or 1 (grayscale, converted to L as Pillow's "
+        "convert(\"L\") does; timm's in_chans, which the official scripts lack); 0: those of "
+        "--pretrained_weights' input conv, 3 for random weights. 3-channel weights are adapted "
+        "to 1 as timm's adapt_input_conv does");
   f.add("image_size", &s.image_size,
         "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }

@@ -3,7 +3,8 @@
 //
 // Contract:
 //  - declare_backbone_flags() binds the official model flags (--arch, --patch_size,
-//    --pretrained_weights, --checkpoint_key) and our --image_size to a BackboneSpec;
+//    --pretrained_weights, --checkpoint_key) and our --image_size and --in_chans to a
+//    BackboneSpec (the commands whose data pipeline reads grayscale: features, knn, linear);
 //    declare_model_flags() binds the model flags and --seed, for the subcommands whose input
 //    size is a flag of their own.
 //  Sessions (processes, device, config.ini) are launch/session.h's, shared with `dino train`.

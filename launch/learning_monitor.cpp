@@ -20,11 +20,13 @@ LearningMonitor::LearningMonitor(const ssl::DinoOptions& o, const MonitorOptions
   // and a ViT, which has one, has no BatchNorm and is never copied.
   teacher_options_.patch_size = o.patch_size;
   teacher_options_.img_size = o.global_crops_size;
+  teacher_options_.in_chans = o.in_chans;
   eval::OnlineKnnOptions ko;
   ko.data_path = m.knn_data_path.empty() ? o.data_path : m.knn_data_path;
   ko.train_samples = m.knn_train_samples;
   ko.val_samples = m.knn_val_samples;
   ko.image_size = o.global_crops_size;
+  ko.in_chans = o.in_chans;
   ko.num_workers = o.num_workers;
   knn_ = eval::OnlineKnn::open(ko);
 }

@@ -31,11 +31,14 @@ augment::MultiCropOptions multi_crop_options(const ssl::DinoOptions& o) {
       " values");
   mo.blur_sigma_min = o.blur_sigma[0];
   mo.blur_sigma_max = o.blur_sigma[1];
+  mo.normalization = augment::default_normalization(o.in_chans);
   return mo;
 }
 
 std::shared_ptr<ssl::DataSource> open_train_data(const ssl::DinoOptions& o,
                                                  const Communicator& comm) {
+  // The transform first: a bad crop flag or --in_chans fails before any data is opened.
+  augment::SampleTransform transform = augment::multi_crop_transform(multi_crop_options(o));
   augment::DatasetOptions dataset_options;
   dataset_options.max_samples = o.max_samples;
   const auto dataset = augment::open_dataset(o.data_path, "train", dataset_options);
@@ -44,9 +47,8 @@ std::shared_ptr<ssl::DataSource> open_train_data(const ssl::DinoOptions& o,
   lo.batch_size = o.batch_size_per_gpu;
   lo.num_workers = o.num_workers;
   lo.seed = o.seed;
-  return std::make_shared<LoaderSource>(dataset,
-                                        augment::multi_crop_transform(multi_crop_options(o)), lo,
-                                        comm.rank(), comm.world_size());
+  return std::make_shared<LoaderSource>(dataset, std::move(transform), lo, comm.rank(),
+                                        comm.world_size());
 }
 
 }  // namespace xdino::launch

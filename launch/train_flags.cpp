@@ -8,6 +8,10 @@ namespace xdino::launch {
 void declare_dino_model_flags(Flags& f, ssl::DinoOptions& o) {
   f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
       .add("patch_size", &o.patch_size, models::patch_size_help())
+      .add("in_chans", &o.in_chans,
+           "channels of the images: 3 (RGB) or 1 (grayscale, each image converted to L as "
+           "Pillow's convert(\"L\") does; timm's in_chans, which main_dino.py lacks). 3-channel "
+           "--pretrained_weights are adapted as timm's adapt_input_conv does")
       .add("out_dim", &o.head.out_dim, "dimensionality of the DINO head output")
       .add("norm_last_layer", &o.head.norm_last_layer,
            "weight-normalise the head's last layer with a fixed unit norm")

@@ -71,6 +71,7 @@ IDict options_dict(const DinoOptions& o) {
   auto d = make_dict();
   d.insert("arch", o.arch);
   d.insert("patch_size", o.patch_size);
+  d.insert("in_chans", o.in_chans);
   d.insert("out_dim", o.head.out_dim);
   d.insert("norm_last_layer", o.head.norm_last_layer);
   d.insert("momentum_teacher", o.momentum_teacher);

@@ -24,6 +24,9 @@ struct DinoOptions : CropSizes {
   // Model.
   std::string arch = "vit_small";
   int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name
+  // ours (timm's in_chans): channels of the images, 3 (RGB) or 1 (grayscale: the data
+  // pipeline converts to L, augment/ops/tensor.h). Recorded in the checkpoint's args.
+  int64_t in_chans = 3;
   // The DINO head: out_dim, norm_last_layer, use_bn and (ours: main_dino.py fixes them)
   // hidden_dim, bottleneck_dim. in_dim and nlayers are not options: the trainer sets in_dim to
   // the backbone's width, nlayers keeps main_dino.py's 3.

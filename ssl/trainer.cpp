@@ -104,6 +104,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   models::BackboneOptions bo;
   bo.patch_size = o_.patch_size;
   bo.img_size = o_.global_crops_size;
+  bo.in_chans = o_.in_chans;
   std::optional<models::PretrainedWeights> pretrained;
   if (!o_.pretrained_weights.empty()) {
     pretrained = models::read_pretrained(o_.pretrained_weights, o_.checkpoint_key);

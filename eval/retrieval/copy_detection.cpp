@@ -166,7 +166,7 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
   }
   BackboneSpec spec = o.model;
   spec.image_size = o.imsize;
-  const auto model = load_frozen_backbone(spec, device);
+  const auto model = load_frozen_backbone(spec, device, "copy detection");
   const ListExtraction x{o.batch_size_per_gpu, o.num_workers, o.imsize};
   const fs::path dump = fs::path(o.output_dir) / "copy_detection_features";
 

@@ -144,7 +144,7 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
   log::info("train: ", g.imlist.size(), " imgs / query: ", g.qimlist.size(), " imgs");
   BackboneSpec spec = o.model;
   spec.image_size = o.imsize;
-  const auto model = load_frozen_backbone(spec, device);
+  const auto model = load_frozen_backbone(spec, device, "image retrieval");
   const ListExtraction x{1, o.num_workers, o.imsize};
   FeatureSet database = retrieval_features(*model, image_paths(g.imlist), o.dataset + " database",
                                            x, o.multiscale, comm, device);

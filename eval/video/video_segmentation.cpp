@@ -98,7 +98,7 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
                      "eval_video_segmentation.py takes ViTs only)");
   const fs::path root(o.data_path);
   const std::vector<std::string> videos = read_list(root / "ImageSets" / "2017" / "val.txt");
-  const auto model = load_frozen_backbone(o.model, device);
+  const auto model = load_frozen_backbone(o.model, device, "video segmentation");
   const int64_t p = model->patch_size();
   torch::NoGradGuard no_grad;
   const Palette& palette = davis_palette();

@@ -1,0 +1,151 @@
+// --in_chans through the binary (issue 44): `dino train --in_chans 1` on Fashion-MNIST writes a
+// 1-channel model and records the count; `dino knn` on that checkpoint without the flag builds
+// the 1-channel model from the weights; the counts the data pipeline cannot feed, and the
+// wrong count for the weights, are one line and exit 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/ivalue.h"
+#include "core/pth.h"
+#include "tests/support/process.h"
+#include "tests/support/require.h"
+#include "tests/support/train_fixture.h"
+
+namespace fs = std::filesystem;
+using xdino::testing::dino_binary;
+using xdino::testing::run_process;
+using xdino::testing::TempDir;
+
+namespace {
+
+const fs::path kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+std::vector<std::string> train_args(const fs::path& data, const fs::path& out) {
+  return {dino_binary(),
+          "train",
+          "--data_path",
+          data.string(),
+          "--output_dir",
+          out.string(),
+          "--arch",
+          "xcit_nano_4_p4",
+          "--in_chans",
+          "1",
+          "--max_samples",
+          "64",
+          "--out_dim",
+          "64",
+          "--head_hidden_dim",
+          "64",
+          "--head_bottleneck_dim",
+          "32",
+          "--global_crops_size",
+          "28",
+          "--local_crops_size",
+          "12",
+          "--local_crops_number",
+          "2",
+          "--batch_size_per_gpu",
+          "16",
+          "--epochs",
+          "1",
+          "--warmup_epochs",
+          "0",
+          "--num_workers",
+          "1",
+          "--device",
+          "cpu"};
+}
+
+std::vector<std::string> knn_args(const fs::path& weights, const fs::path& out) {
+  return {dino_binary(),
+          "knn",
+          "--arch",
+          "xcit_nano_4_p4",
+          "--pretrained_weights",
+          weights.string(),
+          "--data_path",
+          kFashionMnist.string(),
+          "--output_dir",
+          out.string(),
+          "--image_size",
+          "28",
+          "--max_train_samples",
+          "100",
+          "--max_val_samples",
+          "50",
+          "--nb_knn",
+          "5",
+          "--batch_size_per_gpu",
+          "50",
+          "--num_workers",
+          "1"};
+}
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+}  // namespace
+
+TEST(InChansCli, TrainGrayThenKnnTakesTheCountFromTheCheckpoint) {
+  if (!fs::exists(kFashionMnist / "train-images-idx3-ubyte.gz"))
+    XDINO_SKIP_MISSING() << "needs the Debian package dataset-fashion-mnist";
+  TempDir out, knn_out;
+  auto r = run_process(train_args(kFashionMnist, out.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(xdino::read_file(out.path() / "config.ini").find("in_chans = 1"), std::string::npos);
+  const auto ckpt = xdino::load_pth(out.path() / "checkpoint.pth").toGenericDict();
+  EXPECT_EQ(ckpt.at("args").toGenericDict().at("in_chans").toInt(), 1);
+  for (const char* model : {"student", "teacher"}) {
+    const auto weights = ckpt.at(model).toGenericDict();
+    bool found = false;
+    for (const auto& item : weights) {
+      const std::string& key = item.key().toStringRef();
+      if (key.size() >= 27 &&
+          key.compare(key.size() - 27, 27, "patch_embed.proj.0.0.weight") == 0) {
+        found = true;
+        EXPECT_EQ(item.value().toTensor().size(1), 1) << model << " " << key;
+      }
+    }
+    EXPECT_TRUE(found) << model;
+  }
+
+  r = run_process(knn_args(out.path() / "checkpoint.pth", knn_out.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("xcit_nano_4_p4 reads 1-channel images"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(knn_out.path() / "knn.json"));
+
+  // Asked for 3 channels explicitly: the weights are refused in one line, exit 2.
+  auto args = knn_args(out.path() / "checkpoint.pth", knn_out.path());
+  args.insert(args.end(), {"--in_chans", "3"});
+  r = run_process(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("the input convolution 'patch_embed.proj.0.0.weight' reads 1-channel "
+                       "images but the model was built for 3; build it with --in_chans 1"),
+            std::string::npos)
+      << r.err;
+}
+
+// The data pipeline reads 8-bit RGB or gray: any other count is refused before the data
+// path is even looked at (it does not exist here).
+TEST(InChansCli, CountsThePipelineCannotFeedAreRefusedBeforeAnyData) {
+  TempDir out;
+  for (const std::string command : {"train", "knn"}) {
+    std::vector<std::string> args = {
+        dino_binary(),       command,  "--data_path",    "/nonexistent/data", "--output_dir",
+        out.path().string(), "--arch", "xcit_nano_4_p4", "--in_chans",        "4",
+        "--device",          "cpu"};
+    if (command == "knn") args.resize(args.size() - 2);  // knn has no --device
+    const auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("--in_chans 4: the data pipeline reads 8-bit RGB or grayscale images (1 "
+                         "or 3 channels)"),
+              std::string::npos)
+        << command << ": " << r.err;
+  }
+}
