@@ -121,6 +121,35 @@ def plain_batchnorm(module):
     return module
 
 
+def build_dino(main_dino, utils, vits, xcit, args, head_hidden_dim, cuda):
+    """main_dino.py's train_dino set-up for one process: student (DDP) and teacher with their
+    DINO heads, the teacher starting as the student, and the loss. On the CPU SyncBatchNorm
+    becomes BatchNorm2d (see the docstring)."""
+    import torch.nn as nn
+    student = build_backbone(xcit, args.arch, drop_path_rate=args.drop_path_rate)
+    teacher = build_backbone(xcit, args.arch)
+    if not cuda:
+        student, teacher = plain_batchnorm(student), plain_batchnorm(teacher)
+    student, teacher = clone_cls_norm_input(student), clone_cls_norm_input(teacher)
+    embed_dim = student.embed_dim
+    student = utils.MultiCropWrapper(student, vits.DINOHead(
+        embed_dim, args.out_dim, use_bn=args.use_bn_in_head,
+        norm_last_layer=args.norm_last_layer, hidden_dim=head_hidden_dim))
+    teacher = utils.MultiCropWrapper(teacher, vits.DINOHead(
+        embed_dim, args.out_dim, args.use_bn_in_head, hidden_dim=head_hidden_dim))
+    if cuda:
+        student, teacher = student.cuda(), teacher.cuda()
+    teacher_without_ddp = teacher
+    student = nn.parallel.DistributedDataParallel(student)
+    teacher_without_ddp.load_state_dict(student.module.state_dict())
+    for p in teacher.parameters():
+        p.requires_grad = False
+    dino_loss = main_dino.DINOLoss(args.out_dim, args.local_crops_number + 2,
+                                   args.warmup_teacher_temp, args.teacher_temp,
+                                   args.warmup_teacher_temp_epochs, args.epochs)
+    return student, teacher, teacher_without_ddp, dino_loss
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="xcit_nano_12_p16")
@@ -140,7 +169,6 @@ def main():
     main_dino, utils, vits, xcit = import_official()
     import torch
     import torch.distributed as dist
-    import torch.nn as nn
     if a.threads:
         torch.set_num_threads(a.threads)
     cuda = a.device == "cuda"
@@ -169,27 +197,8 @@ def main():
         "--epochs", "2",
         "--warmup_epochs", "0"])
     torch.manual_seed(0)
-    student = build_backbone(xcit, a.arch, drop_path_rate=args.drop_path_rate)
-    teacher = build_backbone(xcit, a.arch)
-    if not cuda:
-        student, teacher = plain_batchnorm(student), plain_batchnorm(teacher)
-    student, teacher = clone_cls_norm_input(student), clone_cls_norm_input(teacher)
-    embed_dim = student.embed_dim
-    student = utils.MultiCropWrapper(student, vits.DINOHead(
-        embed_dim, args.out_dim, use_bn=args.use_bn_in_head,
-        norm_last_layer=args.norm_last_layer, hidden_dim=a.head_hidden_dim))
-    teacher = utils.MultiCropWrapper(teacher, vits.DINOHead(
-        embed_dim, args.out_dim, args.use_bn_in_head, hidden_dim=a.head_hidden_dim))
-    if cuda:
-        student, teacher = student.cuda(), teacher.cuda()
-    teacher_without_ddp = teacher
-    student = nn.parallel.DistributedDataParallel(student)
-    teacher_without_ddp.load_state_dict(student.module.state_dict())
-    for p in teacher.parameters():
-        p.requires_grad = False
-    dino_loss = main_dino.DINOLoss(args.out_dim, args.local_crops_number + 2,
-                                   args.warmup_teacher_temp, args.teacher_temp,
-                                   args.warmup_teacher_temp_epochs, args.epochs)
+    student, teacher, teacher_without_ddp, dino_loss = build_dino(
+        main_dino, utils, vits, xcit, args, a.head_hidden_dim, cuda)
     optimizer = torch.optim.AdamW(utils.get_params_groups(student))
     n = a.warmup + a.steps
     lr_schedule = utils.cosine_scheduler(args.lr * a.batch / 256.0, args.min_lr, args.epochs, n,

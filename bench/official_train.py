@@ -94,7 +94,6 @@ def main():
     main_dino, utils, vits, xcit = official_step.import_official()
     import torch
     import torch.distributed as dist
-    import torch.nn as nn
     from PIL import Image
     from torchvision import transforms
 
@@ -103,7 +102,6 @@ def main():
     # The harness's CPU stand-ins (official_step.py): .cuda() is the identity, no synchronise,
     # no end-of-epoch metric all-reduce of CUDA tensors.
     torch.Tensor.cuda = lambda self, *args, **kwargs: self
-    nn.Module.cuda = lambda self, *args, **kwargs: self
     torch.cuda.synchronize = lambda *args, **kwargs: None
     utils.SmoothedValue.synchronize_between_processes = lambda self: None
     # main_dino.py's --arch choices come from torch.hub.list (online): the fetched xcit.py and
@@ -150,25 +148,8 @@ def main():
     print(f"Data loaded: there are {len(dataset)} images.", flush=True)
 
     # main_dino.py's train_dino, for one CPU process (official_step.py's set-up).
-    student = official_step.build_backbone(xcit, args.arch, drop_path_rate=args.drop_path_rate)
-    teacher = official_step.build_backbone(xcit, args.arch)
-    student, teacher = official_step.plain_batchnorm(student), official_step.plain_batchnorm(teacher)
-    student = official_step.clone_cls_norm_input(student)
-    teacher = official_step.clone_cls_norm_input(teacher)
-    embed_dim = student.embed_dim
-    student = utils.MultiCropWrapper(student, vits.DINOHead(
-        embed_dim, args.out_dim, use_bn=args.use_bn_in_head,
-        norm_last_layer=args.norm_last_layer, hidden_dim=extra.head_hidden_dim))
-    teacher = utils.MultiCropWrapper(teacher, vits.DINOHead(
-        embed_dim, args.out_dim, args.use_bn_in_head, hidden_dim=extra.head_hidden_dim))
-    teacher_without_ddp = teacher
-    student = nn.parallel.DistributedDataParallel(student)
-    teacher_without_ddp.load_state_dict(student.module.state_dict())
-    for p in teacher.parameters():
-        p.requires_grad = False
-    dino_loss = main_dino.DINOLoss(args.out_dim, args.local_crops_number + 2,
-                                   args.warmup_teacher_temp, args.teacher_temp,
-                                   args.warmup_teacher_temp_epochs, args.epochs)
+    student, teacher, teacher_without_ddp, dino_loss = official_step.build_dino(
+        main_dino, utils, vits, xcit, args, extra.head_hidden_dim, cuda=False)
     params_groups = utils.get_params_groups(student)
     optimizer = torch.optim.AdamW(params_groups)
     lr_schedule = utils.cosine_scheduler(
