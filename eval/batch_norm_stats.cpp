@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "augment/data/loader.h"
-#include "augment/eval_transforms.h"
+#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "models/batch_norm.h"
@@ -136,7 +136,6 @@ int64_t recalibrate_batch_norm(models::Backbone& model, const augment::DatasetPt
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = o.image_size;
   eval_options.normalization = augment::default_normalization(model.in_chans());
-  const auto transform = std::make_shared<const augment::EvalTransform>(eval_options);
   augment::LoaderOptions lo;
   lo.batch_size = o.batch_size;
   lo.num_workers = o.num_workers;
@@ -144,12 +143,8 @@ int64_t recalibrate_batch_norm(models::Backbone& model, const augment::DatasetPt
   const int64_t per_process = (images->size() + comm.world_size() - 1) / comm.world_size();
   lo.drop_last = per_process >= o.batch_size;
   lo.pin_memory = device.is_cuda();
-  augment::DataLoader loader(
-      images,
-      [transform](const augment::Image& image, augment::Rng&) {
-        return std::vector<torch::Tensor>{(*transform)(image)};
-      },
-      lo, comm.rank(), comm.world_size());
+  augment::DataLoader loader(images, augment::eval_transform(eval_options), lo, comm.rank(),
+                             comm.world_size());
   loader.start_epoch(0);
   int64_t batches = 0, seen = 0;
   recalibrate_batch_norm(

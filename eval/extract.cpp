@@ -4,7 +4,7 @@
 
 #include "augment/data/loader.h"
 #include "augment/data/open_dataset.h"
-#include "augment/eval_transforms.h"
+#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -35,7 +35,6 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = options.image_size;
   eval_options.normalization = augment::default_normalization(model.in_chans());
-  const auto transform = std::make_shared<const augment::EvalTransform>(eval_options);
   augment::LoaderOptions lo;
   lo.batch_size = options.batch_size;
   lo.num_workers = options.num_workers;
@@ -43,11 +42,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   lo.drop_last = false;
   lo.pin_memory = device.is_cuda();
   augment::SampleTransform sample_transform =
-      options.transform
-          ? options.transform
-          : augment::SampleTransform([transform](const augment::Image& image, augment::Rng&) {
-              return std::vector<torch::Tensor>{(*transform)(image)};
-            });
+      options.transform ? options.transform : augment::eval_transform(eval_options);
   augment::DataLoader loader(dataset, std::move(sample_transform), lo, comm.rank(),
                              comm.world_size());
   loader.start_epoch(0);
