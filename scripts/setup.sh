@@ -11,7 +11,9 @@
 #                              system-wide; VENV/../libtorch links to the wheel's torch/ folder,
 #                              so -DCMAKE_PREFIX_PATH=VENV/../libtorch (README, "Building against
 #                              a CUDA LibTorch 2.x"). Needs the CUDA 13 toolkit (nvcc; Debian has
-#                              no package of it). Prints the versions.
+#                              no package of it). Prints the versions. XDINO_TORCH=2.11.0 installs
+#                              another torch (one whose CUDA major is 13): the version a GPU
+#                              machine's Python already has, so that the program runs beside it.
 set -euo pipefail
 
 packages=(
@@ -32,7 +34,7 @@ packages=(
 )
 # pip's torch 2.15.0 is built against CUDA 13.2 and ships that runtime (cuBLAS, cuDNN, NCCL) as
 # wheels; nvcc of any CUDA 13 toolkit compiles our kernels for it (same major, so the same ABI).
-torch_pin=2.15.0
+torch_pin=${XDINO_TORCH:-2.15.0}
 mode="${1:-}"
 if [[ "$mode" == "--cuda" ]]; then
   venv="${2:-build-cuda/venv}"
