@@ -70,6 +70,7 @@ void save_linear_checkpoint(const std::filesystem::path& path, LinearClassifier&
   ck.insert("best_epoch", best.best_epoch);
   ck.insert("best_acc5", std::isnan(best.best_acc5) ? c10::IValue() : c10::IValue(best.best_acc5));
   ck.insert("protocol", info.protocol);
+  ck.insert("features", info.features);
   save_pth(path, ck);
 }
 
@@ -99,6 +100,12 @@ int64_t restore_linear_checkpoint(const std::filesystem::path& path, LinearClass
   if (const c10::IValue* a = xdino::find(ck, "best_acc5"); a != nullptr && !a->isNone())
     best.best_acc5 = xdino::as_double(*a, "best_acc5");
   return xdino::as_int(xdino::get(ck, "epoch", what), "epoch");
+}
+
+std::string linear_checkpoint_features(const std::filesystem::path& path) {
+  const xdino::IDict ck = xdino::as_dict(load_pth(path), path.string());
+  const c10::IValue* f = xdino::find(ck, "features");
+  return f != nullptr && f->isString() ? f->toStringRef() : std::string();
 }
 
 }  // namespace xdino::eval

@@ -1,11 +1,15 @@
 #include "eval/linear_eval.h"
 
+#include <zlib.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
+#include <vector>
 
 #include "augment/data/dataset.h"
 #include "augment/data/loader.h"
@@ -26,6 +30,38 @@ const char* const kOfficialLinearProtocol =
 const char* const kCachedLinearProtocol = "cached-features (fast, not the official protocol)";
 
 namespace {
+
+// "<path> (<size> bytes, CRC-32 <hex>)": the file's identity by content, so a checkpoint
+// retrained in place at the same path is another input. Reads the file once (~1 GB/s).
+std::string file_identity(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  XDINO_CHECK(in.good(), "cannot read ", path);
+  std::vector<char> buffer(1 << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t size = 0;
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), static_cast<uInt>(in.gcount()));
+    size += static_cast<uint64_t>(in.gcount());
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
+  return path + " (" + std::to_string(size) + " bytes, CRC-32 " + hex + ")";
+}
+
+// What the probe learns from (LinearCheckpointInfo::features): the stored features, or the
+// backbone and how its features are taken.
+std::string features_identity(const LinearEvalOptions& o) {
+  if (!o.load_features.empty()) return "features " + file_identity(o.load_features);
+  const BackboneSpec& m = o.model;
+  std::ostringstream os;
+  os << m.arch << " patch " << m.patch_size << ", "
+     << (m.pretrained_weights.empty()
+             ? "random weights (seed " + std::to_string(m.seed) + ")"
+             : "weights " + file_identity(m.pretrained_weights) + " key '" + m.checkpoint_key + "'")
+     << ", " << o.n_last_blocks << " last blocks" << (o.avgpool_patchtokens ? " + avgpool" : "")
+     << ", " << (o.cached_features ? "cached" : "augmented") << " at " << m.image_size << " px";
+  return os.str();
+}
 
 // Batches of images from the augment loader, turned into classifier inputs by the frozen
 // backbone under no-grad.
@@ -316,13 +352,21 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   const LinearSchedule& schedule = o;
   const double base_lr = scaled_lr(schedule, comm.world_size());
   auto optimizer = make_linear_optimizer(classifier, base_lr);
-  LinearCheckpointInfo info{o.epochs, base_lr, protocol};
+  LinearCheckpointInfo info{o.epochs, base_lr, protocol, features_identity(o)};
 
   const fs::path out_dir(o.output_dir);
   int64_t start_epoch = 0;
   LinearOutcome resumed;
   const fs::path ckpt = out_dir / "checkpoint.pth";
-  if (fs::is_regular_file(ckpt)) {  // eval_linear.py's restart_from_checkpoint
+  // eval_linear.py's restart_from_checkpoint, unless the probe there learned from other
+  // features: then its epochs and best accuracy belong to another backbone (a pipeline rerun
+  // after more pretraining would report them as this one's).
+  const std::string trained_on =
+      fs::is_regular_file(ckpt) ? linear_checkpoint_features(ckpt) : std::string();
+  if (!trained_on.empty() && trained_on != info.features) {
+    log::warn(ckpt.string(), " holds a probe trained on other features (", trained_on,
+              "); training this one (", info.features, ") from epoch 0");
+  } else if (fs::is_regular_file(ckpt)) {
     start_epoch = restore_linear_checkpoint(ckpt, classifier, *optimizer, resumed);
     log::info("Resuming from ", ckpt.string(), " at epoch ", start_epoch, " (best top-1 so far ",
               resumed.best_acc, "%)");
