@@ -361,15 +361,16 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   // eval_linear.py's restart_from_checkpoint, unless the probe there learned from other
   // features: then its epochs and best accuracy belong to another backbone (a pipeline rerun
   // after more pretraining would report them as this one's).
-  const std::string trained_on =
-      fs::is_regular_file(ckpt) ? linear_checkpoint_features(ckpt) : std::string();
-  if (!trained_on.empty() && trained_on != info.features) {
-    log::warn(ckpt.string(), " holds a probe trained on other features (", trained_on,
-              "); training this one (", info.features, ") from epoch 0");
-  } else if (fs::is_regular_file(ckpt)) {
-    start_epoch = restore_linear_checkpoint(ckpt, classifier, *optimizer, resumed);
-    log::info("Resuming from ", ckpt.string(), " at epoch ", start_epoch, " (best top-1 so far ",
-              resumed.best_acc, "%)");
+  if (fs::is_regular_file(ckpt)) {
+    const std::string trained_on = linear_checkpoint_features(ckpt);
+    if (!trained_on.empty() && trained_on != info.features) {
+      log::warn(ckpt.string(), " holds a probe trained on other features (", trained_on,
+                "); training this one (", info.features, ") from epoch 0");
+    } else {
+      start_epoch = restore_linear_checkpoint(ckpt, classifier, *optimizer, resumed);
+      log::info("Resuming from ", ckpt.string(), " at epoch ", start_epoch, " (best top-1 so far ",
+                resumed.best_acc, "%)");
+    }
   }
   if (comm.is_main()) fs::create_directories(out_dir);
 
