@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <future>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace xdino::distributed {
@@ -231,21 +232,30 @@ void PeerMonitor::check_peers(c10d::TCPStore& store) {
   std::vector<int64_t> beats(config_.world_size);
   for (int r = 0; r < config_.world_size; ++r) beats[r] = store.add(store_key("beat", r), 0);
   const auto now = Clock::now();
-  std::vector<int> silent;
+  std::vector<int> silent, still;  // still: no beat since the previous check
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int r = 0; r < config_.world_size; ++r) {
       if (beats[r] != last_beat_[r]) {
         last_beat_[r] = beats[r];
         last_moved_[r] = now;
-      } else if (r != config_.rank && now - last_moved_[r] > config_.heartbeat_timeout) {
-        silent.push_back(r);
+      } else if (r != config_.rank) {
+        still.push_back(r);
+        if (now - last_moved_[r] > config_.heartbeat_timeout) silent.push_back(r);
       }
     }
   }
-  std::vector<int> lost;
+  const auto finished = [&](int r) { return store.add(store_key("done", r), 0) != 0; };
+  std::set<std::string> lost_hosts;
   for (int r : silent)  // a rank that finished stops beating: not lost
-    if (store.add(store_key("done", r), 0) == 0) lost.push_back(r);
+    if (!finished(r)) lost_hosts.insert(hosts_[r]);
+  if (lost_hosts.empty()) return;
+  // A host that goes away silences all its ranks at once, but each rank's last beat is seen at
+  // a check, up to check_every_ beats apart: a host-mate of a lost rank that has not beaten
+  // since the previous check is lost with it, so the verdict names the host's ranks together.
+  std::vector<int> lost;
+  for (int r : still)
+    if (lost_hosts.count(hosts_[r]) && !finished(r)) lost.push_back(r);
   if (!lost.empty())
     set_verdict("lost " + ranks_on_hosts(lost, hosts_) + ": no heartbeat for " +
                 std::to_string(whole_seconds(config_.heartbeat_timeout)) +
