@@ -65,7 +65,7 @@ cp build-gpu/Testing/Temporary/LastTest.log "$out/LastTest.log"
 # The CUDA cases' own lines (differences found, losses) for the record.
 grep -E "^\[ +(OK|FAILED) +\] Cuda|largest relative|epoch [01]: loss" \
   build-gpu/Testing/Temporary/LastTest.log | tee "$out/test_cuda.txt"
-scripts/libtorch_reexports.sh build-gpu/tests/test_pth build-gpu/bench/bench_train \
+scripts/libtorch_reexports.sh build-gpu/tests/xdino_tests_libtorch build-gpu/bench/bench_train \
   > "$out/reexports.txt" 2>&1
 head -3 "$out/reexports.txt"
 

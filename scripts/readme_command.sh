@@ -3,9 +3,9 @@
 # Debian 13 check run cannot drift from what a reader copies:
 #   main   the first command of the README's first code block (install, build, the main job)
 #   tests  the second (install, build, every test; .ci/run runs it)
-#   cuda        the first command under "## Building against a CUDA LibTorch 2.x" (the full
+#   cuda        the first command under "## Building against a CUDA LibTorch 2.x" (.ci/run; the full
 #               program and every test)
-#   cuda-core   the second (the LibTorch-only tiers and their tests; .ci/run runs it)
+#   cuda-core   the second (the LibTorch-only tiers and their tests)
 # Continuation lines ending in a backslash are joined.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -22,7 +22,7 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-size_t count_files(const fs::path& dir) {
+size_t files_in(const fs::path& dir) {
   size_t n = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
   return n;
@@ -36,7 +36,7 @@ TEST(AtomicFile, ReplacesContent) {
   xdino::write_file_atomically(file, "old");
   xdino::write_file_atomically(file, "new content");
   EXPECT_EQ(xdino::read_file(file), "new content");
-  EXPECT_EQ(count_files(dir), 1u);
+  EXPECT_EQ(files_in(dir), 1u);
   fs::remove_all(dir);
 }
 
@@ -51,14 +51,14 @@ TEST(AtomicFile, FailingWriterLeavesOldFileIntact) {
                                        }),
                std::runtime_error);
   EXPECT_EQ(xdino::read_file(file), "precious");
-  EXPECT_EQ(count_files(dir), 1u) << "the temporary file must be removed";
+  EXPECT_EQ(files_in(dir), 1u) << "the temporary file must be removed";
   fs::remove_all(dir);
 }
 
 TEST(AtomicFile, WriterThatProducesNothingFails) {
   const fs::path dir = fresh_dir("nothing");
   EXPECT_THROW(xdino::write_atomically(dir / "x", [](const fs::path&) {}), xdino::Error);
-  EXPECT_EQ(count_files(dir), 0u);
+  EXPECT_EQ(files_in(dir), 0u);
   fs::remove_all(dir);
 }
 
@@ -100,7 +100,7 @@ TEST(AtomicFile, CopyIsExactAndAFailedCopyKeepsThePreviousFile) {
             std::string::npos)
       << message;
   EXPECT_EQ(xdino::read_file(dir / "to"), "previous");
-  EXPECT_EQ(count_files(dir), 2u);  // from, to: no temporary
+  EXPECT_EQ(files_in(dir), 2u);  // from, to: no temporary
   EXPECT_THROW(xdino::copy_file_atomically(dir / "missing", dir / "to2"), xdino::Error);
   fs::remove_all(dir);
 }

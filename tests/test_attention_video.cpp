@@ -37,7 +37,7 @@ VideoInfo read_back(const fs::path& file) {
   return info;
 }
 
-int count_files(const fs::path& dir, const std::string& prefix) {
+int count_files_with_prefix(const fs::path& dir, const std::string& prefix) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
@@ -74,7 +74,7 @@ TEST(AttentionVideo, FramesToVideoAndBack) {
   auto r = run_process(visualize({"--image_path", (dir / "frames").string(), "--output_dir",
                                   (dir / "out").string(), "--fps", "12", "--video_format", "avi"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(count_files(dir / "out" / "attention", "attn-"), 6);
+  EXPECT_EQ(count_files_with_prefix(dir / "out" / "attention", "attn-"), 6);
   VideoInfo v = read_back(dir / "out" / "video.avi");
   EXPECT_EQ(v.frames, 6);
   EXPECT_NEAR(v.fps, 12.0, 1e-6);
@@ -84,9 +84,9 @@ TEST(AttentionVideo, FramesToVideoAndBack) {
   r = run_process(visualize({"--image_path", (dir / "out" / "video.avi").string(), "--output_dir",
                              (dir / "again").string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(count_files(dir / "again" / "frames", "frame-"), 6);
+  EXPECT_EQ(count_files_with_prefix(dir / "again" / "frames", "frame-"), 6);
   EXPECT_TRUE(fs::exists(dir / "again" / "frames" / "frame-0005.jpg"));
-  EXPECT_EQ(count_files(dir / "again" / "attention", "attn-frame-"), 6);
+  EXPECT_EQ(count_files_with_prefix(dir / "again" / "attention", "attn-frame-"), 6);
   v = read_back(dir / "again" / "video.mp4");
   EXPECT_EQ(v.frames, 6);
   EXPECT_NEAR(v.fps, 12.0, 1e-6);

@@ -19,7 +19,7 @@ using xa::Image;
 
 namespace {
 
-Image test_image(int w, int h) {
+Image transforms_test_image(int w, int h) {
   Image img(h, w, CV_8UC3);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x)
@@ -159,7 +159,7 @@ TEST(AugmentStatistics, ProbabilityEdgesFollowTheOfficialComparisons) {
 
 TEST(AugmentMultiCrop, ShapesOrderAndRngOrder) {
   const xa::MultiCropAugmentation aug;
-  const Image img = test_image(120, 90);
+  const Image img = transforms_test_image(120, 90);
   xa::Rng rng(5), replica(5);
   const std::vector<torch::Tensor> crops = aug(img, rng);
   ASSERT_EQ(crops.size(), 10u);
@@ -183,7 +183,7 @@ TEST(AugmentMultiCrop, ShapesOrderAndRngOrder) {
 
 TEST(AugmentMultiCrop, DeterministicPerSeedAndThreadSafe) {
   const xa::MultiCropAugmentation aug;
-  const Image img = test_image(97, 131);
+  const Image img = transforms_test_image(97, 131);
   auto run = [&](uint64_t index) {
     xa::Rng rng(xa::sample_seed(0, 3, index));
     return aug(img, rng);
@@ -217,7 +217,7 @@ TEST(AugmentMultiCrop, RejectsBadOptionsAndOutputs) {
   const xa::MultiCropAugmentation aug;
   xa::Rng rng(1);
   std::vector<torch::Tensor> wrong(10, torch::empty({3, 96, 96}));
-  EXPECT_THROW(aug(test_image(50, 50), rng, wrong), xdino::Error);
+  EXPECT_THROW(aug(transforms_test_image(50, 50), rng, wrong), xdino::Error);
 }
 
 TEST(AugmentEval, SizesOnOddShapesAndResizeThenCrop) {
@@ -228,7 +228,7 @@ TEST(AugmentEval, SizesOnOddShapesAndResizeThenCrop) {
   EXPECT_THROW(xa::EvalTransform(xa::EvalTransformOptions{224, 200, {}}), xdino::UsageError);
   for (const cv::Size size : {cv::Size(257, 300), cv::Size(37, 301), cv::Size(500, 333),
                               cv::Size(224, 224), cv::Size(1, 1), cv::Size(256, 256)}) {
-    const Image img = test_image(size.width, size.height);
+    const Image img = transforms_test_image(size.width, size.height);
     EXPECT_EQ(eval(img).sizes(), torch::IntArrayRef({3, 224, 224}));
     // The windowed resize equals the full resize followed by CenterCrop.
     const cv::Size resized = xa::resize_shorter_side(size, 256);
@@ -242,7 +242,7 @@ TEST(AugmentEval, SizesOnOddShapesAndResizeThenCrop) {
 
 TEST(AugmentLinear, BilinearRandomResizedCropThenFlip) {
   const xa::LinearTrainTransform linear;
-  const Image img = test_image(150, 110);
+  const Image img = transforms_test_image(150, 110);
   int flips = 0;
   for (uint64_t seed = 0; seed < 400; ++seed) {
     xa::Rng rng(seed), replica(seed);

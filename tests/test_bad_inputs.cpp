@@ -19,6 +19,7 @@
 
 namespace fs = std::filesystem;
 using xdino::read_file;
+using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 
@@ -281,10 +282,6 @@ const std::vector<BadInput>& table() {
         {"MASTER_PORT", "29511"}}},
   };
   return rows;
-}
-
-size_t count_lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
 TEST_F(BadInputs, EachGivesItsExitCodeAndOneLine) {

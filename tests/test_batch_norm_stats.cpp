@@ -92,7 +92,7 @@ std::vector<torch::Tensor> batches() {
           torch::rand({5, 3, 5, 5}) * 4};
 }
 
-eval::ImageBatches source(const std::vector<torch::Tensor>& list) {
+eval::ImageBatches batches_of(const std::vector<torch::Tensor>& list) {
   auto next = std::make_shared<size_t>(0);
   return [list, next]() { return *next < list.size() ? list[(*next)++] : torch::Tensor(); };
 }
@@ -126,7 +126,8 @@ Expected by_hand(const std::vector<torch::Tensor>& inputs, const torch::Tensor& 
   return e;
 }
 
-void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
+void expect_tensor_close(const torch::Tensor& got, const torch::Tensor& want,
+                         const std::string& what) {
   EXPECT_TRUE(torch::allclose(got.to(torch::kDouble), want, 1e-4, 1e-5))
       << what << ": got " << got << " want " << want;
 }
@@ -136,24 +137,24 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std
 TEST(BatchNormStats, EveryRunningStatisticIsTheAverageOfItsInputsBatchStatistics) {
   ThreeNorms model;
   const std::vector<torch::Tensor> images = batches();
-  ASSERT_TRUE(eval::recalibrate_batch_norm(model, source(images), *local_communicator()));
+  ASSERT_TRUE(eval::recalibrate_batch_norm(model, batches_of(images), *local_communicator()));
 
   // Each BatchNorm's inputs, computed by hand from the images through the layers before it.
   const Expected image = by_hand(images, model.bn_image->weight, model.bn_image->bias);
-  expect_close(model.bn_image->running_mean, image.mean, "bn_image mean");
-  expect_close(model.bn_image->running_var, image.var, "bn_image var");
+  expect_tensor_close(model.bn_image->running_mean, image.mean, "bn_image mean");
+  expect_tensor_close(model.bn_image->running_var, image.var, "bn_image var");
   std::vector<torch::Tensor> conv_out;
   for (const torch::Tensor& z : image.normalised)  // dropout off: the identity
     conv_out.push_back(F::conv2d(z, model.conv->weight.to(torch::kDouble),
                                  F::Conv2dFuncOptions().bias(model.conv->bias.to(torch::kDouble))));
   const Expected conv = by_hand(conv_out, model.bn_conv->weight, model.bn_conv->bias);
-  expect_close(model.bn_conv->running_mean, conv.mean, "bn_conv mean");
-  expect_close(model.bn_conv->running_var, conv.var, "bn_conv var");
+  expect_tensor_close(model.bn_conv->running_mean, conv.mean, "bn_conv mean");
+  expect_tensor_close(model.bn_conv->running_var, conv.var, "bn_conv var");
   std::vector<torch::Tensor> pooled;
   for (const torch::Tensor& z : conv.normalised) pooled.push_back(z.mean({2, 3}));
   const Expected feature = by_hand(pooled, model.bn_feature->weight, model.bn_feature->bias);
-  expect_close(model.bn_feature->running_mean, feature.mean, "bn_feature mean");
-  expect_close(model.bn_feature->running_var, feature.var, "bn_feature var");
+  expect_tensor_close(model.bn_feature->running_mean, feature.mean, "bn_feature mean");
+  expect_tensor_close(model.bn_feature->running_var, feature.var, "bn_feature var");
 
   // Independent of what the statistics were before (they are reset, not blended).
   ThreeNorms again;
@@ -165,10 +166,10 @@ TEST(BatchNormStats, EveryRunningStatisticIsTheAverageOfItsInputsBatchStatistics
     again.bn_conv->running_var.fill_(0.001);
     again.bn_feature->num_batches_tracked.fill_(55);
   }
-  ASSERT_TRUE(eval::recalibrate_batch_norm(again, source(images), *local_communicator()));
-  expect_close(again.bn_image->running_mean, image.mean, "reset bn_image mean");
-  expect_close(again.bn_conv->running_var, conv.var, "reset bn_conv var");
-  expect_close(again.bn_feature->running_mean, feature.mean, "reset bn_feature mean");
+  ASSERT_TRUE(eval::recalibrate_batch_norm(again, batches_of(images), *local_communicator()));
+  expect_tensor_close(again.bn_image->running_mean, image.mean, "reset bn_image mean");
+  expect_tensor_close(again.bn_conv->running_var, conv.var, "reset bn_conv var");
+  expect_tensor_close(again.bn_feature->running_mean, feature.mean, "reset bn_feature mean");
   EXPECT_EQ(again.bn_feature->num_batches_tracked.item<int64_t>(), 3);
 }
 
@@ -180,7 +181,7 @@ TEST(BatchNormStats, LeavesParametersMomentaModesAndTheRngAlone) {
   for (const auto& p : model.parameters()) params.push_back(p.clone());
   const std::vector<torch::Tensor> images = batches();
   torch::manual_seed(123);
-  ASSERT_TRUE(eval::recalibrate_batch_norm(model, source(images), *local_communicator()));
+  ASSERT_TRUE(eval::recalibrate_batch_norm(model, batches_of(images), *local_communicator()));
   const torch::Tensor drawn = torch::rand({4});
   torch::manual_seed(123);
   EXPECT_TRUE(drawn.equal(torch::rand({4}))) << "dropout ran (train mode) and drew numbers";
@@ -196,7 +197,7 @@ TEST(BatchNormStats, LeavesParametersMomentaModesAndTheRngAlone) {
   EXPECT_FALSE(model.bn_conv->is_training());
 
   model.eval();
-  ASSERT_TRUE(eval::recalibrate_batch_norm(model, source(images), *local_communicator()));
+  ASSERT_TRUE(eval::recalibrate_batch_norm(model, batches_of(images), *local_communicator()));
   EXPECT_FALSE(model.is_training());
   for (const auto& m : model.modules(/*include_self=*/false)) EXPECT_FALSE(m->is_training());
   // Recalibrated in eval mode or not, the same statistics.
@@ -207,7 +208,7 @@ TEST(BatchNormStats, LeavesParametersMomentaModesAndTheRngAlone) {
     fresh.conv->bias.copy_(model.conv->bias);
   }
   fresh.train();
-  ASSERT_TRUE(eval::recalibrate_batch_norm(fresh, source(images), *local_communicator()));
+  ASSERT_TRUE(eval::recalibrate_batch_norm(fresh, batches_of(images), *local_communicator()));
   EXPECT_TRUE(fresh.bn_feature->running_var.equal(model.bn_feature->running_var));
 }
 
@@ -235,7 +236,7 @@ TEST(BatchNormStats, AModelWithoutBatchNormIsLeftAsItIs) {
 TEST(BatchNormStats, ABatchNormRunTwiceInAForwardIsRefused) {
   NormTwice model;
   try {
-    eval::recalibrate_batch_norm(model, source(batches()), *local_communicator());
+    eval::recalibrate_batch_norm(model, batches_of(batches()), *local_communicator());
     FAIL() << "a BatchNorm run twice must throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'bn' ran 2 times"), std::string::npos) << e.what();
@@ -260,7 +261,7 @@ TEST(BatchNormStats, XCiTsFirstBatchNormGetsTheStatisticsOfItsConvolution) {
   ASSERT_TRUE(conv && bn) << "XCiT's first conv3x3 unit is patch_embed.proj.0 = [conv, BN]";
   std::vector<torch::Tensor> images;
   for (int b = 0; b < 3; ++b) images.push_back(torch::randn({8, 3, 28, 28}) * (b + 1));
-  ASSERT_TRUE(eval::recalibrate_batch_norm(*model, source(images), *local_communicator()));
+  ASSERT_TRUE(eval::recalibrate_batch_norm(*model, batches_of(images), *local_communicator()));
   std::vector<torch::Tensor> conv_out;
   {
     torch::NoGradGuard no_grad;
@@ -269,8 +270,8 @@ TEST(BatchNormStats, XCiTsFirstBatchNormGetsTheStatisticsOfItsConvolution) {
     for (const torch::Tensor& x : images) conv_out.push_back(c->forward(x));
   }
   const Expected want = by_hand(conv_out, bn->weight, bn->bias);
-  expect_close(bn->running_mean, want.mean, "XCiT patch_embed.proj.0.1 mean");
-  expect_close(bn->running_var, want.var, "XCiT patch_embed.proj.0.1 var");
+  expect_tensor_close(bn->running_mean, want.mean, "XCiT patch_embed.proj.0.1 mean");
+  expect_tensor_close(bn->running_var, want.var, "XCiT patch_embed.proj.0.1 var");
   EXPECT_FALSE(model->is_training());
   // Not the initial statistics any more, and the features changed with them.
   EXPECT_FALSE(torch::allclose(bn->running_var, torch::ones_like(bn->running_var)));

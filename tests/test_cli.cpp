@@ -7,16 +7,11 @@
 
 #include "tests/support/process.h"
 
+using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 
-namespace {
-
-size_t count_lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(Cli, HelpListsEverySubcommand) {
   const auto r = run_process({dino_binary(), "--help"});

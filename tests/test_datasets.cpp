@@ -20,7 +20,7 @@ using xdino::testing::fresh_dir;
 
 namespace {
 
-std::string usage_error_of(const std::function<void()>& f) {
+std::string dataset_usage_error(const std::function<void()>& f) {
   try {
     f();
   } catch (const xdino::UsageError& e) {
@@ -40,7 +40,7 @@ std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8
   return s;
 }
 
-void write_raw(const fs::path& p, const std::string& bytes) {
+void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
 }
 
@@ -62,7 +62,7 @@ void write_idx(const fs::path& dir, const std::string& prefix, int n, int h, int
     for (int r = 0; r < h; ++r)
       for (int c = 0; c < w; ++c) pixels.push_back(idx_pixel(i, r, c));
   }
-  const auto write = gz ? write_gz : write_raw;
+  const auto write = gz ? write_gz : write_bytes;
   const std::string ext = gz ? ".gz" : "";
   write(dir / (prefix + "-images-idx3-ubyte" + ext),
         idx_bytes({uint32_t(n), uint32_t(h), uint32_t(w)}, pixels));
@@ -125,7 +125,7 @@ TEST(ImageFolder, EmptyClassFolderIsAUsageErrorNamingIt) {
   fs::copy_file(fixture("datasets/flat/a.png"), root / "a" / "x.png");
   fs::create_directories(root / "b_empty");
   const std::string msg =
-      usage_error_of([&] { ImageFolderDataset(root.string(), FolderLayout::kClasses); });
+      dataset_usage_error([&] { ImageFolderDataset(root.string(), FolderLayout::kClasses); });
   EXPECT_NE(msg.find("b_empty"), std::string::npos) << msg;
   fs::remove_all(root);
 }
@@ -165,21 +165,21 @@ TEST(Idx, ClassNamesFileAndBrokenFiles) {
   EXPECT_EQ(IdxDataset(*find_idx_files(dir, "train")).class_names(),
             (std::vector<std::string>{"zero", "one", "two"}));
   // Label count mismatch, truncated payload, bad magic: Error naming the file.
-  write_raw(dir / "train-labels-idx1-ubyte", idx_bytes({3}, {0, 1, 2}));
+  write_bytes(dir / "train-labels-idx1-ubyte", idx_bytes({3}, {0, 1, 2}));
   EXPECT_THROW(IdxDataset(*find_idx_files(dir, "train")), xdino::Error);
   write_idx(dir, "train", 4, 2, 2, false);
   std::string images = idx_bytes({4, 2, 2}, std::vector<uint8_t>(15, 1));
-  write_raw(dir / "train-images-idx3-ubyte", images);
+  write_bytes(dir / "train-images-idx3-ubyte", images);
   try {
     IdxDataset(*find_idx_files(dir, "train"));
     ADD_FAILURE() << "truncated IDX accepted";
   } catch (const xdino::Error& e) {
     EXPECT_NE(std::string(e.what()).find("train-images-idx3-ubyte"), std::string::npos);
   }
-  write_raw(dir / "train-images-idx3-ubyte", "GIF89a....");
+  write_bytes(dir / "train-images-idx3-ubyte", "GIF89a....");
   EXPECT_THROW(IdxDataset(*find_idx_files(dir, "train")), xdino::Error);
   fs::remove(dir / "train-labels-idx1-ubyte");
-  EXPECT_NE(usage_error_of([&] { find_idx_files(dir, "train"); }).find("labels"),
+  EXPECT_NE(dataset_usage_error([&] { find_idx_files(dir, "train"); }).find("labels"),
             std::string::npos);
   fs::remove_all(dir);
 }
@@ -222,7 +222,7 @@ TEST(OpenDataset, DetectsEachLayoutPerSplit) {
   const DatasetPtr itself = open_dataset((root / "images" / "train").string(), "train");
   EXPECT_EQ(itself->format(), "imagefolder");
   EXPECT_EQ(itself->num_classes(), 3);
-  EXPECT_NE(usage_error_of([&] {
+  EXPECT_NE(dataset_usage_error([&] {
               open_dataset((root / "images" / "train").string(), "val");
             }).find("no val split"),
             std::string::npos);
@@ -239,13 +239,13 @@ TEST(OpenDataset, DetectsEachLayoutPerSplit) {
   fs::copy(fixture("datasets/folder/val"), root / "idx" / "train", fs::copy_options::recursive);
   EXPECT_EQ(open_dataset((root / "idx").string(), "train")->format(), "imagefolder");
   // Errors: missing root, unknown split, a file that is no pack.
-  EXPECT_NE(usage_error_of([&] {
+  EXPECT_NE(dataset_usage_error([&] {
               open_dataset((root / "nope").string(), "train");
             }).find("does not exist"),
             std::string::npos);
-  EXPECT_NE(usage_error_of([&] { open_dataset(root.string(), "test"); }).find("split"),
+  EXPECT_NE(dataset_usage_error([&] { open_dataset(root.string(), "test"); }).find("split"),
             std::string::npos);
-  EXPECT_NE(usage_error_of([&] {
+  EXPECT_NE(dataset_usage_error([&] {
               open_dataset(fixture("datasets/flat/a.png").string(), "train");
             }).find("HDF5"),
             std::string::npos);

@@ -25,7 +25,7 @@ struct Golden {
   std::string rgb;  // height * width * 3 bytes
 };
 
-std::vector<Golden> goldens() {
+std::vector<Golden> decode_goldens() {
   std::vector<Golden> out;
   std::ifstream in(fixture("datasets/decoded.txt"));
   std::string line;
@@ -40,7 +40,7 @@ std::vector<Golden> goldens() {
   return out;
 }
 
-std::string bytes_of(const Image& m) {
+std::string image_bytes(const Image& m) {
   return std::string(reinterpret_cast<const char*>(m.data), m.total() * m.elemSize());
 }
 
@@ -56,7 +56,7 @@ std::string message_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST(Decode, EveryFormatMatchesPillowBitExactly) {
-  const std::vector<Golden> all = goldens();
+  const std::vector<Golden> all = decode_goldens();
   ASSERT_GE(all.size(), 20u);
   for (const Golden& g : all) {
     const Image m = read_image(fixture("datasets/" + g.rel));
@@ -64,7 +64,7 @@ TEST(Decode, EveryFormatMatchesPillowBitExactly) {
     ASSERT_TRUE(m.isContinuous()) << g.rel;
     ASSERT_EQ(m.cols, g.width) << g.rel;
     ASSERT_EQ(m.rows, g.height) << g.rel;
-    EXPECT_EQ(bytes_of(m), g.rgb) << g.rel << ": pixels differ from PIL's convert(\"RGB\")";
+    EXPECT_EQ(image_bytes(m), g.rgb) << g.rel << ": pixels differ from PIL's convert(\"RGB\")";
   }
 }
 
@@ -80,7 +80,7 @@ TEST(Decode, ExifOrientationIsAppliedOrIgnoredOnRequest) {
     if (name[3] == '3') cv::rotate(stored, expected, cv::ROTATE_180);
     if (name[3] == '6') cv::rotate(stored, expected, cv::ROTATE_90_CLOCKWISE);
     if (name[3] == '8') cv::rotate(stored, expected, cv::ROTATE_90_COUNTERCLOCKWISE);
-    EXPECT_EQ(bytes_of(upright), bytes_of(expected)) << name;
+    EXPECT_EQ(image_bytes(upright), image_bytes(expected)) << name;
   }
 }
 
@@ -112,5 +112,6 @@ TEST(Decode, TruncatedJpegIsDetectedByItsMissingEndMarker) {
       good.substr(0, 2) + std::string("\xFF\xE1\x00\x06\xFF\xD9\x00\x00", 8) + good.substr(2);
   EXPECT_TRUE(jpeg_is_complete(with_app));
   EXPECT_FALSE(jpeg_is_complete(with_app.substr(0, with_app.size() - 2)));
-  EXPECT_EQ(bytes_of(decode_image(with_app, "app.jpg")), bytes_of(decode_image(good, "b.jpg")));
+  EXPECT_EQ(image_bytes(decode_image(with_app, "app.jpg")),
+            image_bytes(decode_image(good, "b.jpg")));
 }

@@ -15,21 +15,15 @@
 #include "tests/support/require.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::count_of;
 using xdino::testing::dino_binary;
+using xdino::testing::kFashionMnist;
 using xdino::testing::run_process;
 
 namespace {
 
-const fs::path kFashionMnist = "/usr/share/datasets/fashion-mnist";
-
 fs::path config(const std::string& name) {
   return fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "configs" / name;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
 }
 
 // knn.json's reported top-1, checked to be a percentage.
@@ -60,9 +54,9 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   for (const char* f : {"train/checkpoint.pth", "train/config.ini", "train/log.txt"})
     EXPECT_TRUE(fs::is_regular_file(runs / f)) << f;
   const std::string log = xdino::read_file(runs / "train" / "log.txt");
-  EXPECT_EQ(count(log, "\"train_loss\""), 2u);
+  EXPECT_EQ(count_of(log, "\"train_loss\""), 2u);
   // The online k-NN monitor ran after each epoch and drew the curves the report shows.
-  EXPECT_EQ(count(log, "\"knn_top1\""), 2u) << log;
+  EXPECT_EQ(count_of(log, "\"knn_top1\""), 2u) << log;
   // ... measured before training against raw pixels, the initial teacher, and the initial
   // teacher with the data's BatchNorm statistics (XCiT has BatchNorm).
   const auto reference = xdino::parse_json(xdino::read_file(runs / "train" / "knn_reference.json"),
@@ -101,7 +95,7 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
 
   r = run_process(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(count(r.out, "reused"), 7u) << r.out;
+  EXPECT_EQ(count_of(r.out, "reused"), 7u) << r.out;
   fs::current_path(here);
   fs::remove_all(dir);
 }

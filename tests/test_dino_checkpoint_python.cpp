@@ -15,14 +15,13 @@
 
 using namespace xdino::ssl;
 namespace fs = std::filesystem;
+using xdino::testing::kPython;
 using xdino::testing::run_process;
 using xdino::testing::TempDir;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
-std::string script() {
+std::string checkpoint_script() {
   return (fs::path(xdino::testing::test_data_dir()) / ".." / "support" / "dino_checkpoint.py")
       .string();
 }
@@ -36,8 +35,8 @@ TEST(DinoCheckpointPython, TorchLoadsOursWithOfficialKeys) {
   auto opt = xdino::testing::tiny_options(dir.path());
   opt.epochs = 1;
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), TrainOutcome::kCompleted);
-  const auto r =
-      run_process({kPython, script(), "check", (dir.path() / "checkpoint.pth").string()});
+  const auto r = run_process(
+      {kPython, checkpoint_script(), "check", (dir.path() / "checkpoint.pth").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out << r.err;
 }
@@ -48,9 +47,9 @@ TEST(DinoCheckpointPython, ResumesFromTheOfficialLayout) {
   TempDir ours, official;
   auto opt = xdino::testing::tiny_options(ours.path());
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), TrainOutcome::kCompleted);
-  const auto r =
-      run_process({kPython, script(), "official", (ours.path() / "checkpoint.pth").string(),
-                   (official.path() / "checkpoint.pth").string()});
+  const auto r = run_process({kPython, checkpoint_script(), "official",
+                              (ours.path() / "checkpoint.pth").string(),
+                              (official.path() / "checkpoint.pth").string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
   // epoch = 2 = epochs: the run loads everything and has nothing left to do.

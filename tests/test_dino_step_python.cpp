@@ -47,13 +47,12 @@
 
 using namespace xdino::ssl;
 namespace fs = std::filesystem;
+using xdino::testing::kPython;
 using xdino::testing::TempDir;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
-std::string script() {
+std::string step_script() {
   return (fs::path(xdino::testing::test_data_dir()) / ".." / ".." / "bench" /
           "official_dino_step.py")
       .string();
@@ -119,8 +118,9 @@ c10::IValue all_batches(const DinoOptions& o) {
 // shapes; integer buffers equal), through the update each side made from `init`:
 // |delta_ours - delta_theirs| <= max_abs everywhere, and ||delta_ours - delta_theirs||_2 <=
 // rel x ||delta_theirs||_2 + floor for each tensor.
-void expect_close(torch::nn::Module& ours, const c10::IValue& theirs, const xdino::IDict& init,
-                  double max_abs, double rel, double floor, const std::string& what) {
+void expect_module_close(torch::nn::Module& ours, const c10::IValue& theirs,
+                         const xdino::IDict& init, double max_abs, double rel, double floor,
+                         const std::string& what) {
   const auto d = theirs.toGenericDict();
   int64_t compared = 0;
   double worst_abs = 0, worst_rel = 0;
@@ -187,7 +187,7 @@ TEST(DinoStepPython, TwoEpochsMatchTheOfficialOperations) {
 
   ASSERT_EQ(trainer->train(), TrainOutcome::kCompleted);
   const auto r = xdino::testing::run_process(
-      {kPython, script(), "--parity", init_file.string(), result_file.string()});
+      {kPython, step_script(), "--parity", init_file.string(), result_file.string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto result = xdino::load_pth(result_file).toGenericDict();
 
@@ -215,10 +215,10 @@ TEST(DinoStepPython, TwoEpochsMatchTheOfficialOperations) {
   double lr_sum = 0;
   for (double v : lr) lr_sum += v;
   const double max_abs = 2 * lr_sum * (1 + o.weight_decay_end), rel = 0.03, floor = 1e-12;
-  expect_close(*trainer->student(), result.at("student"), init_student, max_abs, rel, floor,
-               "student");
-  expect_close(*trainer->teacher(), result.at("teacher"), init_student, max_abs, rel, floor,
-               "teacher");
+  expect_module_close(*trainer->student(), result.at("student"), init_student, max_abs, rel, floor,
+                      "student");
+  expect_module_close(*trainer->teacher(), result.at("teacher"), init_student, max_abs, rel, floor,
+                      "teacher");
   const auto center_diff =
       (trainer->loss()->center - result.at("center").toTensor()).abs().max().item<double>();
   EXPECT_LE(center_diff, 1e-4 * result.at("center").toTensor().abs().max().item<double>());

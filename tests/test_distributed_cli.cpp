@@ -27,13 +27,14 @@
 
 namespace fs = std::filesystem;
 using xdino::read_file;
+using xdino::testing::count_of;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 
 namespace {
 
-std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int epochs,
-                                    int batch) {
+std::vector<std::string> dist_train_args(const fs::path& data, const fs::path& out, int epochs,
+                                         int batch) {
   return {"train",
           "--data_path",
           data.string(),
@@ -72,12 +73,6 @@ std::vector<std::string> launch(int nproc, std::vector<std::string> child,
   return argv;
 }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 int64_t resume_value(const c10::IValue& checkpoint, const std::string& key) {
   return checkpoint.toGenericDict().at("xdino_resume").toGenericDict().at(key).toInt();
 }
@@ -112,7 +107,7 @@ class DistributedCli : public ::testing::Test {
   // Starts a 2-process run (8 iterations per epoch, 50 epochs by default: far from over when a
   // rank is lost) and waits until it is in its second epoch, checkpoint.pth written.
   void start_run(double dist_timeout, int epochs = 50, double heartbeat_timeout = 60) {
-    auto train = train_args(data_, out_, epochs, 4);
+    auto train = dist_train_args(data_, out_, epochs, 4);
     train.insert(train.end(), {"--dist_timeout", std::to_string(dist_timeout),
                                "--dist_heartbeat_timeout", std::to_string(heartbeat_timeout)});
     const auto argv = launch(2, train, {"--grace_seconds", "2"});
@@ -160,7 +155,7 @@ class DistributedCli : public ::testing::Test {
               std::string::npos)
         << err;
     EXPECT_NE(err.find(survivor_says), std::string::npos) << err;
-    EXPECT_EQ(count(err, "error: "), 1u) << "one failure line, from the survivor: " << err;
+    EXPECT_EQ(count_of(err, "error: "), 1u) << "one failure line, from the survivor: " << err;
   }
 
   // SIGSTOPs rank `victim`, which freezes it without closing its sockets: only --dist_timeout
@@ -196,7 +191,7 @@ class DistributedCli : public ::testing::Test {
     for (const auto& says : survivor_says) EXPECT_NE(err.find(says), std::string::npos) << err;
     // The victim, resumed to be stopped, may add a line of its own about its peer that has
     // gone meanwhile; it must not blame the survivor's store or heartbeat.
-    EXPECT_EQ(count(err, "has not answered") + count(err, "no heartbeat for"), 1u) << err;
+    EXPECT_EQ(count_of(err, "has not answered") + count_of(err, "no heartbeat for"), 1u) << err;
     // 4 s + at most 1 s until the check + the launcher's 2 s grace and 10 s to stop the victim
     // (measured ~17 s); --dist_timeout would take 600 s.
     EXPECT_LT(r.seconds, 45) << err;
@@ -224,7 +219,7 @@ class DistributedCli : public ::testing::Test {
 TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
   // A hot teacher makes near-uniform outputs: the collapse warning, a fact about the run
   // that rank 0 alone must print.
-  auto first = train_args(data_, out_, 1, 8);
+  auto first = dist_train_args(data_, out_, 1, 8);
   first.insert(first.end(), {"--teacher_temp", "5", "--warmup_teacher_temp", "5"});
   auto r = run_process(launch(2, first));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -237,15 +232,15 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
   for (const auto& e : fs::directory_iterator(out_)) files.insert(e.path().filename());
   EXPECT_EQ(files, (std::set<std::string>{"config.ini", "log.txt", "curves.png", "checkpoint.pth",
                                           "checkpoint0000.pth"}));
-  EXPECT_EQ(count(read_file(out_ / "log.txt"), "\n"), 1u);
-  EXPECT_EQ(count(r.out, "Averaged stats"), 1u) << r.out;
+  EXPECT_EQ(count_of(read_file(out_ / "log.txt"), "\n"), 1u);
+  EXPECT_EQ(count_of(r.out, "Averaged stats"), 1u) << r.out;
   EXPECT_NE(r.out.find("total batch 16"), std::string::npos) << r.out;
   auto ckpt = xdino::load_pth(out_ / "checkpoint.pth");
   EXPECT_EQ(resume_value(ckpt, "world_size"), 2);
   EXPECT_EQ(resume_value(ckpt, "iterations_per_epoch"), 4);  // 64 images / (2 x 8)
 
   // One process, one more epoch: it resumes at epoch 1 with twice the iterations per epoch.
-  auto argv = train_args(data_, out_, 2, 8);
+  auto argv = dist_train_args(data_, out_, 2, 8);
   argv.insert(argv.begin(), dino_binary());
   r = run_process(argv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -254,7 +249,7 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
       << r.out;
   EXPECT_NE(r.err.find("written by 2 processes"), std::string::npos) << r.err;
   const std::string log = read_file(out_ / "log.txt");
-  EXPECT_EQ(count(log, "\n"), 2u) << log;
+  EXPECT_EQ(count_of(log, "\n"), 2u) << log;
   EXPECT_NE(log.find("\"epoch\": 1"), std::string::npos) << log;
   ckpt = xdino::load_pth(out_ / "checkpoint.pth");
   EXPECT_EQ(ckpt.toGenericDict().at("epoch").toInt(), 2);
@@ -274,7 +269,7 @@ TEST_F(DistributedCli, KilledRankZeroIsNamedByRankOne) {
 TEST_F(DistributedCli, AKilledRankThenARerunEqualsAnUninterruptedRun) {
   // The uninterrupted 2-process run, made in the same folder (its path is in the checkpoints).
   constexpr int kEpochs = 3;
-  auto train = train_args(data_, out_, kEpochs, 4);
+  auto train = dist_train_args(data_, out_, kEpochs, 4);
   train.insert(train.end(), {"--dist_timeout", std::to_string(20.0)});  // as start_run
   const auto ref = run_process(launch(2, train), {}, 300);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
@@ -355,7 +350,7 @@ class LaunchMistakes : public DistributedCli {
             {"MASTER_PORT", std::to_string(port)}};
   }
   std::vector<std::string> train(const std::string& name) const {
-    auto argv = train_args(data_, out_ / name, 1, 4);
+    auto argv = dist_train_args(data_, out_ / name, 1, 4);
     argv.insert(argv.begin(), dino_binary());
     argv.insert(argv.end(), {"--dist_timeout", "20"});
     return argv;

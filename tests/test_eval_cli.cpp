@@ -11,15 +11,12 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
 using xdino::testing::fresh_temp_dir;
 using xdino::testing::run_process;
 
 namespace {
-
-size_t count_lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
 
 // Exit code `code` with exactly one line on stderr that mentions `needle`.
 void expect_one_line_failure(const std::vector<std::string>& args, int code,

@@ -53,7 +53,9 @@ BackboneSpec tiny_xcit() {
   return s;
 }
 
-Json read_json(const fs::path& p) { return xdino::parse_json(xdino::read_file(p), p.string()); }
+Json read_json_file(const fs::path& p) {
+  return xdino::parse_json(xdino::read_file(p), p.string());
+}
 
 std::vector<std::string> keys(const Json& j) {
   std::vector<std::string> k;
@@ -148,7 +150,7 @@ TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
                xdino::UsageError);  // k = 20 > 12 train images
   o.nb_knn = {1, 3, 10};
   const KnnEvalResult r = run_knn_eval(o, *xdino::local_communicator(), torch::kCPU);
-  const Json j = read_json(out / "knn.json");
+  const Json j = read_json_file(out / "knn.json");
   EXPECT_EQ(keys(j), (std::vector<std::string>{"protocol", "arch", "patch_size", "image_size",
                                                "pretrained_weights", "checkpoint_key", "weights",
                                                "temperature", "num_train", "num_test",
@@ -169,7 +171,7 @@ TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
   again.output_dir = (root / "out2").string();
   again.model = BackboneSpec{};  // the model comes from the files' attributes
   run_knn_eval(again, *xdino::local_communicator(), torch::kCPU);
-  const Json j2 = read_json(root / "out2/knn.json");
+  const Json j2 = read_json_file(root / "out2/knn.json");
   EXPECT_EQ(j2.at("results"), j.at("results"));
   EXPECT_EQ(j2.at("arch").get<std::string>(), "xcit_nano_12_p16");
   EXPECT_EQ(j2.at("image_size").get<int64_t>(), 32);

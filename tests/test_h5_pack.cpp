@@ -21,7 +21,7 @@ using xdino::testing::fresh_dir;
 
 namespace {
 
-bool same_pixels(const Image& a, const Image& b) {
+bool same_image(const Image& a, const Image& b) {
   return a.size() == b.size() && a.type() == b.type() &&
          std::equal(a.data, a.data + a.total() * a.elemSize(), b.data);
 }
@@ -36,7 +36,7 @@ void expect_same_as_folder(const Dataset& packed, const ImageFolderDataset& fold
     EXPECT_EQ(packed.path(i), folder.relative_path(i));
     EXPECT_EQ(packed.label(i), folder.label(i));
     EXPECT_EQ(h5->encoded(i), xdino::read_file(folder.path(i))) << folder.path(i);
-    EXPECT_TRUE(same_pixels(packed.load(i), folder.load(i))) << folder.path(i);
+    EXPECT_TRUE(same_image(packed.load(i), folder.load(i))) << folder.path(i);
   }
 }
 
@@ -48,7 +48,7 @@ PackOptions pack_options(const fs::path& out, double shard_mb = 4096) {
   return o;
 }
 
-xdino::testing::ProcessResult python(const std::string& code) {
+xdino::testing::ProcessResult run_python(const std::string& code) {
   return xdino::testing::run_process({"/usr/bin/python3", "-c", code}, {}, 120);
 }
 
@@ -105,9 +105,9 @@ TEST(H5Pack, CheckImagesLeavesUnreadableFilesOut) {
   o.data_path = root.string();
   o.split = "val";
   o.check_images = true;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   const PackResult r = pack_image_folder(o);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("bad.jpg"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("bad.jpg"), std::string::npos);
   EXPECT_EQ(r.skipped, 1);
   EXPECT_EQ(r.images, 3);
   const H5Dataset packed({root / "val.h5"});
@@ -118,7 +118,7 @@ TEST(H5Pack, CheckImagesLeavesUnreadableFilesOut) {
 TEST(H5Pack, InconsistentPackIsAnErrorNamingTheFile) {
   const fs::path out = fresh_dir("pack_bad");
   if (!xdino::testing::python_has("h5py")) XDINO_SKIP_MISSING() << "no h5py for /usr/bin/python3";
-  const auto r = python(
+  const auto r = run_python(
       "import h5py, numpy as np\n"
       "with h5py.File('" +
       (out / "train.h5").string() +
@@ -142,7 +142,7 @@ TEST(H5Pack, H5pyReadsOurPack) {
   pack_image_folder(pack_options(out, 0.001));
   const fs::path src = fixture("datasets/folder/train");
   // h5py (no code of ours) checks bytes, labels and class ids of every shard.
-  const auto r = python(
+  const auto r = run_python(
       "import glob, h5py, io, numpy as np\n"
       "from PIL import Image\n"
       "n = 0\n"
@@ -174,7 +174,7 @@ TEST(H5Pack, WeReadH5pyWrittenFilesContiguousOrCompressed) {
   const fs::path src = fixture("datasets/folder/val");
   // Contiguous images with labels only (classes named by id); gzip-chunked images with
   // fixed-length paths and class names.
-  const auto r = python(
+  const auto r = run_python(
       "import h5py, numpy as np\n"
       "paths = ['cat/v1.png', 'dog/V0.png', 'dog/v2.jpg']\n"
       "blobs = [open('" +
@@ -213,8 +213,8 @@ TEST(H5Pack, WeReadH5pyWrittenFilesContiguousOrCompressed) {
     EXPECT_EQ(a.label(i), folder.label(i));
     EXPECT_EQ(b.label(i), folder.label(i));
     EXPECT_EQ(b.path(i), folder.relative_path(i));
-    EXPECT_TRUE(same_pixels(a.load(i), folder.load(i))) << i;
-    EXPECT_TRUE(same_pixels(b.load(i), folder.load(i))) << i;
+    EXPECT_TRUE(same_image(a.load(i), folder.load(i))) << i;
+    EXPECT_TRUE(same_image(b.load(i), folder.load(i))) << i;
   }
   fs::remove_all(out);
 }

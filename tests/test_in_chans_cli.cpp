@@ -9,20 +9,21 @@
 #include "core/atomic_file.h"
 #include "core/ivalue.h"
 #include "core/pth.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 #include "tests/support/train_fixture.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
+using xdino::testing::kFashionMnist;
 using xdino::testing::run_process;
 using xdino::testing::TempDir;
 
 namespace {
 
-const fs::path kFashionMnist = "/usr/share/datasets/fashion-mnist";
-
-std::vector<std::string> train_args(const fs::path& data, const fs::path& out) {
+std::vector<std::string> gray_train_args(const fs::path& data, const fs::path& out) {
   return {dino_binary(),
           "train",
           "--data_path",
@@ -84,17 +85,13 @@ std::vector<std::string> knn_args(const fs::path& weights, const fs::path& out) 
           "1"};
 }
 
-size_t lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
 }  // namespace
 
 TEST(InChansCli, TrainGrayThenKnnTakesTheCountFromTheCheckpoint) {
   if (!fs::exists(kFashionMnist / "train-images-idx3-ubyte.gz"))
     XDINO_SKIP_MISSING() << "needs the Debian package dataset-fashion-mnist";
   TempDir out, knn_out;
-  auto r = run_process(train_args(kFashionMnist, out.path()));
+  auto r = run_process(gray_train_args(kFashionMnist, out.path()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(xdino::read_file(out.path() / "config.ini").find("in_chans = 1"), std::string::npos);
   const auto ckpt = xdino::load_pth(out.path() / "checkpoint.pth").toGenericDict();
@@ -123,7 +120,7 @@ TEST(InChansCli, TrainGrayThenKnnTakesTheCountFromTheCheckpoint) {
   args.insert(args.end(), {"--in_chans", "3"});
   r = run_process(args);
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("the input convolution 'patch_embed.proj.0.0.weight' reads 1-channel "
                        "images but the model was built for 3; build it with --in_chans 1"),
             std::string::npos)
@@ -142,7 +139,7 @@ TEST(InChansCli, CountsThePipelineCannotFeedAreRefusedBeforeAnyData) {
     if (command == "knn") args.resize(args.size() - 2);  // knn has no --device
     const auto r = run_process(args);
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
-    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_NE(r.err.find("--in_chans 4: the data pipeline reads 8-bit RGB or grayscale images (1 "
                          "or 3 channels)"),
               std::string::npos)

@@ -84,7 +84,7 @@ Naive naive_knn(const Data& d, const std::vector<int64_t>& ks, double T, int64_t
   return out;
 }
 
-void expect_same(const KnnResult& a, const KnnResult& b) {
+void expect_same_result(const KnnResult& a, const KnnResult& b) {
   ASSERT_EQ(a.per_k.size(), b.per_k.size());
   for (size_t i = 0; i < a.per_k.size(); ++i) {
     EXPECT_EQ(a.per_k[i].k, b.per_k[i].k);
@@ -214,7 +214,7 @@ TEST(Knn, ChunkingGivesTheSameResult) {
   const KnnResult whole = knn_classify(d.train, d.ytrain, d.test, d.ytest, p);
   for (int64_t chunk : {1, 7, 50}) {
     p.query_chunk = chunk;
-    expect_same(knn_classify(d.train, d.ytrain, d.test, d.ytest, p), whole);
+    expect_same_result(knn_classify(d.train, d.ytrain, d.test, d.ytest, p), whole);
   }
   const Neighbours a = search_neighbours(d.train, d.test, 50, 4096);
   const Neighbours b = search_neighbours(d.train, d.test, 50, 13);
@@ -227,7 +227,7 @@ TEST(Knn, TorchBackendAgreesWithFaiss) {
   p.ks = {10, 20};
   const KnnResult f = knn_classify(d.train, d.ytrain, d.test, d.ytest, p);
   p.backend = KnnBackend::kTorch;
-  expect_same(knn_classify(d.train, d.ytrain, d.test, d.ytest, p), f);
+  expect_same_result(knn_classify(d.train, d.ytrain, d.test, d.ytest, p), f);
 }
 
 TEST(Knn, RejectsBadRequests) {

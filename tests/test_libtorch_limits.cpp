@@ -21,6 +21,7 @@
 #include "tests/support/require.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::literal_bytes;
 
 namespace {
 
@@ -33,15 +34,9 @@ fs::path zip_with_pickle(const fs::path& dir, const std::string& name, const std
   return path;
 }
 
-std::vector<char> bytes_of(const fs::path& path) {
+std::vector<char> file_bytes(const fs::path& path) {
   const std::string s = xdino::read_file(path);
   return std::vector<char>(s.begin(), s.end());
-}
-
-// A string literal's bytes, NULs included.
-template <size_t N>
-std::string bin(const char (&s)[N]) {
-  return std::string(s, N - 1);
 }
 
 }  // namespace
@@ -50,38 +45,38 @@ TEST(LibTorchLimits, UnpicklerCannotReadWhatPythonCheckpointsHold) {
   const fs::path dir = xdino::testing::fresh_dir("libtorch_limits_unpickle");
   // Each case next to a control that differs only in the construct LibTorch lacks.
   // {"a": 1} with SETITEM (Python's pickler uses it for one-item dicts) vs SETITEMS.
-  const std::string setitem =
-      bin("\x80\x02}X\x01\x00\x00\x00"
-          "aK\x01s.");
-  const std::string setitems =
-      bin("\x80\x02}(X\x01\x00\x00\x00"
-          "aK\x01u.");
+  const std::string setitem = literal_bytes(
+      "\x80\x02}X\x01\x00\x00\x00"
+      "aK\x01s.");
+  const std::string setitems = literal_bytes(
+      "\x80\x02}(X\x01\x00\x00\x00"
+      "aK\x01u.");
   // OrderedDict({"a": 1}), as every nn.Module state_dict is pickled. (LibTorch turns the
   // OrderedDict global into None, which it only expects in a tensor's backward hooks, so an
   // empty one "loads" as None and a filled one fails.)
-  const std::string ordered =
-      bin("\x80\x02"
-          "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00"
-          "aK\x01u.");
+  const std::string ordered = literal_bytes(
+      "\x80\x02"
+      "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00"
+      "aK\x01u.");
   // argparse.Namespace(a=1) (the official checkpoints' `args`), built with NEWOBJ + BUILD.
-  const std::string ns =
-      bin("\x80\x02"
-          "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00"
-          "aK\x01sb.");
+  const std::string ns = literal_bytes(
+      "\x80\x02"
+      "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00"
+      "aK\x01sb.");
   const fs::path control = zip_with_pickle(dir, "setitems.pth", setitems);
-  EXPECT_NO_THROW(torch::pickle_load(bytes_of(control)));
+  EXPECT_NO_THROW(torch::pickle_load(file_bytes(control)));
   for (const auto& [name, pickle] : {std::pair<std::string, std::string>{"setitem.pth", setitem},
                                      {"ordered.pth", ordered},
                                      {"namespace.pth", ns}}) {
     const fs::path f = zip_with_pickle(dir, name, pickle);
     // 2.15 reads SETITEM (core/compat.h); the others no LibTorch we build against reads.
     if (name != "setitem.pth" || !xdino::compat::kUnpicklerReadsSetitem)
-      EXPECT_ANY_THROW(torch::pickle_load(bytes_of(f))) << name << ": LibTorch reads it now";
+      EXPECT_ANY_THROW(torch::pickle_load(file_bytes(f))) << name << ": LibTorch reads it now";
     EXPECT_NO_THROW(xdino::load_pth(f)) << name;
   }
   // A numpy scalar, as torch.save writes it (np.float64(1.5) and friends in a dict).
   const fs::path np = xdino::testing::pickle_data_dir() + "/t_np_scalar.pth";
-  EXPECT_ANY_THROW(torch::pickle_load(bytes_of(np))) << "LibTorch reads numpy scalars now";
+  EXPECT_ANY_THROW(torch::pickle_load(file_bytes(np))) << "LibTorch reads numpy scalars now";
   EXPECT_NO_THROW(xdino::load_pth(np));
   fs::remove_all(dir);
 }

@@ -14,7 +14,7 @@ using xdino::Json;
 
 namespace {
 
-const Json& golden() {
+const Json& linear_golden() {
   static const Json g = xdino::parse_json(
       xdino::read_file(xdino::testing::test_data_dir() + "/linear_golden.json"), "golden");
   return g;
@@ -35,7 +35,7 @@ std::vector<int64_t> ints_of(const Json& list) {
 }  // namespace
 
 TEST(Linear, CosineScheduleMatchesTorchCosineAnnealingLR) {
-  const Json& c = golden().at("cosine_lr");
+  const Json& c = linear_golden().at("cosine_lr");
   const Json& lrs = c.at("lr");
   for (size_t e = 0; e < lrs.size(); ++e)
     EXPECT_NEAR(cosine_lr(c.at("base").get<double>(), static_cast<int64_t>(e),
@@ -59,7 +59,7 @@ TEST(Linear, InitialisationIsOfficial) {
 }
 
 TEST(Linear, TrainingStepsMatchPyTorch) {
-  const Json& g = golden().at("sgd");
+  const Json& g = linear_golden().at("sgd");
   const int64_t dim = g.at("dim").get<int64_t>(), labels = g.at("labels").get<int64_t>();
   const torch::Tensor x = tensor_of(g.at("x")).view({-1, dim});
   const torch::Tensor y = torch::tensor(ints_of(g.at("y")));
@@ -93,7 +93,7 @@ TEST(Linear, TrainingStepsMatchPyTorch) {
 }
 
 TEST(Linear, ShuffledShardsMatchDistributedSampler) {
-  const Json& g = golden().at("sampler");
+  const Json& g = linear_golden().at("sampler");
   const int64_t n = g.at("n").get<int64_t>();
   const int world = static_cast<int>(g.at("world").get<int64_t>());
   const torch::Tensor feats = torch::arange(n, torch::kFloat32).view({n, 1});

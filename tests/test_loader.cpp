@@ -74,7 +74,7 @@ std::vector<Batch> whole_epoch(DataLoader& loader, int64_t epoch, int64_t start 
   return out;
 }
 
-void expect_same(const std::vector<Batch>& a, const std::vector<Batch>& b) {
+void expect_same_batches(const std::vector<Batch>& a, const std::vector<Batch>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t k = 0; k < a.size(); ++k) {
     EXPECT_EQ(a[k].position, b[k].position);
@@ -104,8 +104,8 @@ TEST(Loader, BatchesEqualSerialRecomputationForAnyThreadCount) {
     EXPECT_EQ(loader.num_workers(), workers);
     runs.push_back(whole_epoch(loader, 3));
   }
-  expect_same(runs[0], runs[1]);
-  expect_same(runs[0], runs[2]);
+  expect_same_batches(runs[0], runs[1]);
+  expect_same_batches(runs[0], runs[2]);
   // The truth, serially: the sampler's order in batches, each sample with its own Rng.
   const std::vector<int64_t> order = DistributedSampler(50, 1, 2, true, 7).indices(3);
   ASSERT_EQ(runs[0].size(), 6u);  // floor(25 / 4), drop_last
@@ -141,7 +141,7 @@ TEST(Loader, WritingTransformsFillTheBatchSlotsWithTheSameResult) {
   DataLoader writing_loader(data, writing, options(4, 3));
   const std::vector<Batch> a = whole_epoch(returning_loader, 2);
   const std::vector<Batch> b = whole_epoch(writing_loader, 2);
-  expect_same(a, b);
+  expect_same_batches(a, b);
   ASSERT_EQ(b.size(), 7u);
   EXPECT_NE(b[0].views[0].data_ptr(), b[1].views[0].data_ptr());
   // The writing kind also works standalone (allocating its views), e.g. for previews.
@@ -182,13 +182,13 @@ TEST(Loader, StartingMidEpochReproducesTheRestExactly) {
   const std::vector<Batch> full = whole_epoch(loader, 5);
   ASSERT_EQ(full.size(), 13u);
   const std::vector<Batch> rest = whole_epoch(loader, 5, 9);
-  expect_same(std::vector<Batch>(full.begin() + 9, full.end()), rest);
+  expect_same_batches(std::vector<Batch>(full.begin() + 9, full.end()), rest);
   // Restarting while batches are in flight abandons them cleanly.
   loader.start_epoch(6);
   ASSERT_TRUE(loader.next().has_value());
   const std::vector<Batch> again = whole_epoch(loader, 5, 12);
   ASSERT_EQ(again.size(), 1u);
-  expect_same({full.back()}, again);
+  expect_same_batches({full.back()}, again);
   EXPECT_TRUE(whole_epoch(loader, 5, 13).empty());
   EXPECT_THROW(loader.start_epoch(5, 14), xdino::Error);
 }
@@ -212,10 +212,10 @@ TEST(Loader, CorruptSampleIsReplacedByTheNextReportedOnceAndCounted) {
   LoaderOptions o = options(4, 3);
   o.shuffle = false;
   DataLoader loader(data, two_crops, o);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   const std::vector<Batch> e0 = whole_epoch(loader, 0);
   const std::vector<Batch> e1 = whole_epoch(loader, 1);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_EQ(e0.size(), 3u);
   // Positions 3 and 4 hold index 5, the next readable one, with its label.
   EXPECT_EQ(e0[0].indices[3].item<int64_t>(), 5);
@@ -245,9 +245,9 @@ TEST(Loader, TruncatedJpegInAnImageFolderIsSkipped) {
     return std::vector<torch::Tensor>{torch::full({3, 2, 2}, m.at<cv::Vec3b>(0, 0)[0])};
   };
   DataLoader loader(data, resize, options(2, 2));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   for (int64_t e = 0; e < 3; ++e) EXPECT_EQ(whole_epoch(loader, e).size(), 2u);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   const size_t first = err.find("b.jpg");
   EXPECT_NE(first, std::string::npos);
   EXPECT_NE(err.find("truncated JPEG"), std::string::npos) << err;
@@ -291,7 +291,7 @@ TEST(Loader, AllFilesUnreadableStopsTheRun) {
   for (int64_t i = 0; i < 30; ++i) all.insert(i);
   const auto data = std::make_shared<SyntheticDataset>(30, all);
   DataLoader loader(data, two_crops, options(4, 2));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   loader.start_epoch(0);
   try {
     loader.next();
@@ -299,7 +299,7 @@ TEST(Loader, AllFilesUnreadableStopsTheRun) {
   } catch (const xdino::Error& e) {
     EXPECT_NE(std::string(e.what()).find("unreadable"), std::string::npos) << e.what();
   }
-  testing::internal::GetCapturedStderr();
+  ::testing::internal::GetCapturedStderr();
 }
 
 TEST(Loader, WorkersRunAtenWithOneThreadAndPrefetchIsBounded) {

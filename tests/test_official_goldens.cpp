@@ -36,7 +36,7 @@ using xdino::IDict;
 
 namespace {
 
-const IDict& goldens() {
+const IDict& official_goldens() {
   static const IDict g = xdino::as_dict(xdino::load_pth(fs::path(xdino::testing::test_data_dir()) /
                                                         "eval_goldens" / "official_goldens.pth"),
                                         "official_goldens.pth");
@@ -67,7 +67,7 @@ std::vector<int64_t> ints(const torch::Tensor& t) {
 }
 
 // NaN where the golden is NaN, else within `tol`.
-void expect_close(double ours, double golden, double tol, const std::string& what) {
+void expect_near_golden(double ours, double golden, double tol, const std::string& what) {
   if (std::isnan(golden)) {
     EXPECT_TRUE(std::isnan(ours)) << what << ": " << ours << ", official NaN";
   } else {
@@ -92,28 +92,29 @@ cv::Mat frame(const torch::Tensor& stack, int64_t t) {
 }  // namespace
 
 TEST(OfficialGoldens, ComputeMapIsUtilsComputeMap) {
-  const IDict g = section(goldens(), "compute_map");
+  const IDict g = section(official_goldens(), "compute_map");
   const std::vector<torch::Tensor> ok = tensors(g, "ok"), junk = tensors(g, "junk");
   std::vector<retrieval::QueryGround> ground;
   for (size_t q = 0; q < ok.size(); ++q) ground.push_back({ints(ok[q]), ints(junk[q])});
   const retrieval::MapResult r =
       retrieval::compute_map(tensor(g, "ranks"), ground, ints(tensor(g, "kappas")));
-  expect_close(r.map, xdino::as_double(xdino::get(g, "map", "goldens"), "map"), 1e-12, "mAP");
+  expect_near_golden(r.map, xdino::as_double(xdino::get(g, "map", "goldens"), "map"), 1e-12, "mAP");
   const torch::Tensor aps = tensor(g, "aps"), pr = tensor(g, "pr"), prs = tensor(g, "prs");
   ASSERT_EQ(r.aps.size(), static_cast<size_t>(aps.size(0)));
   EXPECT_EQ(r.empty, 1);  // query 2 has no positive
   for (int64_t q = 0; q < aps.size(0); ++q) {
-    expect_close(r.aps[q], aps[q].item<double>(), 1e-12, "AP of query " + std::to_string(q));
+    expect_near_golden(r.aps[q], aps[q].item<double>(), 1e-12, "AP of query " + std::to_string(q));
     for (int64_t k = 0; k < prs.size(1); ++k)
-      expect_close(r.precision[q][k], prs[q][k].item<double>(), 1e-12,
-                   "P@k of query " + std::to_string(q) + ", kappa " + std::to_string(k));
+      expect_near_golden(r.precision[q][k], prs[q][k].item<double>(), 1e-12,
+                         "P@k of query " + std::to_string(q) + ", kappa " + std::to_string(k));
   }
   for (int64_t k = 0; k < pr.size(0); ++k)
-    expect_close(r.mean_precision[k], pr[k].item<double>(), 1e-12, "mP@k " + std::to_string(k));
+    expect_near_golden(r.mean_precision[k], pr[k].item<double>(), 1e-12,
+                       "mP@k " + std::to_string(k));
 }
 
 TEST(OfficialGoldens, CopyDetectionIsTheScriptsSearchAndEvalResult) {
-  const IDict g = section(goldens(), "copydays");
+  const IDict g = section(official_goldens(), "copydays");
   const std::vector<std::string> names = strings(g, "block_names");
   ASSERT_EQ(names, retrieval::CopydaysLayout::block_names());
   retrieval::CopydaysLayout layout;
@@ -145,7 +146,7 @@ TEST(OfficialGoldens, CopyDetectionIsTheScriptsSearchAndEvalResult) {
 }
 
 TEST(OfficialGoldens, MultiScaleIsUtilsMultiScale) {
-  const IDict g = section(goldens(), "multi_scale");
+  const IDict g = section(official_goldens(), "multi_scale");
   // The stand-in model of make_official_goldens.py (probe_model).
   const retrieval::FeatureFunction probe = [](const torch::Tensor& x) {
     const int64_t h = x.size(2), w = x.size(3);
@@ -161,7 +162,8 @@ TEST(OfficialGoldens, MultiScaleIsUtilsMultiScale) {
 }
 
 TEST(OfficialGoldens, LabelPropagationIsTheScripts) {
-  for (const c10::IValue& item : xdino::get(goldens(), "propagation", "goldens").toListRef()) {
+  for (const c10::IValue& item :
+       xdino::get(official_goldens(), "propagation", "goldens").toListRef()) {
     const IDict c = xdino::as_dict(item, "propagation case");
     const int64_t radius = xdino::as_int(xdino::get(c, "radius", "goldens"), "radius");
     SCOPED_TRACE("radius " + std::to_string(radius));
@@ -179,13 +181,13 @@ TEST(OfficialGoldens, LabelPropagationIsTheScripts) {
     ASSERT_EQ(ours.sizes(), official.sizes());
     EXPECT_LT(relative_error(ours, official), 1e-5);
   }
-  const IDict n = section(goldens(), "norm_mask");
+  const IDict n = section(official_goldens(), "norm_mask");
   EXPECT_LT(relative_error(video::norm_mask(tensor(n, "input").clone()), tensor(n, "output")),
             1e-6);
 }
 
 TEST(OfficialGoldens, JAndFAreTheDavis2017Toolkits) {
-  const IDict g = section(goldens(), "davis");
+  const IDict g = section(official_goldens(), "davis");
   const torch::Tensor gt = tensor(g, "gt"), pred = tensor(g, "pred"), void_ = tensor(g, "void");
   const torch::Tensor j = tensor(g, "j"), f = tensor(g, "f"), f_no_void = tensor(g, "f_no_void");
   const torch::Tensor f_wide = tensor(g, "f_wide"), f_pixels = tensor(g, "f_pixels");

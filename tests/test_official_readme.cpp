@@ -28,11 +28,11 @@
 #include "tests/support/retrieval_fixture.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::kPython;
+using xdino::testing::last_line;
 using xdino::testing::run_process;
 
 namespace {
-
-const char* kPython = "/usr/bin/python3";
 
 struct Line {
   std::string official;  // as the official README prints it
@@ -193,12 +193,6 @@ class OfficialReadme : public ::testing::Test {
 };
 fs::path OfficialReadme::root_;
 std::string OfficialReadme::missing_;
-
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
-}
 
 }  // namespace
 

@@ -22,6 +22,7 @@ using c10::IValue;
 using xdino::testing::describe;
 
 using xdino::testing::error_of;
+using xdino::testing::literal_bytes;
 
 namespace {
 
@@ -32,11 +33,6 @@ void expect_one_line_naming(const std::string& message, const fs::path& file,
   EXPECT_NE(message.find(file.string()), std::string::npos) << message;
   EXPECT_NE(message.find(what), std::string::npos) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-}
-
-template <size_t N>
-std::string bin(const char (&s)[N]) {
-  return std::string(s, N - 1);
 }
 
 // Where an entry's data starts: after its local header, name and extra field.
@@ -273,15 +269,16 @@ TEST(PthErrors, BadPicklesNameTheOpcodeOffset) {
     zip.writeEndOfFile();
     return dir / name;
   };
-  fs::path f = write("opcode.pth", bin("\x80\x02}\xff."));
+  fs::path f = write("opcode.pth", literal_bytes("\x80\x02}\xff."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "byte 3: unknown opcode 255");
-  f = write("short.pth", bin("\x80\x02}(X\x01\x00\x00\x00"));
+  f = write("short.pth", literal_bytes("\x80\x02}(X\x01\x00\x00\x00"));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "ends inside an argument");
-  f = write("nostop.pth", bin("\x80\x02}"));
+  f = write("nostop.pth", literal_bytes("\x80\x02}"));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "before its STOP");
-  f = write("storage.pth", bin("\x80\x02(X\x07\x00\x00\x00storagecfoo\nBar\nX\x01\x00\x00\x00"
-                               "0X\x03\x00\x00\x00"
-                               "cpuK\x01tQ."));
+  f = write("storage.pth",
+            literal_bytes("\x80\x02(X\x07\x00\x00\x00storagecfoo\nBar\nX\x01\x00\x00\x00"
+                          "0X\x03\x00\x00\x00"
+                          "cpuK\x01tQ."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "storage class foo.Bar");
   fs::remove_all(dir);
 }
@@ -299,30 +296,31 @@ TEST(PthErrors, NestingPastTheBoundIsRefusedAndFiftyLevelsLoad) {
     return dir / name;
   };
   const auto nested_lists = [](size_t depth) {  // PROTO 2, MARK x depth, LIST x depth, STOP
-    return bin("\x80\x02") + std::string(depth, '(') + std::string(depth, 'l') + ".";
+    return literal_bytes("\x80\x02") + std::string(depth, '(') + std::string(depth, 'l') + ".";
   };
   fs::path f = write("deep.pth", nested_lists(1000000));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
                          "containers nest deeper than 256 levels");
   // The same depth through dicts, tuples and APPENDS onto an empty list.
-  std::string via_dicts = bin("\x80\x02");
-  for (int i = 0; i < 300; ++i) via_dicts += bin("}X\x01\x00\x00\x00k");
+  std::string via_dicts = literal_bytes("\x80\x02");
+  for (int i = 0; i < 300; ++i) via_dicts += literal_bytes("}X\x01\x00\x00\x00k");
   via_dicts += "}";  // the innermost value
   for (int i = 0; i < 300; ++i) via_dicts += "s";
   f = write("dicts.pth", via_dicts + ".");
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "nest deeper than 256");
-  f = write("tuples.pth", bin("\x80\x02") + std::string(300, '(') + std::string(300, 't') + ".");
+  f = write("tuples.pth",
+            literal_bytes("\x80\x02") + std::string(300, '(') + std::string(300, 't') + ".");
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f, "nest deeper than 256");
 
   // A list appended to itself (MARK EMPTY_LIST BINPUT 0 BINGET 0 APPEND): recursive, refused.
-  f = write("self.pth", bin("\x80\x02]q\x00h\x00"
-                            "a."));
+  f = write("self.pth", literal_bytes("\x80\x02]q\x00h\x00"
+                                      "a."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
                          "a container is changed after it was nested in another");
   // A list grown after it was nested, reached again through the memo: the aliasing that could
   // hide depth (A = [], B = [], B.append(A), then A.append([])).
-  f = write("alias.pth", bin("\x80\x02]q\x00]q\x01h\x00"
-                             "a0h\x00]ah\x01."));
+  f = write("alias.pth", literal_bytes("\x80\x02]q\x00]q\x01h\x00"
+                                       "a0h\x00]ah\x01."));
   expect_one_line_naming(error_of([&] { xdino::load_pth(f); }), f,
                          "a container is changed after it was nested in another");
 

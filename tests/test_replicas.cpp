@@ -213,7 +213,7 @@ namespace {
 xdino::IDict load(const fs::path& p) { return xdino::load_pth(p).toGenericDict(); }
 
 // max |a - b| over every tensor of two state dicts of the same keys.
-double max_difference(const c10::IValue& a, const c10::IValue& b, std::string& worst) {
+double max_state_difference(const c10::IValue& a, const c10::IValue& b, std::string& worst) {
   double most = 0;
   for (const auto& e : a.toGenericDict()) {
     const auto ta = e.value().toTensor(), tb = b.toGenericDict().at(e.key()).toTensor();
@@ -257,7 +257,7 @@ TEST(Replicas, TwoReplicasTrainAsOne) {
   const auto a = load(one.path() / "checkpoint.pth"), b = load(two.path() / "checkpoint.pth");
   for (const char* part : {"student", "teacher", "dino_loss"}) {
     std::string worst;
-    const double d = max_difference(a.at(part), b.at(part), worst);
+    const double d = max_state_difference(a.at(part), b.at(part), worst);
     EXPECT_LT(d, 2e-6) << part << ": " << worst;
   }
   // The step's numbers: loss and statistics of the whole batch.

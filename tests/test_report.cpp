@@ -53,7 +53,7 @@ ModelFacts fake_facts(const std::string& arch, int64_t patch, int64_t size) {
   return {};
 }
 
-std::string python(const std::string& code, const std::string& arg) {
+std::string python_output(const std::string& code, const std::string& arg) {
   const auto r = xdino::testing::run_process({"/usr/bin/python3", "-c", code, arg});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.out;
@@ -106,17 +106,18 @@ TEST(Report, CsvAndJsonParseInPython) {
   o.with_published = true;
   o.output = (root / "t.csv").string();
   write_report(o, fake_facts);
-  EXPECT_EQ(python("import csv,sys; r=list(csv.reader(open(sys.argv[1], encoding='utf-8')));"
-                   "print(len(r), r[0][5], r[1][1], r[2][4], r[3][6])",
-                   o.output),
+  EXPECT_EQ(python_output("import csv,sys; r=list(csv.reader(open(sys.argv[1], encoding='utf-8')));"
+                          "print(len(r), r[0][5], r[1][1], r[2][4], r[3][6])",
+                          o.output),
             "14 k-NN XCiT-S12/16 12.0* published\n");
   o.output = (root / "t.json").string();
   write_report(o, fake_facts);
-  EXPECT_EQ(python("import json,sys; d=json.load(open(sys.argv[1])); r=d['rows'];"
-                   "print(len(r), r[0]['params'], r[0]['knn'], r[0]['knn_k'], r[1]['ssl_method'],"
-                   " r[1]['linear_protocol'], r[2]['source'], r[2]['knn'], r[0]['cells'][3])",
-                   o.output),
-            "13 25868000 76.04 20 Random init cached-features published None 4.9B\n");
+  EXPECT_EQ(
+      python_output("import json,sys; d=json.load(open(sys.argv[1])); r=d['rows'];"
+                    "print(len(r), r[0]['params'], r[0]['knn'], r[0]['knn_k'], r[1]['ssl_method'],"
+                    " r[1]['linear_protocol'], r[2]['source'], r[2]['knn'], r[0]['cells'][3])",
+                    o.output),
+      "13 25868000 76.04 20 Random init cached-features published None 4.9B\n");
   fs::remove_all(root);
 }
 
@@ -227,9 +228,9 @@ TEST(Report, TransferTableInTheDinoPaperLayout) {
   ReportOptions o;
   o.runs = {(root / "t").string(), (root / "k").string()};
   o.output = "-";
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   const std::string text = write_report(o, fake_facts);
-  testing::internal::GetCapturedStdout();
+  ::testing::internal::GetCapturedStdout();
   const std::string expected_tail =
       "| SSL Method | Model | Copydays (strong mAP) | ROx M | ROx H | RPar M | RPar H | DAVIS "
       "(J&F)m "

@@ -27,14 +27,14 @@ using torch::Tensor;
 
 namespace {
 
-const xdino::IDict& goldens() {
+const xdino::IDict& resnet_goldens() {
   static const xdino::IDict g = xdino::as_dict(
       xdino::load_pth(xdino::testing::fixture("resnet/resnet_golden.pth")), "resnet golden");
   return g;
 }
 
-const c10::IValue& golden(const std::string& key) {
-  return xdino::get(goldens(), key, "resnet golden");
+const c10::IValue& resnet_golden(const std::string& key) {
+  return xdino::get(resnet_goldens(), key, "resnet golden");
 }
 
 // make_golden.py's fill_weights, exactly: the same float64 values, rounded once to float32.
@@ -80,7 +80,7 @@ std::string keys_text(const torch::nn::Module& model) {
   return os.str();
 }
 
-double max_difference(const Tensor& a, const Tensor& b) {
+double max_abs_difference(const Tensor& a, const Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
 }
 
@@ -90,21 +90,22 @@ TEST(ResNet, KeysParametersAndFlopsAreTorchvisions) {
   for (const ResNetConfig& c : resnet_variants()) {
     SCOPED_TRACE(c.name);
     auto model = create_backbone(c.name);
-    EXPECT_EQ(model->num_parameters(), golden(c.name + ".params").toInt());
+    EXPECT_EQ(model->num_parameters(), resnet_golden(c.name + ".params").toInt());
     EXPECT_EQ(static_cast<int64_t>(state_dict(*model).size()),
-              golden(c.name + ".num_keys").toInt());
-    EXPECT_EQ(model->flops(224, 224), static_cast<double>(golden(c.name + ".flops224").toInt()));
-    if (const auto* keys = xdino::find(goldens(), c.name + ".keys")) {
+              resnet_golden(c.name + ".num_keys").toInt());
+    EXPECT_EQ(model->flops(224, 224),
+              static_cast<double>(resnet_golden(c.name + ".flops224").toInt()));
+    if (const auto* keys = xdino::find(resnet_goldens(), c.name + ".keys")) {
       EXPECT_EQ(keys_text(*model), keys->toStringRef());
     }
     // With a classifier, the fc that DINO replaces by an identity is back: torchvision's count.
     const int64_t fc = model->embed_dim() * 1000 + 1000;
-    EXPECT_EQ(model->num_parameters() + fc, golden(c.name + ".params_fc").toInt());
+    EXPECT_EQ(model->num_parameters() + fc, resnet_golden(c.name + ".params_fc").toInt());
   }
   BackboneOptions with_fc;
   with_fc.num_classes = 1000;
   EXPECT_EQ(create_backbone("resnet18", with_fc)->num_parameters(),
-            golden("resnet18.params_fc").toInt());
+            resnet_golden("resnet18.params_fc").toInt());
   // The numbers `dino info --arch resnet50` prints.
   InfoOptions o;
   o.arch = "resnet50";
@@ -118,17 +119,17 @@ TEST(ResNet, KeysParametersAndFlopsAreTorchvisions) {
 }
 
 TEST(ResNet, FeaturesMatchTorchvisionOnTheSameWeights) {
-  const Tensor images = golden("images").toTensor();
+  const Tensor images = resnet_golden("images").toTensor();
   for (const std::string arch : {"resnet18", "resnet50", "resnext50_32x4d"}) {
     SCOPED_TRACE(arch);
     auto model = create_backbone(arch);
     fill_weights(*model);
     model->eval();
     torch::NoGradGuard no_grad;
-    const Tensor expected = golden(arch + ".eval").toTensor();
+    const Tensor expected = resnet_golden(arch + ".eval").toTensor();
     const Tensor feature = model->forward(images);
     ASSERT_EQ(feature.sizes(), expected.sizes());
-    const double diff = max_difference(feature, expected);
+    const double diff = max_abs_difference(feature, expected);
     std::printf("%s eval: max |ours - torchvision| = %.3g (max |feature| %.3g)\n", arch.c_str(),
                 diff, expected.abs().max().item<double>());
     EXPECT_LT(diff, 1e-5);
@@ -136,7 +137,7 @@ TEST(ResNet, FeaturesMatchTorchvisionOnTheSameWeights) {
     if (arch == "resnet18") {  // batch statistics and the running-statistics update
       model->train();
       const double train_diff =
-          max_difference(model->forward(images), golden(arch + ".train").toTensor());
+          max_abs_difference(model->forward(images), resnet_golden(arch + ".train").toTensor());
       std::printf("%s train: max |ours - torchvision| = %.3g\n", arch.c_str(), train_diff);
       // Normalising by the statistics of a small batch amplifies the rounding of the
       // convolutions before it: below 1e-5 with LibTorch 1.13 and 2.15, 5.2e-5 with the CPU
@@ -144,11 +145,12 @@ TEST(ResNet, FeaturesMatchTorchvisionOnTheSameWeights) {
       // features still agree within 1.1e-6.
       EXPECT_LT(train_diff, 1e-4);
       const auto sd = state_dict(*model);
-      EXPECT_LT(max_difference(sd["bn1.running_mean"], golden(arch + ".running_mean").toTensor()),
+      EXPECT_LT(max_abs_difference(sd["bn1.running_mean"],
+                                   resnet_golden(arch + ".running_mean").toTensor()),
                 1e-6);
-      EXPECT_LT(
-          max_difference(sd["layer4.1.bn2.running_var"], golden(arch + ".running_var").toTensor()),
-          1e-6);
+      EXPECT_LT(max_abs_difference(sd["layer4.1.bn2.running_var"],
+                                   resnet_golden(arch + ".running_var").toTensor()),
+                1e-6);
     }
   }
 }
@@ -168,7 +170,7 @@ TEST(ResNet, OfficialDinoCheckpointLayoutsLoad) {
     const LoadReport r =
         load_pretrained(*model, xdino::testing::fixture("resnet/dino_resnet50_backbone.pth"),
                         "teacher", /*strict=*/true);
-    EXPECT_EQ(r.loaded, golden("resnet50.num_keys").toInt());
+    EXPECT_EQ(r.loaded, resnet_golden("resnet50.num_keys").toInt());
     expect_constants(*model);
   }
   for (const char* key : {"teacher", "student"}) {
@@ -177,7 +179,7 @@ TEST(ResNet, OfficialDinoCheckpointLayoutsLoad) {
     const LoadReport r = load_pretrained(
         *model, xdino::testing::fixture("resnet/dino_resnet50_full_checkpoint.pth"), key,
         /*strict=*/true);
-    EXPECT_EQ(r.loaded, golden("resnet50.num_keys").toInt());
+    EXPECT_EQ(r.loaded, resnet_golden("resnet50.num_keys").toInt());
     EXPECT_EQ(r.ignored.size(), 8u);  // the DINO head
     expect_constants(*model);
   }
@@ -228,9 +230,9 @@ TEST(ResNet, Float64AndBfloat16Run) {
   const Tensor x = torch::randn({2, 3, 32, 32});
   const Tensor f32 = model->forward(x);
   model->to(torch::kDouble);
-  EXPECT_LT(max_difference(model->forward(x.to(torch::kDouble)), f32), 1e-4);
+  EXPECT_LT(max_abs_difference(model->forward(x.to(torch::kDouble)), f32), 1e-4);
   model->to(torch::kBFloat16);
   const Tensor bf16 = model->forward(x.to(torch::kBFloat16));
   EXPECT_EQ(bf16.scalar_type(), torch::kBFloat16);
-  EXPECT_LT(max_difference(bf16, f32), 0.1 * f32.abs().max().item<double>());
+  EXPECT_LT(max_abs_difference(bf16, f32), 0.1 * f32.abs().max().item<double>());
 }

@@ -22,6 +22,7 @@
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 
@@ -39,11 +40,7 @@ std::vector<std::string> readme_recipe(const fs::path& data, const fs::path& out
           "--device", "cpu", "--use_fp16", "false", "--saveckp_freq", "1", "--replicas", "1"};
 }
 
-size_t count_lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-void expect_one_line_failure(const std::vector<std::string>& args, const std::string& needle) {
+void expect_resnet_refusal(const std::vector<std::string>& args, const std::string& needle) {
   std::vector<std::string> argv{dino_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
   const auto r = run_process(argv);
@@ -116,12 +113,12 @@ TEST(ResNetCli, ReadmeRecipeTrainsResumesExactlyAndEvaluates) {
 
 TEST(ResNetCli, RefusedWhereTheOfficialScriptRefusesBeforeOpeningData) {
   const std::string out = xdino::testing::fresh_dir("resnet_cli_refuse").string();
-  expect_one_line_failure(
+  expect_resnet_refusal(
       {"copy_detection", "--arch", "resnet50", "--data_path", "/no/such/data", "--output_dir", out},
       "convolutional network");
-  expect_one_line_failure({"video_segmentation", "--arch", "resnet50", "--data_path",
-                           "/no/such/data", "--output_dir", out},
-                          "convolutional network");
+  expect_resnet_refusal({"video_segmentation", "--arch", "resnet50", "--data_path", "/no/such/data",
+                         "--output_dir", out},
+                        "convolutional network");
   for (const char* command : {"train", "knn", "linear", "features", "retrieval"}) {
     SCOPED_TRACE(command);
     std::vector<std::string> args{command, "--arch", "resnet51", "--data_path", "/no/such/data"};
@@ -130,7 +127,7 @@ TEST(ResNetCli, RefusedWhereTheOfficialScriptRefusesBeforeOpeningData) {
     } else {
       args.insert(args.end(), {"--output_dir", out});
     }
-    expect_one_line_failure(args, "unknown architecture 'resnet51'");
+    expect_resnet_refusal(args, "unknown architecture 'resnet51'");
   }
   const auto info = run_process({dino_binary(), "info", "--arch", "resnet50"});
   ASSERT_EQ(info.exit_code, 0) << info.err;

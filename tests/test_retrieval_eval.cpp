@@ -23,26 +23,17 @@
 namespace fs = std::filesystem;
 using xdino::Json;
 using xdino::testing::ground_from_json;
+using xdino::testing::kPython;
+using xdino::testing::last_line;
+using xdino::testing::python_lacks;
+using xdino::testing::repo_file;
 using xdino::testing::run_process;
 namespace retrieval = xdino::eval::retrieval;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
-std::string source(const std::string& rel) {
-  return (fs::path(xdino::testing::test_data_dir()) / ".." / ".." / rel).string();
-}
-
-bool have_python_stack(std::string& missing) {
-  for (const char* m : {"torch", "h5py", "PIL", "skimage"}) {
-    if (!xdino::testing::python_has(m)) {
-      missing = std::string(kPython) + " cannot import " + m;
-      return false;
-    }
-  }
-  return true;
-}
+// What the Python references import.
+const std::vector<std::string> kRetrievalModules = {"torch", "h5py", "PIL", "skimage"};
 
 Json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -52,27 +43,20 @@ Json read_json(const fs::path& path) {
 }
 
 Json run_reference(const std::string& which, const fs::path& features, const fs::path& data) {
-  const auto r =
-      run_process({kPython, source("tests/support/retrieval_reference.py"), which, features, data});
+  const auto r = run_process(
+      {kPython, repo_file("tests/support/retrieval_reference.py"), which, features, data});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return xdino::parse_json(r.out, "retrieval_reference.py");
-}
-
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
 }
 
 class RetrievalEval : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = xdino::testing::fresh_dir("retrieval_eval");
-    std::string missing;
-    if (!have_python_stack(missing)) return;
+    if (!python_lacks(kRetrievalModules).empty()) return;
     for (const char* set : {"copydays", "revisited"}) {
       const auto r = run_process(
-          {kPython, source("tests/data/retrieval/make_sets.py"), set, (dir_ / set).string()});
+          {kPython, repo_file("tests/data/retrieval/make_sets.py"), set, (dir_ / set).string()});
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
     write_revisited_ground(dir_ / "revisited" / "roxford5k" / "gnd_roxford5k.pkl",
@@ -86,8 +70,8 @@ fs::path RetrievalEval::dir_;
 }  // namespace
 
 TEST_F(RetrievalEval, CopyDetectionMatchesThePythonReference) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kRetrievalModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   const fs::path data = dir_ / "copydays", out = dir_ / "copy_out";
   const auto r = run_process({xdino::testing::dino_binary(),
                               "copy_detection",
@@ -126,8 +110,8 @@ TEST_F(RetrievalEval, CopyDetectionMatchesThePythonReference) {
 }
 
 TEST_F(RetrievalEval, RetrievalMatchesThePythonReference) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kRetrievalModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   for (const char* multiscale : {"false", "true"}) {
     const fs::path out = dir_ / (std::string("retrieval_out_") + multiscale);
     const auto r = run_process({xdino::testing::dino_binary(),
@@ -170,8 +154,8 @@ TEST_F(RetrievalEval, RetrievalMatchesThePythonReference) {
 }
 
 TEST_F(RetrievalEval, ReadsTheGroundTruthPythonPickled) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kRetrievalModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   const retrieval::RevisitedGround expected = ground_from_json(dir_ / "revisited" / "ground.json");
   for (const char* protocol : {"2", "4"}) {
     const fs::path pkl = dir_ / (std::string("python_") + protocol + ".pkl");
@@ -195,8 +179,8 @@ TEST_F(RetrievalEval, ReadsTheGroundTruthPythonPickled) {
 }
 
 TEST_F(RetrievalEval, BadInputsGetOneLine) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kRetrievalModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   // A gnd whose indices point past the image list.
   retrieval::RevisitedGround g = ground_from_json(dir_ / "revisited" / "ground.json");
   g.gnd[1].hard.push_back(static_cast<int64_t>(g.imlist.size()) + 3);

@@ -27,7 +27,7 @@ using xdino::augment::Image;
 namespace {
 
 // Noise on a gradient: every rounding step of a resample shows up in such pixels.
-Image test_image(int width, int height, unsigned seed) {
+Image thumbnail_test_image(int width, int height, unsigned seed) {
   Image image(height, width, CV_8UC3);
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> noise(-40, 40);
@@ -43,7 +43,7 @@ Image test_image(int width, int height, unsigned seed) {
   return image;
 }
 
-void write_raw(const fs::path& path, const Image& image) {
+void write_raw_image(const fs::path& path, const Image& image) {
   std::ofstream out(path, std::ios::binary);
   for (int y = 0; y < image.rows; ++y)
     out.write(reinterpret_cast<const char*>(image.ptr<uint8_t>(y)), 3 * image.cols);
@@ -110,9 +110,9 @@ TEST(Thumbnail, BitExactWithPillow) {
   std::vector<Image> inputs;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
-    inputs.push_back(test_image(j.width, j.height, static_cast<unsigned>(i)));
+    inputs.push_back(thumbnail_test_image(j.width, j.height, static_cast<unsigned>(i)));
     const fs::path in = dir / ("in" + std::to_string(i)), out = dir / ("out" + std::to_string(i));
-    write_raw(in, inputs.back());
+    write_raw_image(in, inputs.back());
     list << j.op << ' ' << in.string() << ' ' << j.width << ' ' << j.height << ' ' << j.a << ' '
          << j.b << ' ' << out.string() << '\n';
   }

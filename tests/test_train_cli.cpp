@@ -17,6 +17,7 @@
 #include "tests/support/train_fixture.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
 using xdino::testing::TempDir;
@@ -33,10 +34,6 @@ std::vector<std::string> train_args(const fs::path& data, const fs::path& out, i
           "--replicas", "2"};
 }
 
-size_t lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
 class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override { xdino::testing::write_random_idx(data_.path(), 64); }
@@ -51,7 +48,7 @@ TEST_F(TrainCli, WritesOutputsAndResumesWhenRerun) {
   for (const char* f :
        {"config.ini", "log.txt", "checkpoint.pth", "checkpoint0000.pth", "checkpoint0001.pth"})
     EXPECT_TRUE(fs::exists(out_.path() / f)) << f;
-  EXPECT_EQ(lines(xdino::read_file(out_.path() / "log.txt")), 2u);
+  EXPECT_EQ(count_lines(xdino::read_file(out_.path() / "log.txt")), 2u);
   EXPECT_NE(xdino::read_file(out_.path() / "config.ini").find("arch = xcit_nano_12_p16"),
             std::string::npos);
   EXPECT_NE(r.out.find("BLAS"), std::string::npos) << r.out;
@@ -60,7 +57,7 @@ TEST_F(TrainCli, WritesOutputsAndResumesWhenRerun) {
   r = run_process(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Found checkpoint"), std::string::npos) << r.out;
-  EXPECT_EQ(lines(xdino::read_file(out_.path() / "log.txt")), 3u);
+  EXPECT_EQ(count_lines(xdino::read_file(out_.path() / "log.txt")), 3u);
 }
 
 TEST_F(TrainCli, SigtermSavesACheckpointExitsZeroAndResumes) {
@@ -108,7 +105,7 @@ TEST_F(TrainCli, NonFiniteLossExitsOneAndKeepsTheCheckpoint) {
   args.insert(args.end(), {"--lr", "1e30"});  // the first step blows the weights up
   const auto r = run_process(args);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("iteration"), std::string::npos) << r.err;
   EXPECT_EQ(xdino::read_file(out_.path() / "checkpoint.pth"), before);

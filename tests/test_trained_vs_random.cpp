@@ -31,18 +31,15 @@
 
 namespace fs = std::filesystem;
 using xdino::testing::dino_binary;
+using xdino::testing::kPython;
+using xdino::testing::repo_file;
 using xdino::testing::run_process;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
 // Trained minus random, crops/30..80 mean mAP, in points: measured 7.2 and 7.7 for this
 // recipe; the random-weight spread over seeds is 0.7.
 constexpr double kMarginPoints = 4.0;
-
-std::string source(const std::string& rel) {
-  return (fs::path(xdino::testing::test_data_dir()) / ".." / ".." / rel).string();
-}
 
 double crops_map(const fs::path& out) {
   std::ifstream in(out / "copy_detection.json");
@@ -62,10 +59,10 @@ TEST(TrainedVsRandom, DinoTrainedViTFindsCroppedCopiesBetterThanRandomWeights) {
     if (!xdino::testing::python_has(m)) XDINO_SKIP_MISSING() << kPython << " cannot import " << m;
   }
   const fs::path dir = xdino::testing::fresh_dir("trained_vs_random");
-  auto r = run_process({kPython, source("tests/data/retrieval/make_sets.py"), "photos",
+  auto r = run_process({kPython, repo_file("tests/data/retrieval/make_sets.py"), "photos",
                         (dir / "photos").string(), "1000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_process({kPython, source("tests/data/retrieval/make_sets.py"), "copydays",
+  r = run_process({kPython, repo_file("tests/data/retrieval/make_sets.py"), "copydays",
                    (dir / "copydays").string(), "--hard", "--originals", "96"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 

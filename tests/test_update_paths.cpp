@@ -80,8 +80,8 @@ PathRun run(UpdatePath path, torch::Device device = torch::kCPU) {
 
 // `a` equal to `b` (ulps 0), or within `ulps` float32 units in the last place of b's largest
 // element.
-void expect_same(const torch::Tensor& a, const torch::Tensor& b, int ulps,
-                 const std::string& what) {
+void expect_same_ulps(const torch::Tensor& a, const torch::Tensor& b, int ulps,
+                      const std::string& what) {
   if (ulps == 0) {
     EXPECT_TRUE(torch::equal(a, b))
         << what << ": max |diff| " << (a - b).abs().max().item<double>();
@@ -97,12 +97,12 @@ void expect_same(const torch::Tensor& a, const torch::Tensor& b, int ulps,
 void expect_identical(PathRun& a, PathRun& b, const char* what, int ulps = 0) {
   const auto pa = a.student->named_parameters(), pb = b.student->named_parameters();
   for (const auto& item : pa)
-    expect_same(item.value().cpu(), pb[item.key()].cpu(), ulps,
-                std::string(what) + ": student " + item.key());
+    expect_same_ulps(item.value().cpu(), pb[item.key()].cpu(), ulps,
+                     std::string(what) + ": student " + item.key());
   const auto ta = a.teacher->named_parameters(), tb = b.teacher->named_parameters();
   for (const auto& item : ta)
-    expect_same(item.value().cpu(), tb[item.key()].cpu(), ulps,
-                std::string(what) + ": teacher " + item.key());
+    expect_same_ulps(item.value().cpu(), tb[item.key()].cpu(), ulps,
+                     std::string(what) + ": teacher " + item.key());
   const auto sa = a.opt->state_dict().toGenericDict().at("state").toGenericDict();
   const auto sb = b.opt->state_dict().toGenericDict().at("state").toGenericDict();
   ASSERT_EQ(sa.size(), sb.size()) << what;
@@ -110,7 +110,7 @@ void expect_identical(PathRun& a, PathRun& b, const char* what, int ulps = 0) {
     const auto ea = entry.value().toGenericDict(), eb = sb.at(entry.key()).toGenericDict();
     EXPECT_EQ(ea.at("step").toInt(), eb.at("step").toInt()) << what;
     for (const char* k : {"exp_avg", "exp_avg_sq"})
-      expect_same(
+      expect_same_ulps(
           ea.at(k).toTensor().cpu(), eb.at(k).toTensor().cpu(), ulps,
           std::string(what) + ": " + k + " of parameter " + std::to_string(entry.key().toInt()));
   }

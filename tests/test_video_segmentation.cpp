@@ -25,29 +25,21 @@
 
 namespace fs = std::filesystem;
 namespace video = xdino::eval::video;
+using xdino::testing::kPython;
+using xdino::testing::last_line;
+using xdino::testing::python_lacks;
+using xdino::testing::repo_file;
 using xdino::testing::run_process;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
+// What the Python references import.
+const std::vector<std::string> kVideoModules = {"torch", "PIL", "skimage"};
 
-std::string source(const std::string& rel) {
-  return (fs::path(xdino::testing::test_data_dir()) / ".." / ".." / rel).string();
-}
-
-bool have_python_stack(std::string& missing) {
-  for (const char* m : {"torch", "PIL", "skimage"}) {
-    if (!xdino::testing::python_has(m)) {
-      missing = std::string(kPython) + " cannot import " + m;
-      return false;
-    }
-  }
-  return true;
-}
-
-torch::Tensor python(const std::string& mode, const xdino::IDict& input, const fs::path& dir) {
+torch::Tensor python_reference(const std::string& mode, const xdino::IDict& input,
+                               const fs::path& dir) {
   xdino::save_pth(dir / "in.pth", input);
-  const auto r = run_process({kPython, source("tests/support/video_reference.py"), mode,
+  const auto r = run_process({kPython, repo_file("tests/support/video_reference.py"), mode,
                               (dir / "in.pth").string(), (dir / "out.pth").string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return xdino::load_pth(dir / "out.pth").toTensor();
@@ -59,17 +51,11 @@ cv::Mat square(int size, int x, int y, int side) {
   return m;
 }
 
-std::string last_line(const std::string& text) {
-  std::string t = text;
-  while (!t.empty() && t.back() == '\n') t.pop_back();
-  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
-}
-
 }  // namespace
 
 TEST(VideoSegmentation, PropagationMatchesThePythonTranscription) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kVideoModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   const fs::path dir = xdino::testing::fresh_dir("propagation");
   torch::manual_seed(3);
   for (const int64_t radius : {2, 0}) {
@@ -83,7 +69,7 @@ TEST(VideoSegmentation, PropagationMatchesThePythonTranscription) {
     in.insert("segs", segs);
     in.insert("radius", radius);
     in.insert("topk", int64_t{5});
-    const torch::Tensor theirs = python("propagate", in, dir);
+    const torch::Tensor theirs = python_reference("propagate", in, dir);
     const torch::Tensor mask =
         radius > 0 ? video::neighbourhood_mask(h, w, radius) : torch::Tensor();
     const torch::Tensor ours = video::propagate(target, sources, segs, mask, 5);
@@ -106,8 +92,8 @@ TEST(VideoSegmentation, FramesAndMasksShareTheFeatureGrid) {
 }
 
 TEST(VideoSegmentation, NearestResizeIsPillows) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kVideoModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   const fs::path dir = xdino::testing::fresh_dir("nearest");
   const torch::Tensor labels = torch::randint(0, 5, {37, 61}, torch::kUInt8);
   const cv::Mat m(37, 61, CV_8UC1, labels.data_ptr<uint8_t>());
@@ -117,7 +103,7 @@ TEST(VideoSegmentation, NearestResizeIsPillows) {
     in.insert("labels", labels);
     in.insert("width", int64_t{w});
     in.insert("height", int64_t{h});
-    const torch::Tensor theirs = python("nearest", in, dir);
+    const torch::Tensor theirs = python_reference("nearest", in, dir);
     const cv::Mat ours = video::resize_nearest(m, w, h);
     const torch::Tensor ours_t = torch::from_blob(ours.data, {h, w}, torch::kUInt8);
     EXPECT_TRUE(torch::equal(ours_t, theirs)) << w << "x" << h;
@@ -164,11 +150,11 @@ TEST(VideoSegmentation, JAndFOnMasksWithAKnownAnswer) {
 }
 
 TEST(VideoSegmentation, EndToEndJAndFMatchThePythonToolkitDefinitions) {
-  std::string missing;
-  if (!have_python_stack(missing)) XDINO_SKIP_MISSING() << missing;
+  const std::string missing = python_lacks(kVideoModules);
+  if (!missing.empty()) XDINO_SKIP_MISSING() << missing;
   const fs::path dir = xdino::testing::fresh_dir("video_segmentation");
   auto r = run_process(
-      {kPython, source("tests/data/video/make_davis.py"), (dir / "davis").string(), "6"});
+      {kPython, repo_file("tests/data/video/make_davis.py"), (dir / "davis").string(), "6"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path out = dir / "out";
   r = run_process({xdino::testing::dino_binary(), "video_segmentation", "--data_path",
@@ -178,7 +164,7 @@ TEST(VideoSegmentation, EndToEndJAndFMatchThePythonToolkitDefinitions) {
   std::stringstream text;
   text << in.rdbuf();
   const xdino::Json ours = xdino::parse_json(text.str(), "video_segmentation.json");
-  r = run_process({kPython, source("tests/support/video_reference.py"), "jf",
+  r = run_process({kPython, repo_file("tests/support/video_reference.py"), "jf",
                    (dir / "davis").string(), out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const xdino::Json ref = xdino::parse_json(r.out, "video_reference.py");

@@ -73,7 +73,7 @@ std::vector<Tensor> naive_vit_blocks(const Tensor& img, const naive::Params& p, 
   return outs;
 }
 
-int64_t closed_form_params(int64_t C, int64_t patch, int64_t img = 224) {
+int64_t vit_closed_form_params(int64_t C, int64_t patch, int64_t img = 224) {
   const int64_t n0 = (img / patch) * (img / patch);
   return 3 * patch * patch * C + C + C + (n0 + 1) * C + 12 * (12 * C * C + 13 * C) + 2 * C;
 }
@@ -88,14 +88,14 @@ TEST(ViT, ParameterCountsMatchClosedFormAndPublishedSizes) {
     for (int64_t patch : {16, 8}) {
       BackboneOptions o;
       o.patch_size = patch;
-      EXPECT_EQ(create_backbone(name, o)->num_parameters(), closed_form_params(C, patch))
+      EXPECT_EQ(create_backbone(name, o)->num_parameters(), vit_closed_form_params(C, patch))
           << name << "/" << patch;
     }
   }
-  EXPECT_EQ(closed_form_params(384, 16), 21665664);  // timm vit_small_patch16_224 minus head
-  EXPECT_EQ(closed_form_params(768, 16), 85798656);  // timm vit_base_patch16_224 minus head
-  EXPECT_NEAR(closed_form_params(384, 16) / 1e6, 21.7, 0.05);
-  EXPECT_NEAR(closed_form_params(768, 8) / 1e6, 85.8, 0.05);
+  EXPECT_EQ(vit_closed_form_params(384, 16), 21665664);  // timm vit_small_patch16_224 minus head
+  EXPECT_EQ(vit_closed_form_params(768, 16), 85798656);  // timm vit_base_patch16_224 minus head
+  EXPECT_NEAR(vit_closed_form_params(384, 16) / 1e6, 21.7, 0.05);
+  EXPECT_NEAR(vit_closed_form_params(768, 8) / 1e6, 85.8, 0.05);
 }
 
 TEST(ViT, FlopsMatchTheSpec) {

@@ -23,7 +23,7 @@ using torch::Tensor;
 
 namespace {
 
-XCiTConfig tiny_config(int64_t patch, bool tokens_norm) {
+XCiTConfig tiny_xcit_config(int64_t patch, bool tokens_norm) {
   XCiTConfig c;
   c.name = "xcit_test_tiny";
   c.patch_size = patch;
@@ -36,7 +36,7 @@ XCiTConfig tiny_config(int64_t patch, bool tokens_norm) {
 
 std::shared_ptr<XCiT> tiny_model(int64_t patch, bool tokens_norm, torch::Dtype dtype,
                                  uint64_t seed) {
-  auto m = std::make_shared<XCiT>(tiny_config(patch, tokens_norm));
+  auto m = std::make_shared<XCiT>(tiny_xcit_config(patch, tokens_norm));
   m->to(dtype);
   naive::randomize(*m, seed);
   m->eval();
@@ -73,7 +73,7 @@ std::vector<KeyShape> model_keys(const torch::nn::Module& m) {
 }
 
 // Parameter count from the layer definitions of the XCiT family (closed form, num_classes 0).
-int64_t closed_form_params(int64_t C, int64_t depth, int64_t heads, int64_t patch) {
+int64_t xcit_closed_form_params(int64_t C, int64_t depth, int64_t heads, int64_t patch) {
   int64_t n = C;  // cls_token
   int64_t in = 3, out = C / (patch / 2);
   for (; out <= C; in = out, out *= 2) n += out * in * 9 + 2 * out;  // conv + BN affine
@@ -224,12 +224,12 @@ TEST(XCiTModel, TruncatedNormalHonoursMaterialBounds) {
   // N(0, 1) truncated to [-1, 1]: variance 1 - 2 phi(1) / (2 Phi(1) - 1) = 0.29112.
   torch::manual_seed(31);
   Tensor t = torch::empty({200000});
-  trunc_normal_(t, 0.0, 1.0, -1.0, 1.0);
+  xdino::models::trunc_normal_(t, 0.0, 1.0, -1.0, 1.0);
   EXPECT_LE(t.abs().max().item<double>(), 1.0);
   EXPECT_NEAR(t.var().item<double>(), 0.29112, 0.005);
   EXPECT_NEAR(t.mean().item<double>(), 0.0, 0.005);
   // Shifted mean with absolute bounds (timm semantics): all samples in [a, b].
-  trunc_normal_(t, 2.0, 0.5, 1.5, 4.0);
+  xdino::models::trunc_normal_(t, 2.0, 0.5, 1.5, 4.0);
   EXPECT_GE(t.min().item<double>(), 1.5);
   const auto phi = [](double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); };
   const auto Phi = [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); };
@@ -259,7 +259,7 @@ TEST(XCiTModel, ParameterCountsOfAllVariantsMatchTheSpec) {
   for (const XCiTConfig& c : xcit_variants()) {
     const std::string size = c.name.substr(5, c.name.rfind("_p") - 5);
     const double want_m = c.patch_size == 16 ? spec.at(size).first : spec.at(size).second;
-    const int64_t exact = closed_form_params(c.embed_dim, c.depth, c.num_heads, c.patch_size);
+    const int64_t exact = xcit_closed_form_params(c.embed_dim, c.depth, c.num_heads, c.patch_size);
     EXPECT_NEAR(exact / 1e6, want_m, 0.0005 + 1e-9) << c.name;
     EXPECT_EQ(create_backbone(c.name)->num_parameters(), exact) << c.name;
   }
@@ -275,7 +275,7 @@ TEST(XCiTModel, SmallImageVariantsHavePatch4AndTheirNamedShape) {
     EXPECT_EQ(c.depth, depth) << c.name;
     EXPECT_EQ(c.embed_dim, size.rfind("nano", 0) == 0 ? 128 : 192) << c.name;
     const auto m = create_backbone(c.name);
-    EXPECT_EQ(m->num_parameters(), closed_form_params(c.embed_dim, c.depth, c.num_heads, 4))
+    EXPECT_EQ(m->num_parameters(), xcit_closed_form_params(c.embed_dim, c.depth, c.num_heads, 4))
         << c.name;
     EXPECT_EQ(m->token_grid(28, 28), std::make_pair(int64_t{7}, int64_t{7})) << c.name;
     EXPECT_EQ(m->patch_size(), 4);
@@ -309,7 +309,7 @@ TEST(XCiTModel, FlopsMatchTheSpecTable) {
 TEST(XCiTModel, FlopsCountWhatTheForwardComputes) {
   // Tiny model at an odd size: FLOPs from shapes equal the sum of the fvcore rules applied
   // layer by layer here by hand (C=16, h=4, d=4, p16, 45x30 -> 23x15 -> 12x8 -> 6x4 -> 3x2).
-  const XCiTConfig c = tiny_config(16, true);
+  const XCiTConfig c = tiny_xcit_config(16, true);
   double want = 2 * 3 * 9 * 23 * 15 + 4 * 2 * 9 * 12 * 8 + 8 * 4 * 9 * 6 * 4 + 16 * 8 * 9 * 3 * 2;
   want += 2 * (2 * 23 * 15 + 4 * 12 * 8 + 8 * 6 * 4 + 16 * 3 * 2);  // eval BN
   const double N = 6, T = 7, C = 16;
@@ -369,7 +369,7 @@ TEST(XCiTModel, BadIndicesAreUsageErrors) {
 
 TEST(XCiTModel, TrainModeDropsPathsEvalIsDeterministic) {
   auto m = std::make_shared<XCiT>([] {
-    XCiTConfig c = tiny_config(16, true);
+    XCiTConfig c = tiny_xcit_config(16, true);
     c.drop_path_rate = 0.5;
     return c;
   }());

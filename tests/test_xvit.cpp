@@ -102,7 +102,7 @@ Tensor naive_block(const Tensor& x, const naive::Params& p, int64_t heads, int64
   return y + naive_affine(naive::mlp(ln(y, "norm3"), p, "mlp."), p, "affine3.");
 }
 
-XViTConfig tiny_config(int64_t patch) {
+XViTConfig tiny_xvit_config(int64_t patch) {
   XViTConfig c;
   c.name = "xvit_test";
   c.patch_size = patch;
@@ -221,7 +221,7 @@ TEST(XViTClassAttentionBlock, UpdatesOnlyClsAndGradientsMatch) {
 
 TEST(XViT, ShapesAtP16AndP8AndNonSquareSizes) {
   for (int64_t patch : {16, 8}) {
-    XViT model(tiny_config(patch));
+    XViT model(tiny_xvit_config(patch));
     model.eval();
     torch::NoGradGuard no_grad;
     for (const auto& [H, W] : {std::pair{64, 96}, std::pair{50, 70}}) {
@@ -248,13 +248,13 @@ TEST(XViT, ShapesAtP16AndP8AndNonSquareSizes) {
 }
 
 TEST(XViT, BadConfigurationsThrow) {
-  XViTConfig c = tiny_config(16);
+  XViTConfig c = tiny_xvit_config(16);
   c.patch_size = 2;
   EXPECT_THROW(XViT{c}, xdino::UsageError);
-  c = tiny_config(16);
+  c = tiny_xvit_config(16);
   c.num_heads = 5;
   EXPECT_THROW(XViT{c}, xdino::UsageError);
-  c = tiny_config(16);
+  c = tiny_xvit_config(16);
   c.depth = 0;
   EXPECT_THROW(XViT{c}, xdino::UsageError);
 }

@@ -25,9 +25,19 @@ fs::path fresh_dir(const std::string& name) {
 
 fs::path fixture(const std::string& rel) { return fs::path(test_data_dir()) / rel; }
 
+std::string repo_file(const std::string& rel) {
+  return (fs::path(test_data_dir()) / ".." / ".." / rel).string();
+}
+
 bool python_has(const std::string& module) {
-  if (!fs::exists("/usr/bin/python3")) return false;
-  return run_process({"/usr/bin/python3", "-c", "import " + module}, {}, 60).exit_code == 0;
+  if (!fs::exists(kPython)) return false;
+  return run_process({kPython, "-c", "import " + module}, {}, 60).exit_code == 0;
+}
+
+std::string python_lacks(const std::vector<std::string>& modules) {
+  for (const auto& m : modules)
+    if (!python_has(m)) return std::string(kPython) + " cannot import " + m;
+  return "";
 }
 
 namespace {

@@ -2,8 +2,11 @@
 //
 // Contract: fresh_dir(name) returns an empty folder under the system temp dir, unique to this
 // process and name (removed first if it exists; tests remove it when done). fixture(rel) is
-// tests/data/<rel>. python_has(module) tells whether /usr/bin/python3 can import `module`
-// (tests that cross-check with Python skip themselves when it cannot). write_random_idx(dir, n)
+// tests/data/<rel>; repo_file(rel) is <rel> under the repository root (bench/, tools/, ...).
+// python_has(module) tells whether kPython can import `module`; python_lacks(modules) is "" when
+// it can import all of them, else "/usr/bin/python3 cannot import <the first missing>" (tests
+// that cross-check with Python skip themselves, with that reason, when it cannot).
+// kFashionMnist is where Debian's dataset-fashion-mnist installs the data. write_random_idx(dir, n)
 // writes an IDX training set of n random 28x28 images with labels i % 10, in Fashion-MNIST's
 // layout (train-images-idx3-ubyte, train-labels-idx1-ubyte), the same bytes on every call.
 // write_ppm_folder(root, per_class, width, height) writes an ImageFolder root/{train,val}/{a,b}/
@@ -22,12 +25,18 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace xdino::testing {
 
+inline constexpr char kPython[] = "/usr/bin/python3";
+inline const std::filesystem::path kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
 std::filesystem::path fresh_dir(const std::string& name);
 std::filesystem::path fixture(const std::string& rel);
+std::string repo_file(const std::string& rel);
 bool python_has(const std::string& module);
+std::string python_lacks(const std::vector<std::string>& modules);
 void write_random_idx(const std::filesystem::path& dir, int n);
 void write_ppm_folder(const std::filesystem::path& root, int per_class, int width, int height);
 std::string differences_from(const std::filesystem::path& ref, const std::filesystem::path& run);

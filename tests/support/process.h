@@ -8,8 +8,11 @@
 // stdout and stderr going to the two files, and returns its pid; wait_process(pid, timeout)
 // waits for it (killing it after timeout_seconds: then timed_out) and returns the exit code,
 // timed_out and seconds of a ProcessResult (out and err stay empty).
+// count_lines(text) counts its newlines, count_of(text, what) the (possibly overlapping)
+// occurrences of `what`, last_line(text) is its last non-empty line without the newline.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +34,10 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 int start_process(const std::vector<std::string>& argv, const std::string& out_path,
                   const std::string& err_path, const std::map<std::string, std::string>& env = {});
 ProcessResult wait_process(int pid, double timeout_seconds);
+
+size_t count_lines(const std::string& text);
+size_t count_of(const std::string& text, const std::string& what);
+std::string last_line(const std::string& text);
 
 // Path of the dino binary under test (set by CMake).
 std::string dino_binary();

@@ -17,8 +17,6 @@
 namespace xdino::testing {
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
 std::string escaped(const std::string& s) {
   std::string out;
   char buf[8];
@@ -203,14 +201,6 @@ std::map<std::string, std::vector<std::string>> expected_descriptions() {
 
 c10::impl::GenericDict any_dict() {
   return c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get());
-}
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("xdino_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 void save_pth_zip64(const std::filesystem::path& path, const c10::IValue& value) {
