@@ -30,9 +30,7 @@ EvalTransform::EvalTransform(EvalTransformOptions options)
 }
 
 void EvalTransform::crop(const Image& image, Image& out) const {
-  XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
-              "eval transform expects a non-empty RGB uint8 image, got ", image.cols, "x",
-              image.rows, " of cv type ", image.type());
+  normalizer_.check_input(image, "eval transform");
   const cv::Size resized = resize_shorter_side(image.size(), resize_size_);
   const int s = static_cast<int>(options_.crop_size);
   const cv::Rect window = center_crop_box(resized, cv::Size(s, s));
@@ -71,9 +69,7 @@ LinearTrainTransform::LinearTrainTransform(LinearTrainOptions options)
 }
 
 void LinearTrainTransform::crop(const Image& image, Rng& rng, Image& out) const {
-  XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
-              "linear train transform expects a non-empty RGB uint8 image, got ", image.cols, "x",
-              image.rows, " of cv type ", image.type());
+  normalizer_.check_input(image, "linear train transform");
   const LinearTrainOptions& o = options_;
   const cv::Rect box =
       random_resized_crop_box(image.size(), o.scale[0], o.scale[1], o.ratio[0], o.ratio[1], rng);

@@ -83,9 +83,7 @@ void MultiCropAugmentation::render(const Image& image, const CropPlan& plan, Ima
 }
 
 void MultiCropAugmentation::operator()(const Image& image, Rng& rng, float* const* out) const {
-  XDINO_CHECK(image.type() == CV_8UC3 && !image.empty(),
-              "multi-crop expects a non-empty RGB uint8 image, got ", image.cols, "x", image.rows,
-              " of cv type ", image.type());
+  normalizer_.check_input(image, "multi-crop");
   // One scratch image per crop size, so that the buffers are reused, not reallocated.
   thread_local Image global_crop, local_crop, gray;
   const Image& source = normalizer_.input(image, gray);

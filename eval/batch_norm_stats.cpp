@@ -135,7 +135,7 @@ int64_t recalibrate_batch_norm(models::Backbone& model, const augment::DatasetPt
   const auto start = std::chrono::steady_clock::now();
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = o.image_size;
-  eval_options.normalization = augment::default_normalization(model.in_chans());
+  eval_options.normalization = augment::normalization_for(model.in_chans(), o.mean, o.std);
   augment::LoaderOptions lo;
   lo.batch_size = o.batch_size;
   lo.num_workers = o.num_workers;

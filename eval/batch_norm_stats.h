@@ -58,6 +58,7 @@ struct RecalibrationOptions {
   int64_t batch_size = 128;
   int64_t num_workers = 10;
   int64_t image_size = 224;
+  std::vector<double> mean, std;  // the normalisation (augment/ops/tensor.h, normalization_for)
 };
 
 int64_t recalibrate_batch_norm(models::Backbone& model, const augment::DatasetPtr& images,

@@ -12,8 +12,9 @@
 namespace xdino::eval {
 
 augment::DatasetPtr open_eval_split(const std::string& data_path, const std::string& split,
-                                    const EvalSubset& subset) {
+                                    const EvalSubset& subset, int64_t in_chans) {
   augment::DatasetOptions o;
+  o.decode = augment::float_pixels_if_needed(in_chans);
   o.max_samples = split == "train" ? subset.max_train_samples : subset.max_val_samples;
   return augment::open_dataset(data_path, split, o);
 }
@@ -34,7 +35,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
       "patch tokens come with the backbone feature only");
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = options.image_size;
-  eval_options.normalization = augment::default_normalization(model.in_chans());
+  eval_options.normalization = augment::normalization_for(model.in_chans(), options.mean, options.std);
   augment::LoaderOptions lo;
   lo.batch_size = options.batch_size;
   lo.num_workers = options.num_workers;
@@ -120,13 +121,17 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
                   o.split, "'");
   models::check_arch(o.model.arch);
   check_in_chans(o.model);
-  const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split);
+  augment::DatasetOptions data_options;
+  data_options.decode = augment::float_pixels_if_needed(o.model.in_chans);
+  const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split, data_options);
   const auto model = load_frozen_backbone(o.model, device);
   ExtractOptions e;
   e.batch_size = o.batch_size_per_gpu;
   e.num_workers = o.num_workers;
   e.image_size = o.model.image_size;
   e.patch_tokens = o.patch_tokens;
+  e.mean = o.model.mean;
+  e.std = o.model.std;
   const std::filesystem::path out(o.output);
   if (comm.is_main() && out.has_parent_path())
     std::filesystem::create_directories(out.parent_path());

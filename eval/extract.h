@@ -42,6 +42,9 @@ struct ExtractOptions {
   FeatureKind kind = FeatureKind::kBackbone;
   int64_t n_last_blocks = 4;         // kLinear only
   bool avgpool_patchtokens = false;  // kLinear only
+  // The normalisation, --mean/--std (augment/ops/tensor.h, normalization_for): empty is the
+  // default of the model's channel count.
+  std::vector<double> mean, std;
   // The retrieval-style evaluations (eval/retrieval/) set these: `transform` replaces the
   // EvalTransform (images of any size need batch_size 1), `rows` replaces the kind's feature,
   // and `description` says what a row is in the file attributes.
@@ -70,9 +73,10 @@ struct EvalSubset {
   int64_t max_val_samples = 0;
 };
 
-// open_dataset(data_path, split) limited by `subset` ("train" or "val").
+// open_dataset(data_path, split) limited by `subset` ("train" or "val"), decoded for a model of
+// `in_chans` channels (0: not known yet; augment::float_pixels_if_needed).
 augment::DatasetPtr open_eval_split(const std::string& data_path, const std::string& split,
-                                    const EvalSubset& subset);
+                                    const EvalSubset& subset, int64_t in_chans);
 
 // `dino features`: L2-normalised backbone features of one split written to one HDF5 file
 // (features_io.h) by rank 0, with the model recorded in its attributes.

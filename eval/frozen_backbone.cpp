@@ -45,7 +45,12 @@ std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model
 }  // namespace
 
 void check_in_chans(const BackboneSpec& spec) {
-  if (spec.in_chans != models::kInChansFromWeights) augment::default_normalization(spec.in_chans);
+  if (spec.in_chans != models::kInChansFromWeights)
+    augment::normalization_for(spec.in_chans, spec.mean, spec.std);
+}
+
+augment::Normalization normalization_of(const BackboneSpec& spec, const models::Backbone& model) {
+  return augment::normalization_for(model.in_chans(), spec.mean, spec.std);
 }
 
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,

@@ -18,8 +18,9 @@
 //    A model of other than 3 channels is logged in one line ("vit_small reads 1-channel
 //    images"); `rgb_only` names a protocol whose data pipeline is RGB only (copy detection,
 //    retrieval, video segmentation, visualize): such a model is then one UsageError line.
-//  - check_in_chans(spec): an explicit in_chans the data pipeline cannot feed (not 1 or 3) is
-//    one UsageError line, for the commands to call before they open data.
+//  - check_in_chans(spec): an explicit in_chans without the normalisation it needs (--mean and
+//    --std for other than 1 or 3 channels) is one UsageError line, for the commands to call
+//    before they load anything.
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
 //    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size,
 //    pretrained_weights, checkpoint_key, weights
@@ -30,6 +31,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "augment/ops/tensor.h"
 
 #include "core/json.h"
 #include "eval/features_io.h"
@@ -49,7 +53,13 @@ struct BackboneSpec {
   // ours (timm's in_chans): channels of the images; kInChansFromWeights: those of
   // --pretrained_weights' input conv, 3 for random weights.
   int64_t in_chans = models::kInChansFromWeights;
+  // ours (timm's --mean/--std): the data's normalisation, one value or in_chans each; empty:
+  // ImageNet's for 3 channels, its average for 1 (augment/ops/tensor.h, normalization_for).
+  std::vector<double> mean, std;
 };
+
+// The normalisation and decoding of the images `model` reads, as `spec` asks.
+augment::Normalization normalization_of(const BackboneSpec& spec, const models::Backbone& model);
 
 void check_in_chans(const BackboneSpec& spec);
 

@@ -71,6 +71,8 @@ FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o,
   e.batch_size = o.batch_size_per_gpu;
   e.num_workers = o.num_workers;
   e.image_size = o.model.image_size;
+  e.mean = o.model.mean;
+  e.std = o.model.std;
   log::info("Extracting features for ", split, " set...");
   FeatureSet f = extract_features(model, data, e, comm, device);
   set_model_attributes(f.attributes, o.model, split);
@@ -115,8 +117,10 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     if (comm.is_main()) data = load_dumped(options.load_features, model_spec);
   } else {
     // Data first: a wrong --data_path fails before any model work.
-    const augment::DatasetPtr train = open_eval_split(options.data_path, "train", options.subset);
-    const augment::DatasetPtr val = open_eval_split(options.data_path, "val", options.subset);
+    const augment::DatasetPtr train =
+        open_eval_split(options.data_path, "train", options.subset, options.model.in_chans);
+    const augment::DatasetPtr val =
+        open_eval_split(options.data_path, "val", options.subset, options.model.in_chans);
     const auto model = load_frozen_backbone(options.model, device);
     if (random_weights) batch_norm = has_batch_norm(*model) ? "initial" : "none";
     data.train = extract_split(*model, options, train, "train", comm, device);
@@ -134,8 +138,11 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
       r.batch_size = options.batch_size_per_gpu;
       r.num_workers = options.num_workers;
       r.image_size = options.model.image_size;
+      r.mean = options.model.mean;
+      r.std = options.model.std;
       bn_images = recalibrate_batch_norm(
-          *model, open_eval_split(options.data_path, "train", images), r, comm, device);
+          *model, open_eval_split(options.data_path, "train", images, model->in_chans()), r, comm,
+          device);
       log::info("Random init with the BatchNorm statistics of the data:");
       data_bn.train = extract_split(*model, options, train, "train", comm, device);
       data_bn.test = extract_split(*model, options, val, "val", comm, device);

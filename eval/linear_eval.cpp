@@ -163,8 +163,9 @@ struct ProbeInputs {
 ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torch::Device device) {
   const std::shared_ptr<models::Backbone> model = load_frozen_backbone(o.model, device);
   augment::DatasetPtr train_data;
-  if (!o.evaluate) train_data = open_eval_split(o.data_path, "train", o.subset);
-  const augment::DatasetPtr val_data = open_eval_split(o.data_path, "val", o.subset);
+  if (!o.evaluate) train_data = open_eval_split(o.data_path, "train", o.subset, model->in_chans());
+  const augment::DatasetPtr val_data =
+      open_eval_split(o.data_path, "val", o.subset, model->in_chans());
   ProbeInputs in;
   in.classes = val_data->num_classes();
   if (train_data) in.classes = std::max(in.classes, train_data->num_classes());
@@ -179,7 +180,7 @@ ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torc
   in.val_batches = [&o, &comm, device, model, val_data]() -> std::unique_ptr<FeatureBatches> {
     const auto eval_tf =
         std::make_shared<const augment::EvalTransform>(augment::EvalTransformOptions{
-            o.model.image_size, 0, augment::default_normalization(model->in_chans())});
+            o.model.image_size, 0, normalization_of(o.model, *model)});
     return std::make_unique<BackboneBatches>(
         val_shard(val_data, comm),
         [eval_tf](const augment::Image& im, augment::Rng&) {
@@ -190,7 +191,7 @@ ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torc
   in.train_batches = [&o, &comm, device, model, train_data]() -> std::unique_ptr<FeatureBatches> {
     augment::LinearTrainOptions lt;
     lt.crop_size = o.model.image_size;
-    lt.normalization = augment::default_normalization(model->in_chans());
+    lt.normalization = normalization_of(o.model, *model);
     const auto train_tf = std::make_shared<const augment::LinearTrainTransform>(lt);
     return std::make_unique<BackboneBatches>(
         train_data,
@@ -219,8 +220,8 @@ ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex, 
     }
   } else {
     const auto model = load_frozen_backbone(o.model, device);
-    const auto train_data = open_eval_split(o.data_path, "train", o.subset);
-    const auto val_data = open_eval_split(o.data_path, "val", o.subset);
+    const auto train_data = open_eval_split(o.data_path, "train", o.subset, model->in_chans());
+    const auto val_data = open_eval_split(o.data_path, "val", o.subset, model->in_chans());
     train_set = extract_features(*model, train_data, ex, comm, device);
     val_set = extract_features(*model, val_data, ex, comm, device);
     if (comm.is_main() && !o.dump_features.empty()) {
@@ -326,6 +327,8 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   ex.kind = FeatureKind::kLinear;
   ex.n_last_blocks = o.n_last_blocks;
   ex.avgpool_patchtokens = o.avgpool_patchtokens;
+  ex.mean = o.model.mean;
+  ex.std = o.model.std;
   const ProbeInputs in =
       cached ? cached_inputs(o, ex, comm, device) : official_inputs(o, comm, device);
   XDINO_CHECK_ARG(in.classes <= o.num_labels, "the data has ", in.classes,

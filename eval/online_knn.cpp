@@ -21,6 +21,7 @@ std::unique_ptr<OnlineKnn> OnlineKnn::open(const OnlineKnnOptions& o) {
   XDINO_CHECK_ARG(o.val_samples >= 1, "--knn_val_samples must be positive, got ", o.val_samples);
   augment::DatasetOptions train_options;
   train_options.max_samples = o.train_samples;
+  train_options.decode = augment::float_pixels_if_needed(o.in_chans);
   auto train = augment::open_dataset(o.data_path, "train", train_options);
   if (train->num_classes() == 0) {
     log::info("online k-NN skipped: ", train->describe(),
@@ -29,6 +30,7 @@ std::unique_ptr<OnlineKnn> OnlineKnn::open(const OnlineKnnOptions& o) {
   }
   augment::DatasetOptions val_options;
   val_options.max_samples = o.val_samples;
+  val_options.decode = augment::float_pixels_if_needed(o.in_chans);
   auto val = augment::open_dataset(o.data_path, "val", val_options);
   XDINO_CHECK_ARG(val->num_classes() == train->num_classes(), "online k-NN: the val split of ",
                   o.data_path, " has ", val->num_classes(), " classes and its train split ",
@@ -48,6 +50,8 @@ OnlineKnnResult OnlineKnn::measure(models::Backbone& backbone, Communicator& com
   e.batch_size = options_.batch_size;
   e.num_workers = options_.num_workers;
   e.image_size = options_.image_size;
+  e.mean = options_.mean;
+  e.std = options_.std;
   FeatureSet train, val;
   try {
     train = extract_features(backbone, train_, e, comm, device);
@@ -112,6 +116,8 @@ std::optional<OnlineKnnResult> OnlineKnn::measure_with_data_batch_norm(
   r.batch_size = options_.batch_size;
   r.num_workers = options_.num_workers;
   r.image_size = options_.image_size;
+  r.mean = options_.mean;
+  r.std = options_.std;
   recalibrate_batch_norm(*copy, train_, r, comm, device);
   return measure(*copy, comm, device);
 }

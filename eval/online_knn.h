@@ -49,6 +49,7 @@ struct OnlineKnnOptions {
   int64_t val_samples = 1000;
   int64_t image_size = 224;
   int64_t in_chans = 3;  // of pixels(); measure() reads as many channels as the model takes
+  std::vector<double> mean, std;  // the normalisation (augment/ops/tensor.h, normalization_for)
   int64_t k = kReportedK;
   double temperature = KnnParams{}.temperature;
   int64_t batch_size = 256;

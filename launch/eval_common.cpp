@@ -21,10 +21,15 @@ void declare_weights_flags(Flags& f, eval::BackboneSpec& s) {
 void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
   declare_weights_flags(f, s);
   f.add("in_chans", &s.in_chans,
-        "channels of the images: 3 (RGB) or 1 (grayscale, converted to L as Pillow's "
-        "convert(\"L\") does; timm's in_chans, which the official scripts lack); 0: those of "
-        "--pretrained_weights' input conv, 3 for random weights. 3-channel weights are adapted "
-        "to 1 as timm's adapt_input_conv does");
+        "channels of the images: 3 (RGB), 1 (grayscale, converted to L as Pillow's "
+        "convert(\"L\") does) or any other (multispectral TIFF/PNG, the float pipeline); timm's "
+        "in_chans, which the official scripts lack. 0: those of --pretrained_weights' input "
+        "conv, 3 for random weights. 3-channel weights are adapted as timm's adapt_input_conv "
+        "does");
+  f.add("mean", &s.mean,
+        "normalisation mean per channel, on the [0, 1] scale (one value or one per channel; "
+        "timm's --mean); default ImageNet's, needed for other than 1 or 3 channels");
+  f.add("std", &s.std, "normalisation std per channel, as --mean");
   f.add("image_size", &s.image_size,
         "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
 }

@@ -27,6 +27,8 @@ LearningMonitor::LearningMonitor(const ssl::DinoOptions& o, const MonitorOptions
   ko.val_samples = m.knn_val_samples;
   ko.image_size = o.global_crops_size;
   ko.in_chans = o.in_chans;
+  ko.mean = o.mean;
+  ko.std = o.std;
   ko.num_workers = o.num_workers;
   knn_ = eval::OnlineKnn::open(ko);
 }

@@ -31,7 +31,7 @@ augment::MultiCropOptions multi_crop_options(const ssl::DinoOptions& o) {
       " values");
   mo.blur_sigma_min = o.blur_sigma[0];
   mo.blur_sigma_max = o.blur_sigma[1];
-  mo.normalization = augment::default_normalization(o.in_chans);
+  mo.normalization = augment::normalization_for(o.in_chans, o.mean, o.std);
   return mo;
 }
 
@@ -41,6 +41,7 @@ std::shared_ptr<ssl::DataSource> open_train_data(const ssl::DinoOptions& o,
   augment::SampleTransform transform = augment::multi_crop_transform(multi_crop_options(o));
   augment::DatasetOptions dataset_options;
   dataset_options.max_samples = o.max_samples;
+  dataset_options.decode = augment::float_pixels_if_needed(o.in_chans);
   const auto dataset = augment::open_dataset(o.data_path, "train", dataset_options);
   log::info("Data loaded: ", dataset->describe());
   augment::LoaderOptions lo;

@@ -9,9 +9,15 @@ void declare_dino_model_flags(Flags& f, ssl::DinoOptions& o) {
   f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
       .add("patch_size", &o.patch_size, models::patch_size_help())
       .add("in_chans", &o.in_chans,
-           "channels of the images: 3 (RGB) or 1 (grayscale, each image converted to L as "
-           "Pillow's convert(\"L\") does; timm's in_chans, which main_dino.py lacks). 3-channel "
-           "--pretrained_weights are adapted as timm's adapt_input_conv does")
+           "channels of the images: 3 (RGB), 1 (grayscale, each image converted to L as "
+           "Pillow's convert(\"L\") does) or any other (multispectral TIFF/PNG: the float "
+           "pipeline, which also reads 16-bit images at full depth); timm's in_chans, which "
+           "main_dino.py lacks. 3-channel --pretrained_weights are adapted as timm's "
+           "adapt_input_conv does")
+      .add("mean", &o.mean,
+           "normalisation mean per channel, on the [0, 1] scale (one value or --in_chans; "
+           "timm's --mean); default ImageNet's, needed for other than 1 or 3 channels")
+      .add("std", &o.std, "normalisation std per channel, as --mean")
       .add("out_dim", &o.head.out_dim, "dimensionality of the DINO head output")
       .add("norm_last_layer", &o.head.norm_last_layer,
            "weight-normalise the head's last layer with a fixed unit norm")

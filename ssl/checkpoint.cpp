@@ -72,6 +72,8 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("arch", o.arch);
   d.insert("patch_size", o.patch_size);
   d.insert("in_chans", o.in_chans);
+  d.insert("mean", double_list(o.mean));
+  d.insert("std", double_list(o.std));
   d.insert("out_dim", o.head.out_dim);
   d.insert("norm_last_layer", o.head.norm_last_layer);
   d.insert("momentum_teacher", o.momentum_teacher);

@@ -24,9 +24,13 @@ struct DinoOptions : CropSizes {
   // Model.
   std::string arch = "vit_small";
   int64_t patch_size = 16;  // ViT only; XCiT carries the patch size in its name
-  // ours (timm's in_chans): channels of the images, 3 (RGB) or 1 (grayscale: the data
-  // pipeline converts to L, augment/ops/tensor.h). Recorded in the checkpoint's args.
+  // ours (timm's in_chans): channels of the images, 3 (RGB), 1 (grayscale: the data pipeline
+  // converts to L, augment/ops/tensor.h) or any other count (the float pipeline,
+  // augment/ops/float_image.h). Recorded in the checkpoint's args.
   int64_t in_chans = 3;
+  // ours (timm's --mean/--std): the normalisation, one value or in_chans each; empty: ImageNet's
+  // (3 channels) or its average (1). Required for other channel counts. In the checkpoint's args.
+  std::vector<double> mean, std;
   // The DINO head: out_dim, norm_last_layer, use_bn and (ours: main_dino.py fixes them)
   // hidden_dim, bottleneck_dim. in_dim and nlayers are not options: the trainer sets in_dim to
   // the backbone's width, nlayers keeps main_dino.py's 3.

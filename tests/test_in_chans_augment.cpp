@@ -39,9 +39,8 @@ Image luminance(const Image& rgb) {
 // The gray normalisation, but on three channels: the RGB pipeline's output is then
 // comparable value for value.
 xa::Normalization gray_values_on_three_channels() {
-  xa::Normalization n = xa::default_normalization(1);
-  n.channels = 3;
-  return n;
+  const xa::Normalization gray = xa::default_normalization(1);
+  return xa::normalization_for(3, gray.mean, gray.std);
 }
 
 void expect_gray_crop(const torch::Tensor& gray, const torch::Tensor& rgb,
@@ -69,10 +68,7 @@ TEST(GrayscalePipeline, DefaultNormalisationAndRefusal) {
   } catch (const xdino::UsageError& e) {
     message = e.what();
   }
-  EXPECT_EQ(message.rfind("--in_chans 4: the data pipeline reads 8-bit RGB or grayscale images (1 "
-                          "or 3 channels)",
-                          0),
-            0u)
+  EXPECT_EQ(message.rfind("--in_chans 4: give --mean and --std, one value or 4 each", 0), 0u)
       << message;
 }
 

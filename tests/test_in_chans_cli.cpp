@@ -1,10 +1,13 @@
 // --in_chans through the binary (issue 44): `dino train --in_chans 1` on Fashion-MNIST writes a
 // 1-channel model and records the count; `dino knn` on that checkpoint without the flag builds
-// the 1-channel model from the weights; the counts the data pipeline cannot feed, and the
-// wrong count for the weights, are one line and exit 2.
+// the 1-channel model from the weights; 16-bit 4-channel TIFFs train and evaluate through the
+// float pipeline with --mean/--std; a count without the normalisation it needs, and the wrong
+// count for the weights, are one line and exit 2.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <random>
 
 #include "core/atomic_file.h"
 #include "core/ivalue.h"
@@ -127,9 +130,9 @@ TEST(InChansCli, TrainGrayThenKnnTakesTheCountFromTheCheckpoint) {
       << r.err;
 }
 
-// The data pipeline reads 8-bit RGB or gray: any other count is refused before the data
-// path is even looked at (it does not exist here).
-TEST(InChansCli, CountsThePipelineCannotFeedAreRefusedBeforeAnyData) {
+// Only RGB and gray have a default normalisation: another count without --mean/--std is
+// refused before the data path is even looked at (it does not exist here).
+TEST(InChansCli, CountsWithoutANormalisationAreRefusedBeforeAnyData) {
   TempDir out;
   for (const std::string command : {"train", "knn"}) {
     std::vector<std::string> args = {
@@ -140,9 +143,70 @@ TEST(InChansCli, CountsThePipelineCannotFeedAreRefusedBeforeAnyData) {
     const auto r = run_process(args);
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-    EXPECT_NE(r.err.find("--in_chans 4: the data pipeline reads 8-bit RGB or grayscale images (1 "
-                         "or 3 channels)"),
+    EXPECT_NE(r.err.find("--in_chans 4: give --mean and --std, one value or 4 each"),
               std::string::npos)
         << command << ": " << r.err;
   }
+}
+
+namespace {
+
+// An ImageFolder of 16-bit 4-channel TIFFs (R, G, B, near infrared), two classes told apart by
+// the orientation of the stripes in the fourth channel only: what RGB alone cannot see.
+void write_multispectral_folder(const fs::path& root, int per_class, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> level(8000, 50000), noise(-3000, 3000);
+  for (const char* cls : {"horizontal", "vertical"}) {
+    fs::create_directories(root / cls);
+    for (int i = 0; i < per_class; ++i) {
+      cv::Mat image(32, 32, CV_16UC4);  // B, G, R, A order for OpenCV's encoder
+      const int base = level(rng), period = 3 + i % 4;
+      for (int y = 0; y < 32; ++y)
+        for (int x = 0; x < 32; ++x) {
+          uint16_t* p = image.ptr<uint16_t>(y) + 4 * x;
+          for (int c = 0; c < 3; ++c) p[c] = static_cast<uint16_t>(base + noise(rng));
+          const int t = cls[0] == 'h' ? y : x;
+          p[3] = static_cast<uint16_t>((t / period) % 2 ? 60000 : 5000);
+        }
+      ASSERT_TRUE(cv::imwrite((root / cls / (std::to_string(i) + ".tif")).string(), image));
+    }
+  }
+}
+
+}  // namespace
+
+TEST(InChansCli, SixteenBitFourChannelTiffsTrainAndEvaluate) {
+  TempDir data, out, knn_out;
+  write_multispectral_folder(data.path() / "train", 24, 1);
+  write_multispectral_folder(data.path() / "val", 8, 2);
+  auto args = gray_train_args(data.path(), out.path());
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--in_chans") args[i + 1] = "4";
+    if (args[i] == "--global_crops_size") args[i + 1] = "32";
+    if (args[i] == "--local_crops_size") args[i + 1] = "16";
+  }
+  args.insert(args.end(), {"--mean", "0.5", "--std", "0.25"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto saved = xdino::load_pth(out.path() / "checkpoint.pth").toGenericDict();
+  const auto train_args = saved.at("args").toGenericDict();
+  EXPECT_EQ(train_args.at("in_chans").toInt(), 4);
+  EXPECT_EQ(train_args.at("mean").toList().get(0).toDouble(), 0.5);
+
+  // knn takes the count from the weights; the data decode to 4 float channels (16-bit, kAuto).
+  std::vector<std::string> knn = knn_args(out.path() / "checkpoint.pth", knn_out.path());
+  for (size_t i = 0; i + 1 < knn.size(); ++i) {
+    if (knn[i] == "--data_path") knn[i + 1] = data.path().string();
+    if (knn[i] == "--image_size") knn[i + 1] = "32";
+  }
+  r = run_process(knn);  // without --mean/--std: one line, exit 2
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("--in_chans 4: give --mean and --std"), std::string::npos) << r.err;
+  knn.insert(knn.end(), {"--mean", "0.5", "--std", "0.25"});
+  r = run_process(knn);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("xcit_nano_4_p4 reads 4-channel images"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the float pipeline reads them at full depth"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(knn_out.path() / "knn.json"));
 }

@@ -6,8 +6,10 @@
 #include <opencv2/imgproc.hpp>
 #include <utility>
 
+#include "augment/ops/float_image.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/log.h"
 
 namespace xdino::augment {
 
@@ -99,7 +101,10 @@ bool jpeg_is_complete(std::string_view bytes) {
   return jpeg_is_complete(bytes, read_jpeg_header(bytes));
 }
 
-Image decode_image(std::string_view bytes, const std::string& name, bool exif_orientation) {
+namespace {
+
+// The checks before any decoder runs, then OpenCV's imdecode with `flags`.
+cv::Mat checked_decode(std::string_view bytes, const std::string& name, int flags) {
   XDINO_CHECK(!bytes.empty(), "cannot decode ", name, ": the file is empty");
   XDINO_CHECK(bytes.size() < static_cast<size_t>(INT_MAX), "cannot decode ", name, ": ",
               bytes.size(), " bytes is more than OpenCV can take");
@@ -115,9 +120,6 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
               ": it declares ", width, " x ", height, " pixels, more than the ", kMaxImagePixels,
               " that Pillow decodes (a decompression bomb, or a corrupt header)");
   const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-  // IMREAD_COLOR gives 8-bit BGR from any layout (grey replicated, alpha dropped, palette
-  // expanded, 16-bit reduced to the high byte) and applies EXIF orientation unless told not to.
-  const int flags = cv::IMREAD_COLOR | (exif_orientation ? 0 : cv::IMREAD_IGNORE_ORIENTATION);
   cv::Mat image;
   try {
     image = cv::imdecode(buf, flags);
@@ -126,14 +128,82 @@ Image decode_image(std::string_view bytes, const std::string& name, bool exif_or
   }
   XDINO_CHECK(!image.empty(), "cannot decode ", name,
               ": corrupt, or not an image format this OpenCV reads");
+  return image;
+}
+
+// The float pipeline's image: float32 in [0, 1], RGB(A) order, `channels` channels (0: as
+// stored).
+Image to_float_pixels(cv::Mat image, int64_t channels, const std::string& name) {
+  const int depth = image.depth();
+  XDINO_CHECK(depth == CV_8U || depth == CV_16U || depth == CV_32F || depth == CV_64F,
+              "cannot decode ", name, ": samples of OpenCV depth ", depth,
+              "; the float pipeline reads 8- or 16-bit integers or floats");
+  Image pixels;
+  image.convertTo(pixels, CV_MAKETYPE(CV_32F, image.channels()));  // exact for integers
+  // v / 255 or v / 65535 correctly rounded: a float division (convertTo's scale multiplies by
+  // the rounded reciprocal, one ulp off for some values).
+  if (depth == CV_8U || depth == CV_16U) {
+    const float divisor = depth == CV_8U ? 255.0f : 65535.0f;
+    float* v = pixels.ptr<float>();
+    for (size_t i = 0, n = pixels.total() * pixels.channels(); i < n; ++i) v[i] /= divisor;
+  }
+  if (pixels.channels() == 3) cv::cvtColor(pixels, pixels, cv::COLOR_BGR2RGB);
+  if (pixels.channels() == 4) cv::cvtColor(pixels, pixels, cv::COLOR_BGRA2RGBA);
+  if (channels > 0) convert_channels(pixels, channels, "image " + name);
+  return pixels;
+}
+
+}  // namespace
+
+Image decode_image(std::string_view bytes, const std::string& name, bool exif_orientation) {
+  // IMREAD_COLOR gives 8-bit BGR from any layout (grey replicated, alpha dropped, palette
+  // expanded, 16-bit reduced to the high byte) and applies EXIF orientation unless told not to.
+  const int flags = cv::IMREAD_COLOR | (exif_orientation ? 0 : cv::IMREAD_IGNORE_ORIENTATION);
+  cv::Mat image = checked_decode(bytes, name, flags);
   XDINO_CHECK(image.type() == CV_8UC3, "cannot decode ", name, ": OpenCV returned type ",
               image.type(), " instead of 8-bit colour");
   cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
   return image;
 }
 
+Image decode_image(std::string_view bytes, const std::string& name, const DecodeOptions& options) {
+  XDINO_CHECK(options.pixels != DecodeOptions::Pixels::kAuto,
+              "decode_image: resolve kAuto first (resolve_pixels)");
+  if (options.pixels == DecodeOptions::Pixels::k8Bit)
+    return decode_image(bytes, name, options.exif_orientation);
+  XDINO_CHECK(options.channels >= 0, "cannot decode ", name, " into ", options.channels,
+              " channels");
+  return to_float_pixels(checked_decode(bytes, name, cv::IMREAD_UNCHANGED), options.channels,
+                         name);
+}
+
+DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view first_image,
+                             const std::string& name) {
+  if (options.pixels != DecodeOptions::Pixels::kAuto) return options;
+  DecodeOptions resolved = options;
+  resolved.pixels = DecodeOptions::Pixels::k8Bit;
+  int depth = CV_8U, stored = 3;
+  const bool rgb_or_gray = options.channels == 0 || options.channels == 1 || options.channels == 3;
+  if (rgb_or_gray) {
+    const cv::Mat image = checked_decode(first_image, name, cv::IMREAD_UNCHANGED);
+    depth = image.depth();
+    stored = image.channels();
+    if (depth == CV_8U) return resolved;
+  }
+  resolved.pixels = DecodeOptions::Pixels::kFloat;
+  if (rgb_or_gray) {
+    log::info("images are not 8-bit (", name, ": OpenCV depth ", depth, ", ", stored,
+              " channels): the float pipeline reads them at full depth (docs/architecture.md, \"The float pipeline\")");
+  }
+  return resolved;
+}
+
 Image read_image(const std::filesystem::path& path, bool exif_orientation) {
   return decode_image(read_file(path), path.string(), exif_orientation);
+}
+
+Image read_image(const std::filesystem::path& path, const DecodeOptions& options) {
+  return decode_image(read_file(path), path.string(), options);
 }
 
 }  // namespace xdino::augment

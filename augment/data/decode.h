@@ -20,9 +20,19 @@
 //    headers are read here; other formats keep OpenCV's own limit of 2^30 pixels).
 //  - Every failure (unreadable file, unknown format, corrupt or truncated data) throws
 //    xdino::Error whose message names `name` (the path or identifier given by the caller).
+//  - DecodeOptions::pixels kFloat is the float pipeline's decode (augment/ops/float_image.h):
+//    the image as stored (OpenCV's IMREAD_UNCHANGED, which applies no EXIF orientation), 8-bit
+//    samples / 255, 16-bit / 65535, 32-bit float kept, as float32; channels R, G, B (, A) in
+//    that order for 3 or 4, as stored otherwise. With `channels` > 0 they are converted to
+//    that count (augment/ops/float_image.h, convert_channels; a count it cannot convert
+//    throws xdino::Error naming the file); with 0, kept as stored.
+//  - kAuto is resolved once per dataset by resolve_pixels() from its first image: kFloat
+//    when `channels` is not 0 (not known yet: the model's), 1 or 3, or when that image is not
+//    8-bit; k8Bit otherwise.
 //  - Thread-safe: no shared state.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -31,9 +41,29 @@
 
 namespace xdino::augment {
 
+struct DecodeOptions {
+  enum class Pixels { k8Bit, kFloat, kAuto };
+  bool exif_orientation = true;
+  Pixels pixels = Pixels::k8Bit;
+  int64_t channels = 3;  // of kFloat (and kAuto) images
+};
+
 Image decode_image(std::string_view bytes, const std::string& name, bool exif_orientation = true);
+Image decode_image(std::string_view bytes, const std::string& name, const DecodeOptions& options);
 
 Image read_image(const std::filesystem::path& path, bool exif_orientation = true);
+Image read_image(const std::filesystem::path& path, const DecodeOptions& options);
+
+// What a data set of `channels`-channel images decodes with: kAuto (8-bit RGB unless the data
+// needs the float pipeline).
+inline DecodeOptions float_pixels_if_needed(int64_t channels) {
+  return {true, DecodeOptions::Pixels::kAuto, channels};
+}
+
+// kAuto -> k8Bit or kFloat, from the encoded bytes of a dataset's first image (named `name`);
+// logs the choice when it is kFloat. Other values are returned unchanged.
+DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view first_image,
+                             const std::string& name);
 
 // True when `bytes` is not a JPEG, or is a JPEG whose entropy-coded data is followed by an
 // end-of-image marker. Exposed for tests.

@@ -63,8 +63,8 @@ struct H5Dataset::Shard {
   }
 };
 
-H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
-    : exif_orientation_(exif_orientation) {
+H5Dataset::H5Dataset(const std::vector<fs::path>& shards, DecodeOptions decode)
+    : decode_(decode) {
   XDINO_CHECK(!shards.empty(), "no HDF5 shard to open");
   bool have_names = false;
   for (size_t k = 0; k < shards.size(); ++k) {
@@ -132,6 +132,8 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, bool exif_orientation)
         labels_.empty() ? -1 : *std::max_element(labels_.begin(), labels_.end());
     for (int64_t c = 0; c <= max_label; ++c) classes_.push_back(std::to_string(c));
   }
+  if (decode_.pixels == DecodeOptions::Pixels::kAuto && size() > 0)
+    decode_ = resolve_pixels(decode_, encoded(0), path(0));
 }
 
 H5Dataset::~H5Dataset() {
@@ -183,7 +185,7 @@ Image H5Dataset::load(int64_t i) const {
   int64_t j = 0;
   const std::string name =
       path(i) + " (sample " + std::to_string(i) + " of " + shard_of(i, &j).file + ")";
-  return decode_image(encoded(i), name, exif_orientation_);
+  return decode_image(encoded(i), name, decode_);
 }
 
 }  // namespace xdino::augment

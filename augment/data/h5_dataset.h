@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "augment/data/dataset.h"
+#include "augment/data/decode.h"
 
 namespace xdino::augment {
 
@@ -39,8 +40,8 @@ inline constexpr int64_t kH5MaxClasses = int64_t{1} << 20;
 
 class H5Dataset : public Dataset {
  public:
-  explicit H5Dataset(const std::vector<std::filesystem::path>& shards,
-                     bool exif_orientation = true);
+  // decode: how load() decodes (decode.h); kAuto is resolved here from the first image.
+  explicit H5Dataset(const std::vector<std::filesystem::path>& shards, DecodeOptions decode = {});
   ~H5Dataset() override;
 
   int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
@@ -66,7 +67,7 @@ class H5Dataset : public Dataset {
   std::vector<std::string> classes_;
   std::vector<int32_t> labels_;
   StringList paths_;  // the shards' stored paths (Shard::first_path)
-  bool exif_orientation_;
+  DecodeOptions decode_;
 };
 
 }  // namespace xdino::augment

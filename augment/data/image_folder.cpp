@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "augment/data/decode.h"
+#include "core/atomic_file.h"
 #include "core/check.h"
 
 namespace xdino::augment {
@@ -78,10 +79,8 @@ FolderLayout detect_folder_layout(const fs::path& root) {
 }
 
 ImageFolderDataset::ImageFolderDataset(const std::string& root, FolderLayout layout,
-                                       bool exif_orientation)
-    : root_(strip_trailing_slashes(root)),
-      flat_(layout == FolderLayout::kFlat),
-      exif_orientation_(exif_orientation) {
+                                       DecodeOptions decode)
+    : root_(strip_trailing_slashes(root)), flat_(layout == FolderLayout::kFlat), decode_(decode) {
   XDINO_CHECK_ARG(fs::is_directory(root_), "image folder ", root_, " does not exist");
   if (flat_) {
     for (const std::string& f : list_folder(root_).files) {
@@ -91,6 +90,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, FolderLayout lay
     }
     XDINO_CHECK_ARG(!labels_.empty(), "no image files in ", root_,
                     " (extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp)");
+    if (decode_.pixels == DecodeOptions::Pixels::kAuto)
+      decode_ = resolve_pixels(decode_, read_file(path(0)), path(0));
     return;
   }
   classes_ = list_folder(root_).dirs;
@@ -114,6 +115,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, FolderLayout lay
                     " holds no image file (torchvision's ImageFolder refuses this too): add "
                     "images or remove the folder");
   }
+  if (decode_.pixels == DecodeOptions::Pixels::kAuto)
+    decode_ = resolve_pixels(decode_, read_file(path(0)), path(0));
 }
 
 int64_t ImageFolderDataset::label(int64_t i) const {
@@ -133,6 +136,6 @@ std::string ImageFolderDataset::path(int64_t i) const {
   return p;
 }
 
-Image ImageFolderDataset::load(int64_t i) const { return read_image(path(i), exif_orientation_); }
+Image ImageFolderDataset::load(int64_t i) const { return read_image(path(i), decode_); }
 
 }  // namespace xdino::augment

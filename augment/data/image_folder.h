@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "augment/data/dataset.h"
+#include "augment/data/decode.h"
 
 namespace xdino::augment {
 
@@ -35,7 +36,8 @@ FolderLayout detect_folder_layout(const std::filesystem::path& root);
 
 class ImageFolderDataset : public Dataset {
  public:
-  ImageFolderDataset(const std::string& root, FolderLayout layout, bool exif_orientation = true);
+  // decode: how load() decodes (decode.h); kAuto is resolved here from the first image.
+  ImageFolderDataset(const std::string& root, FolderLayout layout, DecodeOptions decode = {});
 
   int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
   int64_t label(int64_t i) const override;
@@ -51,7 +53,7 @@ class ImageFolderDataset : public Dataset {
  private:
   std::string root_;
   bool flat_;
-  bool exif_orientation_;
+  DecodeOptions decode_;
   std::vector<std::string> classes_;
   StringList relative_;
   std::vector<int32_t> labels_;

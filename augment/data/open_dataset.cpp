@@ -47,8 +47,7 @@ std::vector<fs::path> find_h5_shards(const fs::path& root, const std::string& sp
 }
 
 DatasetPtr open_folder(const fs::path& dir, const DatasetOptions& o) {
-  return std::make_shared<ImageFolderDataset>(dir.string(), detect_folder_layout(dir),
-                                              o.exif_orientation);
+  return std::make_shared<ImageFolderDataset>(dir.string(), detect_folder_layout(dir), o.decode);
 }
 
 DatasetPtr detect(const fs::path& root, const std::string& split, const DatasetOptions& o) {
@@ -59,11 +58,11 @@ DatasetPtr detect(const fs::path& root, const std::string& split, const DatasetO
                     " is a single HDF5 file, which serves as the training set only; give the "
                     "folder holding ",
                     split, ".h5");
-    return std::make_shared<H5Dataset>(std::vector<fs::path>{root}, o.exif_orientation);
+    return std::make_shared<H5Dataset>(std::vector<fs::path>{root}, o.decode);
   }
   if (fs::is_directory(root / split)) return open_folder(root / split, o);
   std::vector<fs::path> shards = find_h5_shards(root, split);
-  if (!shards.empty()) return std::make_shared<H5Dataset>(shards, o.exif_orientation);
+  if (!shards.empty()) return std::make_shared<H5Dataset>(shards, o.decode);
   const std::string idx_prefix = split == "train" ? "train" : "t10k";
   if (std::optional<IdxFiles> idx = find_idx_files(root, idx_prefix))
     return std::make_shared<IdxDataset>(*idx);

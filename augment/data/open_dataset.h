@@ -17,6 +17,7 @@
 #include <string>
 
 #include "augment/data/dataset.h"
+#include "augment/data/decode.h"
 
 namespace xdino::augment {
 
@@ -24,8 +25,10 @@ struct DatasetOptions {
   // Keep the class-balanced subset of this many samples that balanced_subset() picks
   // (dataset.h), in dataset order (0: all).
   int64_t max_samples = 0;
-  // Apply EXIF orientation when decoding (torchvision's loader does not; see decode.h).
-  bool exif_orientation = true;
+  // How images are decoded (decode.h): EXIF orientation (torchvision's loader does not apply
+  // it) and the pixels: 8-bit RGB (default), or the float pipeline's (16-bit, multispectral;
+  // kAuto picks it from the first image). IDX files are 8-bit and always decode as such.
+  DecodeOptions decode;
 };
 
 DatasetPtr open_dataset(const std::string& root, const std::string& split,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "augment/ops/float_image.h"
 #include "augment/ops/simd.h"
 #include "core/check.h"
 
@@ -83,6 +84,7 @@ float box_blur_radius(float sigma, int passes) {
 }
 
 void gaussian_blur(Image& image, double sigma) {
+  if (is_float_image(image)) return gaussian_blur_float(image, sigma);
   XDINO_CHECK(image.type() == CV_8UC3 && image.isContinuous(),
               "gaussian_blur expects a continuous RGB uint8 image, got cv type ", image.type());
   XDINO_CHECK(std::isfinite(sigma) && sigma >= 0, "gaussian_blur sigma must be >= 0, got ", sigma);

@@ -8,7 +8,8 @@
 //    repeat the edge pixel. gaussian_blur reproduces that integer arithmetic exactly.
 //  - sigma is rounded to float first, as Pillow's C API takes it. sigma < 0 or non-finite
 //    throws xdino::Error; sigma = 0 leaves the image unchanged.
-//  - The image (CV_8UC3) is blurred in place; thread-safe (per-thread scratch buffers).
+//  - The image (CV_8UC3; a float image takes the float pipeline's exact-weight version,
+//    augment/ops/float_image.h) is blurred in place; thread-safe (per-thread scratch buffers).
 #pragma once
 
 #include "augment/ops/image.h"

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "augment/ops/float_image.h"
 #include "augment/ops/hue.h"
 #include "augment/ops/simd.h"
 #include "core/check.h"
@@ -21,12 +22,14 @@ void check_rgb(const Image& image, const char* what) {
 }  // namespace
 
 void adjust_brightness(Image& image, double factor) {
+  if (is_float_image(image)) return adjust_brightness_float(image, factor);
   check_rgb(image, "adjust_brightness");
   simd::blend_constant(image.data, static_cast<int>(3 * image.total()), 0,
                        static_cast<float>(factor));
 }
 
 void adjust_contrast(Image& image, double factor) {
+  if (is_float_image(image)) return adjust_contrast_float(image, factor);
   check_rgb(image, "adjust_contrast");
   const size_t n = image.total();
   if (n == 0) return;
@@ -37,11 +40,13 @@ void adjust_contrast(Image& image, double factor) {
 }
 
 void adjust_saturation(Image& image, double factor) {
+  if (is_float_image(image)) return adjust_saturation_float(image, factor);
   check_rgb(image, "adjust_saturation");
   simd::saturate(image.data, static_cast<int>(image.total()), static_cast<float>(factor));
 }
 
 void adjust_hue(Image& image, double hue) {
+  if (is_float_image(image)) return adjust_hue_float(image, hue);
   check_rgb(image, "adjust_hue");
   XDINO_CHECK(hue >= -0.5 && hue <= 0.5, "hue factor ", hue, " is not in [-0.5, 0.5]");
   // numpy's uint8(hue * 255): truncation toward zero, a negative value wrapping modulo 256.
@@ -50,11 +55,13 @@ void adjust_hue(Image& image, double hue) {
 }
 
 void to_grayscale(Image& image) {
+  if (is_float_image(image)) return to_grayscale_float(image);
   check_rgb(image, "to_grayscale");
   simd::grayscale(image.data, static_cast<int>(image.total()));
 }
 
 void solarize(Image& image, int threshold) {
+  if (is_float_image(image)) return solarize_float(image, static_cast<float>(threshold) / 255.0f);
   check_rgb(image, "solarize");
   // A 256-entry table: OpenCV's LUT is vectorised, and a table is exact by construction.
   cv::Mat table(1, 256, CV_8U);

@@ -4,6 +4,7 @@
 //
 // Contract:
 //  - Every function edits an Image (CV_8UC3 RGB) in place; a wrong type throws xdino::Error.
+//    A float image (augment/ops/float_image.h) goes to the float pipeline's version instead.
 //  - brightness/contrast/saturation are Pillow's Image.blend(degenerate, image, factor) in
 //    single precision with truncation to uint8 (clipped to [0, 255] first): degenerate is black,
 //    the mean grey (int(mean luma + 0.5)), and the per-pixel grey respectively.

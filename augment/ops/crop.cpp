@@ -68,8 +68,8 @@ cv::Size resize_shorter_side(cv::Size image, int64_t size) {
 }
 
 void hflip(Image& image) {
-  XDINO_CHECK(image.type() == CV_8UC3, "hflip expects an RGB uint8 image, got cv type ",
-              image.type());
+  XDINO_CHECK(image.type() == CV_8UC3 || image.depth() == CV_32F,
+              "hflip expects an RGB uint8 or a float image, got cv type ", image.type());
   cv::flip(image, image, 1);  // around the vertical axis; in place
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "augment/ops/float_image.h"
 #include "augment/ops/simd.h"
 #include "core/check.h"
 
@@ -39,19 +40,10 @@ double lanczos_kernel(double x) {
   return 0.0;
 }
 
-// Per output index: the first input index, the number of taps and their fixed-point weights
-// (`ksize` per index, zero-padded).
-struct Taps {
-  int ksize = 0;
-  std::vector<int> start;
-  std::vector<int> count;
-  std::vector<int32_t> k;
-};
+}  // namespace
 
-// Input span [in0, in1) of an input of in_size samples (Pillow passes the box edges as floats;
-// taps may read past in1 up to in_size).
-void compute_taps(int in_size, double in0, double in1, int out_size, Interpolation filter,
-                  Taps& taps) {
+void compute_filter_weights(int in_size, double in0, double in1, int out_size,
+                            Interpolation filter, FilterWeights& weights) {
   double (*kernel)(double) = filter == Interpolation::kBicubic   ? bicubic_kernel
                              : filter == Interpolation::kLanczos ? lanczos_kernel
                                                                  : bilinear_kernel;
@@ -66,31 +58,54 @@ void compute_taps(int in_size, double in0, double in1, int out_size, Interpolati
   const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   const double ss = 1.0 / filterscale;
 
-  taps.ksize = ksize;
-  taps.start.resize(out_size);
-  taps.count.resize(out_size);
-  taps.k.assign(static_cast<size_t>(out_size) * ksize, 0);
-  thread_local std::vector<double> w;
-  w.resize(ksize);
+  weights.ksize = ksize;
+  weights.start.resize(out_size);
+  weights.count.resize(out_size);
+  weights.w.assign(static_cast<size_t>(out_size) * ksize, 0.0);
   for (int xx = 0; xx < out_size; ++xx) {
     const double center = in0 + (xx + 0.5) * scale;
     const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
     const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size);
     const int n = xmax - xmin;
+    double* w = &weights.w[static_cast<size_t>(xx) * ksize];
     double sum = 0.0;
     for (int x = 0; x < n; ++x) {
       w[x] = kernel((x + xmin - center + 0.5) * ss);
       sum += w[x];
     }
-    int32_t* k = &taps.k[static_cast<size_t>(xx) * ksize];
-    for (int x = 0; x < n; ++x) {
-      const double v = sum != 0.0 ? w[x] / sum : w[x];
-      // Round half away from zero, as Pillow's normalize_coeffs_8bpc.
-      k[x] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
-                   : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
-    }
-    taps.start[xx] = xmin;
-    taps.count[xx] = n;
+    if (sum != 0.0)
+      for (int x = 0; x < n; ++x) w[x] /= sum;
+    weights.start[xx] = xmin;
+    weights.count[xx] = n;
+  }
+}
+
+namespace {
+
+// The weights of compute_filter_weights in Pillow's 8-bit fixed point (`ksize` per output
+// index, zero-padded).
+struct Taps {
+  int ksize = 0;
+  std::vector<int> start;
+  std::vector<int> count;
+  std::vector<int32_t> k;
+};
+
+// Input span [in0, in1) of an input of in_size samples (Pillow passes the box edges as floats;
+// taps may read past in1 up to in_size).
+void compute_taps(int in_size, double in0, double in1, int out_size, Interpolation filter,
+                  Taps& taps) {
+  thread_local FilterWeights weights;
+  compute_filter_weights(in_size, in0, in1, out_size, filter, weights);
+  taps.ksize = weights.ksize;
+  taps.start = weights.start;
+  taps.count = weights.count;
+  taps.k.resize(weights.w.size());
+  for (size_t i = 0; i < weights.w.size(); ++i) {
+    const double v = weights.w[i];
+    // Round half away from zero, as Pillow's normalize_coeffs_8bpc.
+    taps.k[i] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
+                      : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
   }
 }
 
@@ -231,7 +246,8 @@ Image reduce(const Image& src, int factor_x, int factor_y) {
 
 void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const cv::Rect& window,
                    Interpolation filter, Image& dst) {
-  XDINO_CHECK(src.type() == CV_8UC3, "resize expects an RGB uint8 image, got cv type ", src.type());
+  XDINO_CHECK(src.type() == CV_8UC3 || is_float_image(src),
+              "resize expects an RGB uint8 or a float image, got cv type ", src.type());
   XDINO_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 &&
                   box.x + box.width <= src.cols && box.y + box.height <= src.rows,
               "resize box ", box, " is empty or outside the ", src.cols, "x", src.rows, " image");
@@ -240,6 +256,7 @@ void resize_window(const Image& src, const cv::Rect& box, cv::Size size, const c
                   window.x + window.width <= size.width && window.y + window.height <= size.height,
               "resize window ", window, " is empty or outside the output size ", size);
   XDINO_CHECK(dst.data != src.data || dst.empty(), "resize cannot write into its input");
+  if (is_float_image(src)) return resize_window_float(src, box, size, window, filter, dst);
   dst.create(window.size(), CV_8UC3);
 
   const uint8_t* base = src.ptr<uint8_t>(box.y) + 3 * box.x;

@@ -1,5 +1,6 @@
 // ToTensor + Normalize: uint8 HWC RGB -> float32 CHW, (v / 255 - mean_c) / std_c, with 3
-// channels (RGB) or 1 (grayscale: what torchvision gives on images opened with convert("L")).
+// channels (RGB) or 1 (grayscale: what torchvision gives on images opened with convert("L"));
+// and float images of any channel count (augment/ops/float_image.h) -> (v - mean_c) / std_c.
 //
 // Contract:
 //  - Normalization::channels is the one switch of the whole data pipeline between RGB and
@@ -22,42 +23,56 @@
 //    one gray plane) to dst, which the caller owns; the tensor overload writes into an existing
 //    float32 contiguous (C, H, W) CPU tensor, e.g. one slot batch[i] of a (B, C, H, W) batch,
 //    and throws xdino::Error on another shape, dtype or layout.
-//  - std must be non-zero and channels 1 or 3 (UsageError: see default_normalization).
+//  - A float image's channels are converted by input() (float_image.h, convert_channels);
+//    operator() takes exactly `channels`. Its values are normalised as torchvision's Normalize does
+//    on a float tensor: float32 subtraction, then division.
+//  - mean and std hold `channels` values; std must be non-zero (UsageError). With channels
+//    other than 1 or 3, only float images can be normalised (8-bit images are RGB).
 //    Thread-safe; allocates nothing but the returned tensor and input()'s scratch.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <array>
+#include <vector>
 
 #include "augment/ops/image.h"
 
 namespace xdino::augment {
 
 struct Normalization {
-  std::array<double, 3> mean{0.485, 0.456, 0.406};  // ImageNet
-  std::array<double, 3> std{0.229, 0.224, 0.225};
-  int64_t channels = 3;  // 3: RGB; 1: grayscale, mean[0] and std[0] only
+  std::vector<double> mean{0.485, 0.456, 0.406};  // ImageNet
+  std::vector<double> std{0.229, 0.224, 0.225};
+  int64_t channels = 3;  // 3: RGB; 1: grayscale; others: float images only
 };
 
 // The normalisation of --in_chans `channels`: ImageNet's for 3, (0.449, 0.226) for 1. Any
-// other count: one UsageError line (the pipeline reads 8-bit RGB or grayscale images).
+// other count has no default: one UsageError line asking for --mean and --std.
 Normalization default_normalization(int64_t channels);
+
+// --mean / --std (timm's flags) for `channels` channels: each empty (the default above), one
+// value (repeated, as timm does) or `channels` values; anything else is a UsageError line.
+Normalization normalization_for(int64_t channels, const std::vector<double>& mean,
+                                const std::vector<double>& std);
 
 // Per-channel lookup tables of the 256 normalised values.
 class Normalizer {
  public:
   explicit Normalizer(const Normalization& n = {});
   int64_t channels() const { return channels_; }
+  // Throws xdino::Error naming `what` unless the transforms can take `image`: non-empty, and
+  // RGB uint8 (channels 1 or 3) or a continuous float image.
+  void check_input(const Image& image, const char* what) const;
   // The image the transforms read: `image` for 3 channels; for 1, its RGB -> L -> RGB copy
-  // in `scratch`.
+  // in `scratch`; a float image with its channels converted to channels() (in `scratch`).
   const Image& input(const Image& image, Image& scratch) const;
   void operator()(const Image& image, float* dst) const;
   void operator()(const Image& image, const torch::Tensor& dst) const;
   torch::Tensor operator()(const Image& image) const;
 
  private:
-  std::array<std::array<float, 256>, 3> lut_;
+  std::array<std::array<float, 256>, 3> lut_{};
+  std::vector<float> mean_, std_;  // of float images
   int64_t channels_;
 };
 
