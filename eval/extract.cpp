@@ -35,7 +35,8 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
       "patch tokens come with the backbone feature only");
   augment::EvalTransformOptions eval_options;
   eval_options.crop_size = options.image_size;
-  eval_options.normalization = augment::normalization_for(model.in_chans(), options.mean, options.std);
+  eval_options.normalization =
+      augment::normalization_for(model.in_chans(), options.mean, options.std);
   augment::LoaderOptions lo;
   lo.batch_size = options.batch_size;
   lo.num_workers = options.num_workers;

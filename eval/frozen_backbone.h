@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "augment/ops/tensor.h"
-
 #include "core/json.h"
 #include "eval/features_io.h"
 #include "models/backbone.h"

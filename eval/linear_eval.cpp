@@ -178,9 +178,8 @@ ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torc
   in.num_train = train_data ? train_data->size() : 0;
   in.num_val = val_data->size();
   in.val_batches = [&o, &comm, device, model, val_data]() -> std::unique_ptr<FeatureBatches> {
-    const auto eval_tf =
-        std::make_shared<const augment::EvalTransform>(augment::EvalTransformOptions{
-            o.model.image_size, 0, normalization_of(o.model, *model)});
+    const auto eval_tf = std::make_shared<const augment::EvalTransform>(
+        augment::EvalTransformOptions{o.model.image_size, 0, normalization_of(o.model, *model)});
     return std::make_unique<BackboneBatches>(
         val_shard(val_data, comm),
         [eval_tf](const augment::Image& im, augment::Rng&) {

@@ -48,7 +48,7 @@ if [[ "$mode" == "--tests" || "$mode" == "--cuda" ]]; then
   # cross-checks against Python torch, h5py and Pillow (test_h5_pack decodes our shards);
   # skimage ships the photos the retrieval and copy-detection tests build their sets from
   packages+=(python3-torch python3-h5py python3-numpy python3-pil python3-skimage
-             python3-torchvision)  # only to regenerate tests/data/resnet (make_golden.py)
+             python3-torchvision)  # tests/data/resnet (make_golden.py); test_float_pipeline
   # ip and tc: the simulated hosts of tests/multinode (network namespaces, veth, tbf)
   packages+=(iproute2)
   # scripts/check_format.sh, which .ci/run runs: the tree is kept in clang-format 14's layout

@@ -11,9 +11,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
-#include <fstream>
 #include <opencv2/imgcodecs.hpp>
 #include <random>
 #include <string>
@@ -47,9 +47,9 @@ Image float_test_image(int width, int height, int channels, unsigned seed) {
     float* p = image.ptr<float>(y);
     for (int x = 0; x < width; ++x)
       for (int c = 0; c < channels; ++c) {
-        const float base = std::fmod(0.3f * c + static_cast<float>(x) / width * 0.7f +
-                                         static_cast<float>(y) / height * 0.4f,
-                                     1.0f);
+        const float base = std::fmod(
+            0.3f * c + static_cast<float>(x) / width * 0.7f + static_cast<float>(y) / height * 0.4f,
+            1.0f);
         p[x * channels + c] = std::clamp(base + noise(rng), 0.0f, 1.0f);
       }
   }
@@ -164,9 +164,12 @@ TEST(FloatPipeline, OpsEqualTorchvisionTensorOps) {
   };
   const std::vector<TorchvisionJob> jobs = {
       // Down (antialiased) and up, both filters, 3 and 4 channels.
-      {"resize", "3 5 44 33 16 bicubic", 3, resize_to({3, 5, 44, 33}, 16, xa::Interpolation::kBicubic), 2e-6},
-      {"resize", "0 0 53 41 24 bilinear", 4, resize_to({0, 0, 53, 41}, 24, xa::Interpolation::kBilinear), 2e-6},
-      {"resize", "10 7 13 11 32 bicubic", 4, resize_to({10, 7, 13, 11}, 32, xa::Interpolation::kBicubic), 2e-6},
+      {"resize", "3 5 44 33 16 bicubic", 3,
+       resize_to({3, 5, 44, 33}, 16, xa::Interpolation::kBicubic), 2e-6},
+      {"resize", "0 0 53 41 24 bilinear", 4,
+       resize_to({0, 0, 53, 41}, 24, xa::Interpolation::kBilinear), 2e-6},
+      {"resize", "10 7 13 11 32 bicubic", 4,
+       resize_to({10, 7, 13, 11}, 32, xa::Interpolation::kBicubic), 2e-6},
       {"brightness", "1.3", 4, [](Image& im) { xa::adjust_brightness(im, 1.3); }, 1e-6},
       {"contrast", "0.65", 3, [](Image& im) { xa::adjust_contrast(im, 0.65); }, 2e-6},
       {"contrast", "1.4", 4, [](Image& im) { xa::adjust_contrast(im, 1.4); }, 2e-6},
@@ -175,7 +178,8 @@ TEST(FloatPipeline, OpsEqualTorchvisionTensorOps) {
       {"hue", "0.09", 3, [](Image& im) { xa::adjust_hue(im, 0.09); }, 1e-5},
       {"hue", "-0.1", 3, [](Image& im) { xa::adjust_hue(im, -0.1); }, 1e-5},
       {"grayscale", "", 3, [](Image& im) { xa::to_grayscale(im); }, 1e-6},
-      {"solarize", std::to_string(128.0f / 255.0f), 4, [](Image& im) { xa::solarize(im, 128); }, 0.0},
+      {"solarize", std::to_string(128.0f / 255.0f), 4, [](Image& im) { xa::solarize(im, 128); },
+       0.0},
   };
   const fs::path dir = xdino::testing::fresh_temp_dir("float_pipeline");
   std::ofstream list(dir / "jobs.txt");
@@ -290,7 +294,8 @@ TEST(FloatPipeline, MultiCropOfAnEightBitImageMatchesThe8BitPath) {
         const torch::Tensor diff = (a[c] - b[c]).abs();
         EXPECT_LT(diff.mean().item<double>(), (hue ? 3 : 2) * kLevel)
             << "hue " << hue << " seed " << seed << " crop " << c;
-        if (!hue) EXPECT_LT(diff.max().item<double>(), 8 * kLevel) << "seed " << seed << " crop " << c;
+        if (!hue)
+          EXPECT_LT(diff.max().item<double>(), 8 * kLevel) << "seed " << seed << " crop " << c;
       }
     }
   }
@@ -379,8 +384,8 @@ TEST(FloatPipeline, DecodesSixteenBitAndFourChannelsExactly) {
             xa::DecodeOptions::Pixels::kFloat);
   EXPECT_EQ(xa::resolve_pixels(automatic, encode(".png", cv::Mat(4, 4, CV_8UC3)), "c.png").pixels,
             xa::DecodeOptions::Pixels::k8Bit);
-  EXPECT_EQ(xa::resolve_pixels(xa::float_pixels_if_needed(4), encode(".png", cv::Mat(4, 4, CV_8UC3)),
-                               "c.png")
+  EXPECT_EQ(xa::resolve_pixels(xa::float_pixels_if_needed(4),
+                               encode(".png", cv::Mat(4, 4, CV_8UC3)), "c.png")
                 .pixels,
             xa::DecodeOptions::Pixels::kFloat);
 }
@@ -396,13 +401,17 @@ TEST(FloatPipeline, NormalisationFlags) {
     }
     return std::string("no UsageError");
   };
-  EXPECT_NE(usage([] { xa::normalization_for(4, {}, {}); }).find("--in_chans 4: give --mean and --std"),
-            std::string::npos);
-  EXPECT_NE(usage([] { xa::normalization_for(4, {0.1, 0.2}, {0.3}); }).find("--mean has 2 values; give one or 4"),
+  EXPECT_NE(
+      usage([] { xa::normalization_for(4, {}, {}); }).find("--in_chans 4: give --mean and --std"),
+      std::string::npos);
+  EXPECT_NE(usage([] {
+              xa::normalization_for(4, {0.1, 0.2}, {0.3});
+            }).find("--mean has 2 values; give one or 4"),
             std::string::npos);
   EXPECT_NE(usage([] { xa::normalization_for(3, {0.1}, {}); }).find("--mean and --std go together"),
             std::string::npos);
-  EXPECT_NE(usage([] { xa::Normalizer(xa::normalization_for(2, {0.5}, {0.0})); })
-                .find("std must be non-zero"),
+  EXPECT_NE(usage([] {
+              xa::Normalizer(xa::normalization_for(2, {0.5}, {0.0}));
+            }).find("std must be non-zero"),
             std::string::npos);
 }

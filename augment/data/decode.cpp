@@ -173,8 +173,7 @@ Image decode_image(std::string_view bytes, const std::string& name, const Decode
     return decode_image(bytes, name, options.exif_orientation);
   XDINO_CHECK(options.channels >= 0, "cannot decode ", name, " into ", options.channels,
               " channels");
-  return to_float_pixels(checked_decode(bytes, name, cv::IMREAD_UNCHANGED), options.channels,
-                         name);
+  return to_float_pixels(checked_decode(bytes, name, cv::IMREAD_UNCHANGED), options.channels, name);
 }
 
 DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view first_image,
@@ -193,7 +192,8 @@ DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view firs
   resolved.pixels = DecodeOptions::Pixels::kFloat;
   if (rgb_or_gray) {
     log::info("images are not 8-bit (", name, ": OpenCV depth ", depth, ", ", stored,
-              " channels): the float pipeline reads them at full depth (docs/architecture.md, \"The float pipeline\")");
+              " channels): the float pipeline reads them at full depth (docs/architecture.md, "
+              "\"The float pipeline\")");
   }
   return resolved;
 }

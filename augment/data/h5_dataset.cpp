@@ -63,8 +63,7 @@ struct H5Dataset::Shard {
   }
 };
 
-H5Dataset::H5Dataset(const std::vector<fs::path>& shards, DecodeOptions decode)
-    : decode_(decode) {
+H5Dataset::H5Dataset(const std::vector<fs::path>& shards, DecodeOptions decode) : decode_(decode) {
   XDINO_CHECK(!shards.empty(), "no HDF5 shard to open");
   bool have_names = false;
   for (size_t k = 0; k < shards.size(); ++k) {

@@ -128,7 +128,8 @@ void resize_window_float(const Image& src, const cv::Rect& box, cv::Size size,
     const float* in = temp.data() + (vw.start[yy] - first) * temp_step;
     for (ptrdiff_t j = 0; j < temp_step; ++j) {
       float sum = 0.0f;
-      for (int t = 0; t < vw.count[yy]; ++t) sum += static_cast<float>(w[t]) * in[t * temp_step + j];
+      for (int t = 0; t < vw.count[yy]; ++t)
+        sum += static_cast<float>(w[t]) * in[t * temp_step + j];
       out[j] = sum;
     }
   }
@@ -228,7 +229,8 @@ void gaussian_blur_float(Image& image, double sigma) {
   const ptrdiff_t row = static_cast<ptrdiff_t>(image.cols) * c;
   thread_local std::vector<float> scratch;
   float* data = image.ptr<float>();
-  for (int y = 0; y < image.rows; ++y) box_line(data + y * row, image.cols, c, c, r, ww, fw, scratch);
+  for (int y = 0; y < image.rows; ++y)
+    box_line(data + y * row, image.cols, c, c, r, ww, fw, scratch);
   for (int x = 0; x < image.cols; ++x)
     box_line(data + static_cast<ptrdiff_t>(x) * c, image.rows, c, row, r, ww, fw, scratch);
 }

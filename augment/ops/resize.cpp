@@ -42,8 +42,8 @@ double lanczos_kernel(double x) {
 
 }  // namespace
 
-void compute_filter_weights(int in_size, double in0, double in1, int out_size,
-                            Interpolation filter, FilterWeights& weights) {
+void compute_filter_weights(int in_size, double in0, double in1, int out_size, Interpolation filter,
+                            FilterWeights& weights) {
   double (*kernel)(double) = filter == Interpolation::kBicubic   ? bicubic_kernel
                              : filter == Interpolation::kLanczos ? lanczos_kernel
                                                                  : bilinear_kernel;

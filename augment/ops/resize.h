@@ -24,7 +24,8 @@
 //    augment/ops/float_image.h): the same separable filter with the weights of
 //    compute_filter_weights in double, applied in float32 without rounding between the passes:
 //    what torch.nn.functional.interpolate(antialias=True) computes on the cropped tensor.
-//  - Otherwise src and dst are Images (CV_8UC3, continuous); dst is (re)allocated to `size` and must not
+//  - Otherwise src and dst are Images (CV_8UC3, continuous); dst is (re)allocated to `size` and
+//  must not
 //    share memory with src. box must lie inside src and be non-empty, size positive, window
 //    inside size: violations throw xdino::Error.
 //  - Thread-safe: scratch buffers are per thread.
@@ -50,8 +51,8 @@ struct FilterWeights {
   std::vector<int> count;
   std::vector<double> w;
 };
-void compute_filter_weights(int in_size, double in0, double in1, int out_size,
-                            Interpolation filter, FilterWeights& weights);
+void compute_filter_weights(int in_size, double in0, double in1, int out_size, Interpolation filter,
+                            FilterWeights& weights);
 
 void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter, Image& dst);
 

@@ -61,8 +61,8 @@ void Normalizer::check_input(const Image& image, const char* what) const {
   }
   XDINO_CHECK(image.type() == CV_8UC3, what, " expects an RGB uint8 or a float image, got ",
               image.cols, "x", image.rows, " of cv type ", image.type());
-  XDINO_CHECK(channels_ == 1 || channels_ == 3, what, ": 8-bit RGB images cannot feed ",
-              channels_, " channels; --in_chans ", channels_,
+  XDINO_CHECK(channels_ == 1 || channels_ == 3, what, ": 8-bit RGB images cannot feed ", channels_,
+              " channels; --in_chans ", channels_,
               " reads images with that many channels (TIFF/PNG, decode.h)");
 }
 
