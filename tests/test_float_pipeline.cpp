@@ -140,6 +140,15 @@ for line in open(sys.argv[1]):
     out.contiguous().numpy().astype(np.float32).tofile(src + ".out")
 )";
 
+// An op that replaces the image by its resized crop `box`, size x size.
+std::function<void(Image&)> resize_to(cv::Rect box, int size, xa::Interpolation filter) {
+  return [=](Image& im) {
+    Image out;
+    xa::resize(im, box, cv::Size(size, size), filter, out);
+    im = out;
+  };
+}
+
 struct TorchvisionJob {
   std::string op;  // as the script names it
   std::string args;
@@ -155,13 +164,6 @@ TEST(FloatPipeline, OpsEqualTorchvisionTensorOps) {
       !lacks.empty())
     XDINO_SKIP_MISSING() << lacks;
   const int w = 53, h = 41;
-  const auto resize_to = [](cv::Rect box, int size, xa::Interpolation filter) {
-    return [=](Image& im) {
-      Image out;
-      xa::resize(im, box, cv::Size(size, size), filter, out);
-      im = out;
-    };
-  };
   const std::vector<TorchvisionJob> jobs = {
       // Down (antialiased) and up, both filters, 3 and 4 channels.
       {"resize", "3 5 44 33 16 bicubic", 3,
@@ -232,16 +234,9 @@ TEST(FloatPipeline, AgreesWithThe8BitPathWithinItsRounding) {
     std::function<void(Image&)> apply;
     double levels;  // tolerance, in levels of 255
   };
-  const auto resized = [](cv::Rect box, int size, xa::Interpolation filter) {
-    return [=](Image& im) {
-      Image out;
-      xa::resize(im, box, cv::Size(size, size), filter, out);
-      im = out;
-    };
-  };
   const std::vector<Op> ops = {
-      {"resize down bicubic", resized({2, 3, 50, 40}, 17, xa::Interpolation::kBicubic), 1.0},
-      {"resize up bilinear", resized({5, 5, 20, 20}, 45, xa::Interpolation::kBilinear), 1.0},
+      {"resize down bicubic", resize_to({2, 3, 50, 40}, 17, xa::Interpolation::kBicubic), 1.0},
+      {"resize up bilinear", resize_to({5, 5, 20, 20}, 45, xa::Interpolation::kBilinear), 1.0},
       {"flip", [](Image& im) { xa::hflip(im); }, 0.0},
       {"brightness", [](Image& im) { xa::adjust_brightness(im, 1.25); }, 1.0},
       {"contrast", [](Image& im) { xa::adjust_contrast(im, 0.7); }, 1.5},

@@ -82,14 +82,8 @@ void compute_filter_weights(int in_size, double in0, double in1, int out_size, I
 
 namespace {
 
-// The weights of compute_filter_weights in Pillow's 8-bit fixed point (`ksize` per output
-// index, zero-padded).
-struct Taps {
-  int ksize = 0;
-  std::vector<int> start;
-  std::vector<int> count;
-  std::vector<int32_t> k;
-};
+// The weights of compute_filter_weights in Pillow's 8-bit fixed point.
+using Taps = ResampleTaps<int32_t>;
 
 // Input span [in0, in1) of an input of in_size samples (Pillow passes the box edges as floats;
 // taps may read past in1 up to in_size).
@@ -100,11 +94,11 @@ void compute_taps(int in_size, double in0, double in1, int out_size, Interpolati
   taps.ksize = weights.ksize;
   taps.start = weights.start;
   taps.count = weights.count;
-  taps.k.resize(weights.w.size());
+  taps.w.resize(weights.w.size());
   for (size_t i = 0; i < weights.w.size(); ++i) {
     const double v = weights.w[i];
     // Round half away from zero, as Pillow's normalize_coeffs_8bpc.
-    taps.k[i] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
+    taps.w[i] = v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
                       : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
   }
 }
@@ -136,7 +130,7 @@ void horizontal_pass(const uint8_t* src, size_t src_step, int rows, int in_w, co
     }
     for (int x = 0; x < out_w; ++x) {
       const uint8_t* in = columns.data() + static_cast<size_t>(taps.start[x0 + x] - c0) * lanes;
-      const int32_t* k = &taps.k[static_cast<size_t>(x0 + x) * taps.ksize];
+      const int32_t* k = &taps.w[static_cast<size_t>(x0 + x) * taps.ksize];
       uint8_t* out = out_columns.data() + static_cast<size_t>(x) * lanes;
       simd::weighted_rows(in, lanes, k, taps.count[x0 + x], out, lanes);
     }
@@ -156,7 +150,7 @@ void vertical_pass(const uint8_t* src, size_t src_step, int src_row0, const Taps
     const int yy = y0 + y;
     simd::weighted_rows(src + (taps.start[yy] - src_row0) * src_step,
                         static_cast<ptrdiff_t>(src_step),
-                        &taps.k[static_cast<size_t>(yy) * taps.ksize], taps.count[yy],
+                        &taps.w[static_cast<size_t>(yy) * taps.ksize], taps.count[yy],
                         dst + y * dst_step, 3 * width);
   }
 }

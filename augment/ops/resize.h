@@ -45,12 +45,14 @@ enum class Interpolation { kBilinear, kBicubic, kLanczos };
 // Pillow's resampling weights of one dimension: output index i reads count[i] inputs from
 // start[i] with weights w[i * ksize ..] (normalised to sum 1, zero-padded to ksize). The input
 // span is [in0, in1) of in_size samples.
-struct FilterWeights {
+template <typename Weight>
+struct ResampleTaps {
   int ksize = 0;
   std::vector<int> start;
   std::vector<int> count;
-  std::vector<double> w;
+  std::vector<Weight> w;
 };
+using FilterWeights = ResampleTaps<double>;
 void compute_filter_weights(int in_size, double in0, double in1, int out_size, Interpolation filter,
                             FilterWeights& weights);
 
