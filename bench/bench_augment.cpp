@@ -32,6 +32,7 @@
 #include "augment/ops/crop.h"
 #include "augment/ops/random.h"
 #include "augment/ops/resize.h"
+#include "augment/ops/tensor.h"
 
 namespace fs = std::filesystem;
 namespace xa = xdino::augment;
@@ -164,25 +165,28 @@ std::map<std::string, Rate> run_torchvision(const Args& a, const std::string& jp
   return out;
 }
 
-// CPU microseconds per call of each stage on one decoded JPEG: where the time goes.
-void print_stages(const std::string& jpeg) {
-  const xa::Image image = load_jpeg(&jpeg);
+// CPU microseconds per call of each DINO stage on `image` (8-bit RGB, or a float image of
+// `normalization.channels` channels: the float pipeline, augment/ops/float_image.h).
+std::vector<std::pair<std::string, double>> stage_times(const xa::Image& image,
+                                                        const xa::Normalization& normalization) {
   const cv::Rect global_box(image.cols / 10, image.rows / 10, image.cols * 4 / 5,
                             image.rows * 4 / 5);
   const cv::Rect local_box(image.cols / 4, image.rows / 4, image.cols * 2 / 5, image.rows / 2);
   xa::Image global, local, work;
   xa::resize(image, global_box, cv::Size(224, 224), xa::Interpolation::kBicubic, global);
-  std::vector<float> tensor(3 * 224 * 224);
-  const xa::Normalizer normalize;
-  const xa::MultiCropAugmentation aug;
+  const int64_t channels = normalization.channels;
+  std::vector<float> tensor(channels * 224 * 224);
+  const xa::Normalizer normalize(normalization);
+  xa::MultiCropOptions options;
+  options.normalization = normalization;
+  const xa::MultiCropAugmentation aug(options);
   std::vector<std::vector<float>> crops;
   std::vector<float*> slots;
   for (int64_t c = 0; c < aug.num_crops(); ++c)
-    crops.emplace_back(3 * aug.crop_size(c) * aug.crop_size(c));
+    crops.emplace_back(channels * aug.crop_size(c) * aug.crop_size(c));
   for (auto& c : crops) slots.push_back(c.data());
   uint64_t index = 0;
   const std::vector<std::pair<std::string, std::function<void()>>> stages = {
-      {"decode JPEG + BGR->RGB", [&] { load_jpeg(&jpeg); }},
       {"resize 80% box -> 224 (bicubic)",
        [&] {
          xa::resize(image, global_box, {224, 224}, xa::Interpolation::kBicubic, work);
@@ -207,15 +211,45 @@ void print_stages(const std::string& jpeg) {
          aug(image, rng, slots.data());
        }},
   };
-  std::printf("\nStages on %s (%dx%d), CPU time per call:\n\n| stage | us |\n|---|---|\n",
-              fs::path(jpeg).filename().c_str(), image.cols, image.rows);
+  std::vector<std::pair<std::string, double>> times;
   for (const auto& [name, run] : stages) {
     run();
-    const int reps = 200;
+    const int reps = 100;
     const double start = thread_cpu_seconds();
     for (int r = 0; r < reps; ++r) run();
-    std::printf("| %s | %.1f |\n", name.c_str(), (thread_cpu_seconds() - start) / reps * 1e6);
+    times.emplace_back(name, (thread_cpu_seconds() - start) / reps * 1e6);
   }
+  return times;
+}
+
+// Where the time goes, per stage, on one decoded JPEG: the 8-bit path, and the float pipeline
+// on the same pixels / 255 with 3 channels and with a fourth (a near-infrared band, say).
+void print_stages(const std::string& jpeg) {
+  const xa::Image image = load_jpeg(&jpeg);
+  xa::Image rgb_float, four;
+  image.convertTo(rgb_float, CV_32FC3, 1.0 / 255);
+  std::vector<cv::Mat> planes;
+  cv::split(rgb_float, planes);
+  planes.push_back(planes[1].clone());
+  cv::merge(planes, four);
+  double decode_us = 0;
+  {
+    const double start = thread_cpu_seconds();
+    for (int r = 0; r < 100; ++r) load_jpeg(&jpeg);
+    decode_us = (thread_cpu_seconds() - start) / 100 * 1e6;
+  }
+  const auto eight = stage_times(image, xa::Normalization{});
+  const auto f3 = stage_times(rgb_float, xa::Normalization{});
+  const auto f4 = stage_times(four, xa::normalization_for(4, {0.5}, {0.25}));
+  std::printf(
+      "\nStages on %s (%dx%d), CPU time per call, us (decode JPEG + BGR->RGB: %.1f):\n\n"
+      "| stage | 8-bit RGB | float RGB | ratio | float 4 channels | ratio |\n"
+      "|---|---|---|---|---|---|\n",
+      fs::path(jpeg).filename().c_str(), image.cols, image.rows, decode_us);
+  for (size_t i = 0; i < eight.size(); ++i)
+    std::printf("| %s | %.1f | %.1f | %.2fx | %.1f | %.2fx |\n", eight[i].first.c_str(),
+                eight[i].second, f3[i].second, f3[i].second / eight[i].second, f4[i].second,
+                f4[i].second / eight[i].second);
 }
 
 Args parse(int argc, char** argv) {

@@ -24,43 +24,80 @@ inline float blend(float v, float other, float ratio, float complement) {
 // rgb_to_grayscale's luma, in its float32 operation order.
 inline float luma(const float* p) { return 0.2989f * p[0] + 0.587f * p[1] + 0.114f * p[2]; }
 
-// One line of n pixels of c channels, `stride` floats apart: three passes of Pillow's extended
-// box (inner taps of weight ww, one edge tap of weight fw on each side, edge pixels repeated).
-void box_line(float* line, int n, int c, ptrdiff_t stride, int radius, float ww, float fw,
-              std::vector<float>& scratch) {
-  scratch.resize(static_cast<size_t>(n) * c);
-  for (int pass = 0; pass < 3; ++pass) {
-    for (int x = 0; x < n; ++x)
-      for (int k = 0; k < c; ++k) scratch[static_cast<size_t>(x) * c + k] = line[x * stride + k];
-    const auto at = [&](int x, int k) {
-      return scratch[static_cast<size_t>(std::clamp(x, 0, n - 1)) * c + k];
-    };
-    for (int x = 0; x < n; ++x) {
-      for (int k = 0; k < c; ++k) {
-        float inner = 0.0f;
-        for (int t = -radius; t <= radius; ++t) inner += at(x + t, k);
-        line[x * stride + k] = ww * inner + fw * (at(x - radius - 1, k) + at(x + radius + 1, k));
-      }
-    }
+// One pass of Pillow's extended box over `count` lines of `width` values each, the lines
+// `step` floats apart, along the lines' order (out[i] from in[i - r - 1 .. i + r + 1], edges
+// repeated): inner taps of weight ww, the two outer ones fw. Running sums in double, one
+// vector of them across the `width` values, so both directions read memory in order.
+void box_pass(const float* in, float* out, int count, ptrdiff_t step, int width, int radius,
+              double ww, double fw, std::vector<double>& sum) {
+  const auto line = [&](int i) { return in + std::clamp(i, 0, count - 1) * step; };
+  sum.assign(width, 0.0);
+  for (int t = -radius; t <= radius; ++t) {
+    const float* l = line(t);
+    for (int j = 0; j < width; ++j) sum[j] += l[j];
+  }
+  for (int i = 0; i < count; ++i) {
+    const float *before = line(i - radius - 1), *after = line(i + radius + 1);
+    float* o = out + i * step;
+    for (int j = 0; j < width; ++j)
+      o[j] = static_cast<float>(ww * sum[j] + fw * (before[j] + after[j]));
+    // Slide the window: i - radius leaves, i + radius + 1 enters.
+    const float* leaving = line(i - radius);
+    for (int j = 0; j < width; ++j) sum[j] += static_cast<double>(after[j]) - leaving[j];
   }
 }
 
-// Rows [0, rows) of a float image region: out[y][x] = sum of weights * in[y][start + t].
-void horizontal_float(const float* src, ptrdiff_t src_step, int rows, int c,
-                      const FilterWeights& fw, int x0, int out_w, float* dst, ptrdiff_t dst_step) {
+// One dimension's weights as float32, the precision the passes multiply in.
+struct FloatTaps {
+  int ksize = 0;
+  std::vector<int> start, count;
+  std::vector<float> w;
+};
+
+void to_float_taps(const FilterWeights& in, FloatTaps& out) {
+  out.ksize = in.ksize;
+  out.start = in.start;
+  out.count = in.count;
+  out.w.assign(in.w.begin(), in.w.end());
+}
+
+// Rows [0, rows) of a float image region: out[y][x] = sum of weights * in[y][start + t]. C
+// channels known at compile time keep the sums in registers (kC 0: c at run time).
+template <int kC>
+void horizontal_float(const float* src, ptrdiff_t src_step, int rows, int c, const FloatTaps& ft,
+                      int x0, int out_w, float* dst, ptrdiff_t dst_step) {
+  const int channels = kC > 0 ? kC : c;
+  std::vector<float> dynamic(kC > 0 ? 0 : c);
+  float fixed[kC > 0 ? kC : 1];
+  float* acc = kC > 0 ? fixed : dynamic.data();
   for (int y = 0; y < rows; ++y) {
     const float* in = src + y * src_step;
     float* out = dst + y * dst_step;
     for (int x = 0; x < out_w; ++x) {
       const int xx = x0 + x;
-      const double* w = &fw.w[static_cast<size_t>(xx) * fw.ksize];
-      for (int k = 0; k < c; ++k) {
-        float sum = 0.0f;
-        for (int t = 0; t < fw.count[xx]; ++t)
-          sum += static_cast<float>(w[t]) * in[(fw.start[xx] + t) * c + k];
-        out[x * c + k] = sum;
-      }
+      const float* w = &ft.w[static_cast<size_t>(xx) * ft.ksize];
+      const float* px = in + static_cast<ptrdiff_t>(ft.start[xx]) * channels;
+      for (int k = 0; k < channels; ++k) acc[k] = 0.0f;
+      for (int t = 0; t < ft.count[xx]; ++t, px += channels)
+        for (int k = 0; k < channels; ++k) acc[k] += w[t] * px[k];
+      for (int k = 0; k < channels; ++k) out[static_cast<ptrdiff_t>(x) * channels + k] = acc[k];
     }
+  }
+}
+
+using HorizontalPass = void (*)(const float*, ptrdiff_t, int, int, const FloatTaps&, int, int,
+                                float*, ptrdiff_t);
+
+HorizontalPass horizontal_pass_for(int c) {
+  switch (c) {
+    case 1:
+      return horizontal_float<1>;
+    case 3:
+      return horizontal_float<3>;
+    case 4:
+      return horizontal_float<4>;
+    default:
+      return horizontal_float<0>;
   }
 }
 
@@ -96,21 +133,24 @@ void resize_window_float(const Image& src, const cv::Rect& box, cv::Size size,
   const int out_w = window.width, out_h = window.height;
   const ptrdiff_t src_step = static_cast<ptrdiff_t>(src.step[0] / sizeof(float));
   const float* base = src.ptr<float>(box.y) + static_cast<ptrdiff_t>(box.x) * c;
-  thread_local FilterWeights hw, vw;
+  thread_local FilterWeights weights;
+  thread_local FloatTaps hw, vw;
   thread_local std::vector<float> temp;
   // The input rows the output window reads (relative to the box), through the vertical pass.
   int first = window.y, last = window.y + out_h;
   if (need_vertical) {
-    compute_filter_weights(box.height, 0.0, box.height, size.height, filter, vw);
+    compute_filter_weights(box.height, 0.0, box.height, size.height, filter, weights);
+    to_float_taps(weights, vw);
     first = vw.start[window.y];
     last = vw.start[window.y + out_h - 1] + vw.count[window.y + out_h - 1];
   }
   const ptrdiff_t temp_step = static_cast<ptrdiff_t>(out_w) * c;
   temp.resize(static_cast<size_t>(temp_step) * (last - first));
   if (need_horizontal) {
-    compute_filter_weights(box.width, 0.0, box.width, size.width, filter, hw);
-    horizontal_float(base + first * src_step, src_step, last - first, c, hw, window.x, out_w,
-                     temp.data(), temp_step);
+    compute_filter_weights(box.width, 0.0, box.width, size.width, filter, weights);
+    to_float_taps(weights, hw);
+    horizontal_pass_for(c)(base + first * src_step, src_step, last - first, c, hw, window.x, out_w,
+                           temp.data(), temp_step);
   } else {
     for (int y = first; y < last; ++y)
       std::copy_n(base + y * src_step + static_cast<ptrdiff_t>(window.x) * c, temp_step,
@@ -123,15 +163,13 @@ void resize_window_float(const Image& src, const cv::Rect& box, cv::Size size,
       std::copy_n(temp.data() + (window.y + y - first) * temp_step, temp_step, out);
       continue;
     }
+    // Whole rows times each weight, in order: contiguous and vectorisable.
     const int yy = window.y + y;
-    const double* w = &vw.w[static_cast<size_t>(yy) * vw.ksize];
+    const float* w = &vw.w[static_cast<size_t>(yy) * vw.ksize];
     const float* in = temp.data() + (vw.start[yy] - first) * temp_step;
-    for (ptrdiff_t j = 0; j < temp_step; ++j) {
-      float sum = 0.0f;
-      for (int t = 0; t < vw.count[yy]; ++t)
-        sum += static_cast<float>(w[t]) * in[t * temp_step + j];
-      out[j] = sum;
-    }
+    std::fill(out, out + temp_step, 0.0f);
+    for (int t = 0; t < vw.count[yy]; ++t, in += temp_step)
+      for (ptrdiff_t j = 0; j < temp_step; ++j) out[j] += w[t] * in[j];
   }
 }
 
@@ -223,16 +261,34 @@ void gaussian_blur_float(Image& image, double sigma) {
   // Pillow's weights without its fixed point: 2R+1 inner taps of 1/(2r+1) and the remainder
   // shared by the two edge taps.
   const int r = static_cast<int>(radius);
-  const float ww = 1.0f / (radius * 2 + 1);
-  const float fw = (1.0f - static_cast<float>(2 * r + 1) * ww) / 2;
-  const int c = image.channels();
-  const ptrdiff_t row = static_cast<ptrdiff_t>(image.cols) * c;
-  thread_local std::vector<float> scratch;
+  const double ww = 1.0 / (static_cast<double>(radius) * 2 + 1);
+  const double fw = (1.0 - (2 * r + 1) * ww) / 2;
+  if (image.elemSize() > 32) {  // more than cv::transpose takes: channel by channel
+    std::vector<cv::Mat> planes;
+    cv::split(image, planes);
+    for (cv::Mat& p : planes) gaussian_blur_float(p, sigma);
+    cv::merge(planes, image);
+    return;
+  }
+  const int c = image.channels(), w = image.cols, h = image.rows;
+  const ptrdiff_t row = static_cast<ptrdiff_t>(w) * c;
+  thread_local std::vector<double> sum;
+  thread_local std::vector<float> column;
   float* data = image.ptr<float>();
-  for (int y = 0; y < image.rows; ++y)
-    box_line(data + y * row, image.cols, c, c, r, ww, fw, scratch);
-  for (int x = 0; x < image.cols; ++x)
-    box_line(data + static_cast<ptrdiff_t>(x) * c, image.rows, c, row, r, ww, fw, scratch);
+  // Along the rows first, as Pillow: the passes of the columns of the transposed image.
+  const auto three_passes = [&](float* lines, int count, int width) {
+    column.resize(static_cast<size_t>(count) * width);
+    box_pass(lines, column.data(), count, width, width, r, ww, fw, sum);
+    box_pass(column.data(), lines, count, width, width, r, ww, fw, sum);
+    box_pass(lines, column.data(), count, width, width, r, ww, fw, sum);
+    std::copy(column.begin(), column.end(), lines);
+  };
+  cv::Mat transposed;
+  cv::transpose(image, transposed);  // w rows of h pixels
+  three_passes(transposed.ptr<float>(), w, h * c);
+  cv::transpose(transposed, image);
+  // Along the columns: h lines of a whole row each, read row by row.
+  three_passes(data, h, static_cast<int>(row));
 }
 
 void solarize_float(Image& image, float threshold) {
