@@ -54,7 +54,7 @@ struct BackboneSpec {
   int64_t in_chans = models::kInChansFromWeights;
   // ours (timm's --mean/--std): the data's normalisation, one value or in_chans each; empty:
   // ImageNet's for 3 channels, its average for 1 (augment/ops/tensor.h, normalization_for).
-  std::vector<double> mean, std;
+  std::vector<double> mean{}, std{};
 };
 
 // The normalisation and decoding of the images `model` reads, as `spec` asks.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "augment/data/decode.h"
+#include "augment/data/image_folder.h"
 #include "augment/multicrop.h"
 #include "augment/ops/blur.h"
 #include "augment/ops/color.h"
@@ -383,6 +384,23 @@ TEST(FloatPipeline, DecodesSixteenBitAndFourChannelsExactly) {
                                encode(".png", cv::Mat(4, 4, CV_8UC3)), "c.png")
                 .pixels,
             xa::DecodeOptions::Pixels::kFloat);
+}
+
+// A corrupt first image does not decide, nor stop the opening: the loader reports and skips it
+// (loader.h), and the first image that decodes picks the pipeline.
+TEST(FloatPipeline, ACorruptFirstImageIsPassedOverWhenChoosingThePipeline) {
+  const fs::path root = xdino::testing::fresh_temp_dir("float_auto");
+  fs::create_directories(root / "a");
+  { std::ofstream(root / "a" / "0.png") << "not a png"; }
+  ASSERT_TRUE(
+      cv::imwrite((root / "a" / "1.png").string(), cv::Mat(6, 5, CV_16UC1, cv::Scalar(300))));
+  const xa::ImageFolderDataset data(root.string(), xa::FolderLayout::kClasses,
+                                    xa::float_pixels_if_needed(3));
+  const Image second = data.load(1);
+  EXPECT_EQ(second.type(), CV_32FC3);
+  EXPECT_EQ(second.ptr<float>(0)[0], 300.0f / 65535.0f);
+  EXPECT_THROW(data.load(0), xdino::Error);
+  fs::remove_all(root);
 }
 
 TEST(FloatPipeline, NormalisationFlags) {

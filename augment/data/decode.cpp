@@ -1,5 +1,6 @@
 #include "augment/data/decode.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <opencv2/imgcodecs.hpp>
@@ -195,6 +196,24 @@ DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view firs
               " channels): the float pipeline reads them at full depth (docs/architecture.md, "
               "\"The float pipeline\")");
   }
+  return resolved;
+}
+
+DecodeOptions resolve_pixels(const DecodeOptions& options, int64_t count,
+                             const std::function<std::string(int64_t)>& encoded,
+                             const std::function<std::string(int64_t)>& name) {
+  if (options.pixels != DecodeOptions::Pixels::kAuto) return options;
+  constexpr int64_t kProbes = 16;
+  for (int64_t i = 0; i < std::min(count, kProbes); ++i) {
+    try {
+      return resolve_pixels(options, encoded(i), name(i));
+    } catch (const std::exception&) {
+      // Unreadable or corrupt: the loader reports it when its turn comes.
+    }
+  }
+  DecodeOptions resolved = options;
+  const bool rgb_or_gray = options.channels == 0 || options.channels == 1 || options.channels == 3;
+  resolved.pixels = rgb_or_gray ? DecodeOptions::Pixels::k8Bit : DecodeOptions::Pixels::kFloat;
   return resolved;
 }
 

@@ -26,7 +26,8 @@
 //    that order for 3 or 4, as stored otherwise. With `channels` > 0 they are converted to
 //    that count (augment/ops/float_image.h, convert_channels; a count it cannot convert
 //    throws xdino::Error naming the file); with 0, kept as stored.
-//  - kAuto is resolved once per dataset by resolve_pixels() from its first image: kFloat
+//  - kAuto is resolved once per dataset by resolve_pixels() from its first image that decodes:
+//    kFloat
 //    when `channels` is not 0 (not known yet: the model's), 1 or 3, or when that image is not
 //    8-bit; k8Bit otherwise.
 //  - Thread-safe: no shared state.
@@ -34,6 +35,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -61,9 +63,18 @@ inline DecodeOptions float_pixels_if_needed(int64_t channels) {
 }
 
 // kAuto -> k8Bit or kFloat, from the encoded bytes of a dataset's first image (named `name`);
-// logs the choice when it is kFloat. Other values are returned unchanged.
+// logs the choice when it is kFloat. Other values are returned unchanged. Throws
+// xdino::Error if the image does not decode.
 DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view first_image,
                              const std::string& name);
+
+// The same for a dataset of `count` images: the first of at most 16 that reads and decodes
+// (image i's bytes from `encoded(i)`, its name from `name(i)`) decides. A corrupt one is passed
+// over, for the loader to report and skip as usual (loader.h); none readable: k8Bit (kFloat
+// when the channel count needs it).
+DecodeOptions resolve_pixels(const DecodeOptions& options, int64_t count,
+                             const std::function<std::string(int64_t)>& encoded,
+                             const std::function<std::string(int64_t)>& name);
 
 // True when `bytes` is not a JPEG, or is a JPEG whose entropy-coded data is followed by an
 // end-of-image marker. Exposed for tests.

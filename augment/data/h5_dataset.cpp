@@ -131,8 +131,9 @@ H5Dataset::H5Dataset(const std::vector<fs::path>& shards, DecodeOptions decode) 
         labels_.empty() ? -1 : *std::max_element(labels_.begin(), labels_.end());
     for (int64_t c = 0; c <= max_label; ++c) classes_.push_back(std::to_string(c));
   }
-  if (decode_.pixels == DecodeOptions::Pixels::kAuto && size() > 0)
-    decode_ = resolve_pixels(decode_, encoded(0), path(0));
+  decode_ = resolve_pixels(
+      decode_, size(), [this](int64_t i) { return encoded(i); },
+      [this](int64_t i) { return path(i); });
 }
 
 H5Dataset::~H5Dataset() {

@@ -90,8 +90,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, FolderLayout lay
     }
     XDINO_CHECK_ARG(!labels_.empty(), "no image files in ", root_,
                     " (extensions: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp)");
-    if (decode_.pixels == DecodeOptions::Pixels::kAuto)
-      decode_ = resolve_pixels(decode_, read_file(path(0)), path(0));
+    resolve_decode();
     return;
   }
   classes_ = list_folder(root_).dirs;
@@ -115,8 +114,13 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, FolderLayout lay
                     " holds no image file (torchvision's ImageFolder refuses this too): add "
                     "images or remove the folder");
   }
-  if (decode_.pixels == DecodeOptions::Pixels::kAuto)
-    decode_ = resolve_pixels(decode_, read_file(path(0)), path(0));
+  resolve_decode();
+}
+
+void ImageFolderDataset::resolve_decode() {
+  decode_ = resolve_pixels(
+      decode_, size(), [this](int64_t i) { return read_file(path(i)); },
+      [this](int64_t i) { return path(i); });
 }
 
 int64_t ImageFolderDataset::label(int64_t i) const {

@@ -51,6 +51,8 @@ class ImageFolderDataset : public Dataset {
   std::string_view relative_path(int64_t i) const;
 
  private:
+  void resolve_decode();  // kAuto -> k8Bit or kFloat (decode.h)
+
   std::string root_;
   bool flat_;
   DecodeOptions decode_;
