@@ -132,6 +132,11 @@ cv::Mat checked_decode(std::string_view bytes, const std::string& name, int flag
   return image;
 }
 
+// Counts the 8-bit path can feed: RGB, gray, or not known yet (0: the model's).
+bool rgb_or_gray_channels(int64_t channels) {
+  return channels == 0 || channels == 1 || channels == 3;
+}
+
 // The float pipeline's image: float32 in [0, 1], RGB(A) order, `channels` channels (0: as
 // stored).
 Image to_float_pixels(cv::Mat image, int64_t channels, const std::string& name) {
@@ -183,7 +188,7 @@ DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view firs
   DecodeOptions resolved = options;
   resolved.pixels = DecodeOptions::Pixels::k8Bit;
   int depth = CV_8U, stored = 3;
-  const bool rgb_or_gray = options.channels == 0 || options.channels == 1 || options.channels == 3;
+  const bool rgb_or_gray = rgb_or_gray_channels(options.channels);
   if (rgb_or_gray) {
     const cv::Mat image = checked_decode(first_image, name, cv::IMREAD_UNCHANGED);
     depth = image.depth();
@@ -212,7 +217,7 @@ DecodeOptions resolve_pixels(const DecodeOptions& options, int64_t count,
     }
   }
   DecodeOptions resolved = options;
-  const bool rgb_or_gray = options.channels == 0 || options.channels == 1 || options.channels == 3;
+  const bool rgb_or_gray = rgb_or_gray_channels(options.channels);
   resolved.pixels = rgb_or_gray ? DecodeOptions::Pixels::k8Bit : DecodeOptions::Pixels::kFloat;
   return resolved;
 }

@@ -48,11 +48,7 @@ void box_pass(const float* in, float* out, int count, ptrdiff_t step, int width,
 }
 
 // One dimension's weights as float32, the precision the passes multiply in.
-struct FloatTaps {
-  int ksize = 0;
-  std::vector<int> start, count;
-  std::vector<float> w;
-};
+using FloatTaps = ResampleTaps<float>;
 
 void to_float_taps(const FilterWeights& in, FloatTaps& out) {
   out.ksize = in.ksize;
