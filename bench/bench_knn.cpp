@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(threads));
   if (!dump.empty()) {
     std::filesystem::create_directories(dump);
-    write_features(std::filesystem::path(dump) / "train.h5", {xtr, ytr, {}, {}});
-    write_features(std::filesystem::path(dump) / "test.h5", {xte, yte, {}, {}});
+    write_features(std::filesystem::path(dump) / "train.h5", {xtr, ytr, {}, {}, {}});
+    write_features(std::filesystem::path(dump) / "test.h5", {xte, yte, {}, {}, {}});
   }
   const torch::Tensor q = xte.narrow(0, 0, queries), qy = yte.narrow(0, 0, queries);
   std::printf("data: %.2f GiB of features; peak RSS after generating them %.2f GiB\n",

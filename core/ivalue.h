@@ -26,8 +26,17 @@ IDict make_any_dict();
 c10::impl::GenericList make_list();
 c10::IValue make_tuple(std::vector<c10::IValue> items);
 
+// GCC 14's -Wdangling-reference takes the reference a call returns for one into any temporary
+// argument (a `what` built in the call); get()'s points into `d`, which the caller holds.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 14
+#define XDINO_REFERS_TO_ARGUMENT [[gnu::no_dangling]]
+#else
+#define XDINO_REFERS_TO_ARGUMENT
+#endif
+
 const c10::IValue* find(const IDict& d, const std::string& key);
-const c10::IValue& get(const IDict& d, const std::string& key, const std::string& what);
+XDINO_REFERS_TO_ARGUMENT const c10::IValue& get(const IDict& d, const std::string& key,
+                                                const std::string& what);
 IDict as_dict(const c10::IValue& v, const std::string& what);
 double as_double(const c10::IValue& v, const std::string& what);
 int64_t as_int(const c10::IValue& v, const std::string& what);

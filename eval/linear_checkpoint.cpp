@@ -23,7 +23,7 @@ xdino::IDict state_dict_of(const c10::IValue& root, const std::string& what) {
 
 torch::Tensor linear_tensor(const xdino::IDict& state, const std::string& name,
                             const std::string& what) {
-  for (const std::string key : {"module.linear." + name, "linear." + name}) {
+  for (const std::string& key : {"module.linear." + name, "linear." + name}) {
     if (const c10::IValue* v = xdino::find(state, key)) {
       XDINO_CHECK(v->isTensor(), what, ": ", key, " is not a tensor");
       return v->toTensor();

@@ -216,7 +216,7 @@ TEST(Flags, StrayArgumentsAreNamedNotDereferenced) {
 // recorded in config.ini as other values; they are refused where they are given. (A list splits
 // at spaces and line breaks anyway, so for it only '#' is at stake.)
 TEST(Flags, ValuesConfigIniCannotHoldAreRefused) {
-  for (const std::string& bad : {"runs/exp#1", " lead", "trail ", "two\nlines", "#"}) {
+  for (const std::string bad : {"runs/exp#1", " lead", "trail ", "two\nlines", "#"}) {
     for (const char* name : {"arch", "runs"}) {
       if (std::string(name) == "runs" && bad.find('#') == std::string::npos) continue;
       Opts o;

@@ -104,7 +104,10 @@ import sys
 import numpy as np
 import torch
 import torchvision.transforms.functional as F
-from torchvision.transforms import functional_tensor as F_t
+try:  # torchvision >= 0.17 (Debian 13 has 0.21) made the module private
+    from torchvision.transforms import _functional_tensor as F_t
+except ImportError:  # 0.14, Debian 12
+    from torchvision.transforms import functional_tensor as F_t
 # torchvision refuses channel counts other than 1 and 3 in its colour ops; for those its own
 # formulas (_blend, the mean over all values) are the reference, and saturation is unchanged.
 blend = F_t._blend
@@ -290,8 +293,9 @@ TEST(FloatPipeline, MultiCropOfAnEightBitImageMatchesThe8BitPath) {
         const torch::Tensor diff = (a[c] - b[c]).abs();
         EXPECT_LT(diff.mean().item<double>(), (hue ? 3 : 2) * kLevel)
             << "hue " << hue << " seed " << seed << " crop " << c;
-        if (!hue)
+        if (!hue) {
           EXPECT_LT(diff.max().item<double>(), 8 * kLevel) << "seed " << seed << " crop " << c;
+        }
       }
     }
   }

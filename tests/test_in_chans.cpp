@@ -72,12 +72,15 @@ TEST(InChans, EveryFamilyTakesAnyChannelCount) {
       const auto model = build(f.arch, c, f.arch == "pixels" ? f.image : 32);
       EXPECT_EQ(model->in_chans(), c);
       EXPECT_EQ(model->input_conv_weight(), xdino::models::input_conv_weight_of(f.arch));
-      if (!model->input_conv_weight().empty())
+      if (!model->input_conv_weight().empty()) {
         EXPECT_EQ(param(*model, model->input_conv_weight()).size(1), c);
+      }
       const torch::Tensor x = torch::randn({2, c, f.image, f.image}, torch::kFloat64);
       torch::NoGradGuard no_grad;
       EXPECT_EQ(model->forward(x).sizes(), (std::vector<int64_t>{2, model->embed_dim()}));
-      if (f.arch == "pixels") EXPECT_EQ(model->embed_dim(), c * f.image * f.image);
+      if (f.arch == "pixels") {
+        EXPECT_EQ(model->embed_dim(), c * f.image * f.image);
+      }
       // Images of another channel count are refused, not broadcast.
       const torch::Tensor wrong = torch::randn({2, c + 1, f.image, f.image}, torch::kFloat64);
       EXPECT_THROW(model->forward(wrong), xdino::Error);

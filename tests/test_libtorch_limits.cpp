@@ -70,8 +70,9 @@ TEST(LibTorchLimits, UnpicklerCannotReadWhatPythonCheckpointsHold) {
                                      {"namespace.pth", ns}}) {
     const fs::path f = zip_with_pickle(dir, name, pickle);
     // 2.15 reads SETITEM (core/compat.h); the others no LibTorch we build against reads.
-    if (name != "setitem.pth" || !xdino::compat::kUnpicklerReadsSetitem)
+    if (name != "setitem.pth" || !xdino::compat::kUnpicklerReadsSetitem) {
       EXPECT_ANY_THROW(torch::pickle_load(file_bytes(f))) << name << ": LibTorch reads it now";
+    }
     EXPECT_NO_THROW(xdino::load_pth(f)) << name;
   }
   // A numpy scalar, as torch.save writes it (np.float64(1.5) and friends in a dict).

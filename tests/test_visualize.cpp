@@ -60,7 +60,9 @@ TEST(Visualize, ShapesFollowThePatchGridAfterCropping) {
     EXPECT_EQ(maps.image.cols, c.gw * m->patch_size());
     const bool xcit = c.arch.rfind("xcit", 0) == 0;
     EXPECT_EQ(maps.q_hat.defined(), xcit);
-    if (xcit) EXPECT_EQ(maps.k_raw.sizes(), maps.attention.sizes());
+    if (xcit) {
+      EXPECT_EQ(maps.k_raw.sizes(), maps.attention.sizes());
+    }
   }
 }
 
@@ -283,8 +285,9 @@ TEST(Visualize, TheOfficialReadmeVideoCommandLinesRunAsTyped) {
   for (const auto& [lines, check] : readme) {
     const auto r = shell(lines);
     ASSERT_EQ(r.exit_code, 0) << lines << r.err;
-    if (lines.find("pretrained_weights") != std::string::npos)
+    if (lines.find("pretrained_weights") != std::string::npos) {
       EXPECT_NE(r.out.find("tensors loaded"), std::string::npos) << r.out;
+    }
     check();
   }
 

@@ -17,9 +17,12 @@ namespace fs = std::filesystem;
 namespace xdino::eval::retrieval {
 namespace {
 
-c10::List<c10::IValue> as_list(const c10::IValue& v, const std::string& what) {
+// A view of the list `v` holds, valid while `v` is (iterated as plain IValues, not through
+// c10::List's proxies).
+XDINO_REFERS_TO_ARGUMENT c10::ArrayRef<c10::IValue> as_list(const c10::IValue& v,
+                                                            const std::string& what) {
   XDINO_CHECK(v.isList(), what, " is not a list");
-  return v.toList();
+  return v.toListRef();
 }
 
 std::vector<std::string> string_list(const IDict& d, const std::string& key,
@@ -74,7 +77,7 @@ RevisitedGround read_revisited_ground(const fs::path& path) {
   const int64_t n = static_cast<int64_t>(g.imlist.size());
   for (size_t q = 0; q < gnd.size(); ++q) {
     const std::string where = file + ": gnd[" + std::to_string(q) + "]";
-    const IDict e = as_dict(gnd.get(q), where);
+    const IDict e = as_dict(gnd[q], where);
     RevisitedQuery r;
     r.easy = index_list(e, "easy", n, where);
     r.hard = index_list(e, "hard", n, where);
