@@ -186,15 +186,15 @@ std::vector<std::pair<std::string, double>> stage_times(const xa::Image& image,
     crops.emplace_back(channels * aug.crop_size(c) * aug.crop_size(c));
   for (auto& c : crops) slots.push_back(c.data());
   uint64_t index = 0;
+  const auto resize_global = [&] {
+    xa::resize(image, global_box, {224, 224}, xa::Interpolation::kBicubic, work);
+  };
+  const auto resize_local = [&] {
+    xa::resize(image, local_box, {96, 96}, xa::Interpolation::kBicubic, local);
+  };
   const std::vector<std::pair<std::string, std::function<void()>>> stages = {
-      {"resize 80% box -> 224 (bicubic)",
-       [&] {
-         xa::resize(image, global_box, {224, 224}, xa::Interpolation::kBicubic, work);
-       }},
-      {"resize 20% box -> 96 (bicubic)",
-       [&] {
-         xa::resize(image, local_box, {96, 96}, xa::Interpolation::kBicubic, local);
-       }},
+      {"resize 80% box -> 224 (bicubic)", resize_global},
+      {"resize 20% box -> 96 (bicubic)", resize_local},
       {"hflip 224", [&] { xa::hflip(work = global.clone()); }},
       {"brightness 224", [&] { xa::adjust_brightness(work = global.clone(), 1.2); }},
       {"contrast 224", [&] { xa::adjust_contrast(work = global.clone(), 0.8); }},

@@ -135,8 +135,11 @@ double nice_step(double range, int ticks) {
   return 10 * magnitude;
 }
 
+// Which of a Point's measurements a panel draws.
+using PointValue = double Point::*;
+
 // A line chart of y(tokens) for both models, drawn with OpenCV.
-void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points, double Point::*value,
+void draw_panel(cv::Mat& img, cv::Rect area, const std::vector<Point>& points, PointValue value,
                 const std::string& title, const std::string& unit) {
   const int left = area.x + 70, right = area.x + area.width - 20;
   const int top = area.y + 40, bottom = area.y + area.height - 50;

@@ -7,10 +7,11 @@
 #
 #   bench/debian13.sh [ROOT] [STAGES]
 #     ROOT    the chroot (default build/trixie; reused when it is already there)
-#     STAGES  any of: bootstrap configure tests main (default: bootstrap tests); "configure"
-#             runs the test command's install and cmake steps alone (minutes, mostly downloads),
-#             "tests" the whole command (build, every test), "main" the whole main job (~30 min
-#             on 2 cores)
+#     STAGES  any of: bootstrap configure tests main format (default: bootstrap tests);
+#             "configure" runs the test command's install and cmake steps alone (minutes, mostly
+#             downloads), "tests" the whole command (build, every test), "main" the whole main
+#             job (~25 min on 2 cores), "format" scripts/check_format.sh with Debian 13's
+#             clang-format (after "tests" or "configure", which install it)
 #
 # Needs root (debootstrap, mount, chroot) and Debian's debootstrap. Whatever happens, the
 # mounts it made are undone on exit. The commands run exactly as README.md prints them: they
@@ -97,6 +98,10 @@ if [[ " $stages " == *" configure "* ]]; then
 fi
 if [[ " $stages " == *" tests "* ]]; then in_chroot tests "${commands[1]}" || status=1; fi
 if [[ " $stages " == *" main "* ]]; then in_chroot main "${commands[0]}" || status=1; fi
+if [[ " $stages " == *" format "* ]]; then
+  in_chroot format "clang-format --version && scripts/check_format.sh" || status=1
+  tail -n +1 "$log_dir/format.log" | sed "s/^/debian13:   /"
+fi
 chroot "$root" bash -c 'for p in g++ libtorch-dev libopencv-dev libfaiss-dev; do
   dpkg-query -W -f="debian13:   \${Package} \${Version}\n" $p 2>/dev/null; done' || true
 exit $status

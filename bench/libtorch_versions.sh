@@ -9,6 +9,9 @@
 #
 #   bench/libtorch_versions.sh [A_BUILD] [B_BUILD] [ROUNDS]   (default: build build-cuda 3)
 # Prints one line per run and the medians; needs both builds made (README's two build commands).
+# A build may also be ROOT:FOLDER, a build inside a chroot, e.g. Debian 13's that bench/debian13.sh
+# leaves (build/trixie:/root/xcit-dino/build): its programs then run chrooted into ROOT, with
+# ROOT's libraries (needs root; ROOT's /proc is mounted for the runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a="${1:-build}" b="${2:-build-cuda}" rounds="${3:-3}"
@@ -17,28 +20,57 @@ export OMP_WAIT_POLICY=PASSIVE
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+root_of() { [[ $1 == *:* ]] && echo "${1%%:*}" || true; }  # the chroot of a build, or nothing
+folder_of() { echo "${1#*:}"; }                           # its folder, as its programs see it
+# program BUILD PATH: the command line of one of the build's programs, into the array `command`
+program() {
+  local root
+  root=$(root_of "$1")
+  if [[ -n $root ]]; then
+    command=(chroot "$root" /usr/bin/env OMP_WAIT_POLICY=PASSIVE "$(folder_of "$1")/$2")
+  else
+    command=("$1/$2")
+  fi
+}
+
 for d in "$a" "$b"; do
   for exe in bench/bench_train dino; do
-    [[ -x "$d/$exe" ]] || { echo "libtorch_versions: $d/$exe is missing; build it first" >&2; exit 2; }
+    [[ -x "$(root_of "$d")$(folder_of "$d")/$exe" ]] ||
+      { echo "libtorch_versions: $d/$exe is missing; build it first" >&2; exit 2; }
   done
+  root=$(root_of "$d")
+  if [[ -n $root ]]; then
+    [[ $(id -u) -eq 0 ]] || { echo "libtorch_versions: $d runs chrooted: needs root" >&2; exit 2; }
+    if ! mountpoint -q "$root/proc"; then
+      mount -t proc proc "$root/proc"
+      trap 'umount -l "'"$root"'/proc"; rm -rf "$tmp"' EXIT
+    fi
+  fi
 done
 
-version() { grep '^Torch_DIR' "$1/CMakeCache.txt" | cut -d= -f2; }
+version() {
+  local root
+  root=$(root_of "$1")
+  echo "$(grep '^Torch_DIR' "$root$(folder_of "$1")/CMakeCache.txt" | cut -d= -f2)${root:+ in $root, Debian $(cat "$root/etc/debian_version")}"
+}
 
 # One timed run: prints "<what> <build> <seconds> <peak RSS MiB>".
 step() {
   local d="$1" json
-  json=$(/usr/bin/time -f "%M" -o "$tmp/rss" "$d/bench/bench_train" --arch xcit_nano_4_p4 \
+  program "$d" bench/bench_train
+  json=$(/usr/bin/time -f "%M" -o "$tmp/rss" "${command[@]}" --arch xcit_nano_4_p4 \
     --out_dim 1024 --batch 32 --global_size 28 --local_size 12 --locals 6 --head_hidden_dim 1024 \
     --replicas 2 --steps 20 --warmup 3 2>/dev/null | grep '^{')
   echo "step $d $(sed 's/.*"sec_per_step": \([0-9.]*\).*/\1/' <<<"$json") $(($(cat "$tmp/rss") / 1024))"
 }
 knn() {
-  local d="$1" t0 t1
-  rm -rf "$tmp/knn"
+  local d="$1" t0 t1 out
+  out=/tmp/xdino_libtorch_versions_knn  # inside the chroot for a chrooted build
+  rm -rf "$(root_of "$d")$out"
+  program "$d" dino
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%M" -o "$tmp/rss" "$d/dino" knn --arch xcit_nano_4_p4 --data_path "$data" \
-    --image_size 28 --batch_size_per_gpu 256 --num_workers 2 --output_dir "$tmp/knn" \
+  /usr/bin/time -f "%M" -o "$tmp/rss" "${command[@]}" knn --arch xcit_nano_4_p4 --data_path "$data" \
+    --image_size 28 --batch_size_per_gpu 256 --num_workers 2 --output_dir "$out" \
     >"$tmp/knn.log" 2>&1 || { cat "$tmp/knn.log" >&2; exit 1; }
   t1=$(date +%s.%N)
   echo "knn $d $(python3 -c "print(f'{$t1 - $t0:.2f}')") $(($(cat "$tmp/rss") / 1024))"

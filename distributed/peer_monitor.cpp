@@ -166,7 +166,8 @@ void PeerMonitor::wait_until(const std::function<bool()>& done) {
 
 void PeerMonitor::wake() {
   // Taking the lock orders this notification after the waiter's predicate check.
-  { std::lock_guard<std::mutex> lock(mutex_); }
+  mutex_.lock();
+  mutex_.unlock();
   cv_.notify_all();
 }
 

@@ -16,9 +16,11 @@ namespace h5 = augment::h5;
 namespace {
 
 // The file attributes and the FeatureAttributes fields they hold.
+using StringField = std::string FeatureAttributes::*;
+using IntField = int64_t FeatureAttributes::*;
 struct StringAttr {
   const char* name;
-  std::string FeatureAttributes::*field;
+  StringField field;
 };
 const StringAttr kStringAttrs[] = {{"arch", &FeatureAttributes::arch},
                                    {"checkpoint", &FeatureAttributes::checkpoint},
@@ -27,7 +29,7 @@ const StringAttr kStringAttrs[] = {{"arch", &FeatureAttributes::arch},
                                    {"feature", &FeatureAttributes::feature}};
 struct IntAttr {
   const char* name;
-  int64_t FeatureAttributes::*field;
+  IntField field;
 };
 const IntAttr kIntAttrs[] = {{"image_size", &FeatureAttributes::image_size},
                              {"patch_size", &FeatureAttributes::patch_size}};

@@ -29,7 +29,7 @@ void remember_signal(int sig) { g_signal = sig; }
 class ForwardSignals {
  public:
   ForwardSignals() {
-    struct sigaction sa {};
+    struct sigaction sa = {};
     sa.sa_handler = remember_signal;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);

@@ -100,7 +100,7 @@ TEST(AttentionVideo, FramesToVideoAndBack) {
   EXPECT_NEAR(v.fps, 5.0, 1e-6);
 
   // A file that is not a video: one line, usage exit, nothing written.
-  { std::ofstream(dir / "broken.mp4") << "not a video"; }
+  std::ofstream(dir / "broken.mp4") << "not a video";
   r = run_process(visualize({"--image_path", (dir / "broken.mp4").string(), "--output_dir",
                              (dir / "broken_out").string()}));
   EXPECT_EQ(r.exit_code, 2);

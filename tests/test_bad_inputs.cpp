@@ -36,6 +36,11 @@ struct BadInput {
   int file_size_limit = 0;  // > 0: run under sh's `ulimit -f` (a full disk, as a write sees it)
 };
 
+// Arguments that name no file of the test's.
+std::function<std::vector<std::string>(const fs::path&)> fixed_args(std::vector<std::string> args) {
+  return [args = std::move(args)](const fs::path&) { return args; };
+}
+
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
 }
@@ -254,14 +259,10 @@ const std::vector<BadInput>& table() {
        }},
       {"a stray argument", 2,
        "unexpected argument for 'dino train': flags take the form --name value",
-       [](const fs::path&) {
-         return std::vector<std::string>{"train", "runs/exp"};
-       }},
+       fixed_args({"train", "runs/exp"})},
       {"a value config.ini cannot record", 2,
        "value 'runs/exp#1' for --output_dir cannot be recorded in config.ini",
-       [](const fs::path&) {
-         return std::vector<std::string>{"train", "--output_dir", "runs/exp#1"};
-       }},
+       fixed_args({"train", "--output_dir", "runs/exp#1"})},
       {"an output dir that cannot be created", 1, "cannot create directories: Not a directory",
        [](const fs::path& r) {
          return knn_with(r, "", {"--output_dir", (r / "a_file" / "o").string()});

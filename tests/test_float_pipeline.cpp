@@ -208,7 +208,7 @@ TEST(FloatPipeline, OpsEqualTorchvisionTensorOps) {
          << " normalize 0.2,0.4,0.5,0.6 0.3,0.25,0.2,0.15\n";
   }
   list.close();
-  { std::ofstream(dir / "tv.py") << kTorchvisionScript; }
+  std::ofstream(dir / "tv.py") << kTorchvisionScript;
   const auto r = xdino::testing::run_process(
       {xdino::testing::kPython, (dir / "tv.py").string(), (dir / "jobs.txt").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -395,7 +395,7 @@ TEST(FloatPipeline, DecodesSixteenBitAndFourChannelsExactly) {
 TEST(FloatPipeline, ACorruptFirstImageIsPassedOverWhenChoosingThePipeline) {
   const fs::path root = xdino::testing::fresh_temp_dir("float_auto");
   fs::create_directories(root / "a");
-  { std::ofstream(root / "a" / "0.png") << "not a png"; }
+  std::ofstream(root / "a" / "0.png") << "not a png";
   ASSERT_TRUE(
       cv::imwrite((root / "a" / "1.png").string(), cv::Mat(6, 5, CV_16UC1, cv::Scalar(300))));
   const xa::ImageFolderDataset data(root.string(), xa::FolderLayout::kClasses,

@@ -151,13 +151,12 @@ TEST(Loader, WritingTransformsFillTheBatchSlotsWithTheSameResult) {
 
 TEST(Loader, BatchMemoryIsReusedOnlyOnceTheConsumerLetsGo) {
   const auto data = std::make_shared<SyntheticDataset>(64);
+  const auto two_crops_into = [](const Image& m, Rng& rng, const std::vector<torch::Tensor>& out) {
+    const std::vector<torch::Tensor> v = two_crops(m, rng);
+    for (size_t k = 0; k < v.size(); ++k) out[k].copy_(v[k]);
+  };
   for (const SampleTransform& t :
-       {SampleTransform(two_crops),
-        SampleTransform({{3, 8, 8}, {3, 4, 4}},
-                        [](const Image&m, Rng&rng, const std::vector<torch::Tensor>&out) {
-                          const std::vector<torch::Tensor> v = two_crops(m, rng);
-                          for (size_t k = 0; k < v.size(); ++k) out[k].copy_(v[k]);
-                        })}) {
+       {SampleTransform(two_crops), SampleTransform({{3, 8, 8}, {3, 4, 4}}, two_crops_into)}) {
     DataLoader loader(data, t, options(4, 2));
     loader.start_epoch(0);
     // Kept: a whole batch, and a slice of another. Neither may change until the epoch ends.

@@ -117,7 +117,7 @@ TEST(Thumbnail, BitExactWithPillow) {
          << j.b << ' ' << out.string() << '\n';
   }
   list.close();
-  { std::ofstream(dir / "pillow.py") << kPillowScript; }
+  std::ofstream(dir / "pillow.py") << kPillowScript;
   const auto r = xdino::testing::run_process(
       {"/usr/bin/python3", (dir / "pillow.py").string(), (dir / "jobs.txt").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -11,7 +11,7 @@ extern "C" void on_stop_signal(int sig) { g_signal = sig; }
 
 StopSignalGuard::StopSignalGuard() {
   g_signal = 0;
-  struct sigaction sa {};
+  struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads in the data loader are resumed, not failed

@@ -18,8 +18,8 @@ class StopSignalGuard {
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;
 
  private:
-  struct sigaction old_term_ {};
-  struct sigaction old_usr1_ {};
+  struct sigaction old_term_ = {};
+  struct sigaction old_usr1_ = {};
 };
 
 bool stop_requested();

@@ -38,7 +38,7 @@ std::string quoted(const std::filesystem::path& path) { return "'" + path.string
 ZipReader::ZipReader(const std::filesystem::path& path) : where_(quoted(path)) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   XDINO_CHECK(fd_ >= 0, "cannot open ", where_, ": ", std::strerror(errno));
-  struct stat st {};
+  struct stat st = {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd_);
     XDINO_FAIL("cannot read ", where_, ": not a regular file");
