@@ -100,7 +100,7 @@ if [[ " $stages " == *" tests "* ]]; then in_chroot tests "${commands[1]}" || st
 if [[ " $stages " == *" main "* ]]; then in_chroot main "${commands[0]}" || status=1; fi
 if [[ " $stages " == *" format "* ]]; then
   in_chroot format "clang-format --version && scripts/check_format.sh" || status=1
-  tail -n +1 "$log_dir/format.log" | sed "s/^/debian13:   /"
+  sed "s/^/debian13:   /" "$log_dir/format.log"
 fi
 chroot "$root" bash -c 'for p in g++ libtorch-dev libopencv-dev libfaiss-dev; do
   dpkg-query -W -f="debian13:   \${Package} \${Version}\n" $p 2>/dev/null; done' || true

@@ -18,7 +18,8 @@ a="${1:-build}" b="${2:-build-cuda}" rounds="${3:-3}"
 data=/usr/share/datasets/fashion-mnist
 export OMP_WAIT_POLICY=PASSIVE
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+mounted=()  # what this script mounted, undone on exit
+trap 'for m in "${mounted[@]}"; do umount -l "$m"; done; rm -rf "$tmp"' EXIT
 
 root_of() { [[ $1 == *:* ]] && echo "${1%%:*}" || true; }  # the chroot of a build, or nothing
 folder_of() { echo "${1#*:}"; }                           # its folder, as its programs see it
@@ -27,7 +28,7 @@ program() {
   local root
   root=$(root_of "$1")
   if [[ -n $root ]]; then
-    command=(chroot "$root" /usr/bin/env OMP_WAIT_POLICY=PASSIVE "$(folder_of "$1")/$2")
+    command=(chroot "$root" "$(folder_of "$1")/$2")  # the environment (OMP_WAIT_POLICY) goes along
   else
     command=("$1/$2")
   fi
@@ -43,7 +44,7 @@ for d in "$a" "$b"; do
     [[ $(id -u) -eq 0 ]] || { echo "libtorch_versions: $d runs chrooted: needs root" >&2; exit 2; }
     if ! mountpoint -q "$root/proc"; then
       mount -t proc proc "$root/proc"
-      trap 'umount -l "'"$root"'/proc"; rm -rf "$tmp"' EXIT
+      mounted+=("$root/proc")
     fi
   fi
 done
@@ -73,6 +74,7 @@ knn() {
     --image_size 28 --batch_size_per_gpu 256 --num_workers 2 --output_dir "$out" \
     >"$tmp/knn.log" 2>&1 || { cat "$tmp/knn.log" >&2; exit 1; }
   t1=$(date +%s.%N)
+  rm -rf "$(root_of "$d")$out"
   echo "knn $d $(python3 -c "print(f'{$t1 - $t0:.2f}')") $(($(cat "$tmp/rss") / 1024))"
 }
 
