@@ -6,25 +6,32 @@
 # so it is not part of every CI run; its results go to bench/RESULTS.md, "Debian 13".
 #
 #   bench/debian13.sh [ROOT] [STAGES]
-#     ROOT    the chroot (default build/trixie; reused when it is already there)
+#     ROOT    the chroot (default /var/tmp/xcit-dino-trixie, outside the build tree, so that
+#             `rm -rf build` never meets it; reused when it is already there)
 #     STAGES  any of: bootstrap configure tests main format (default: bootstrap tests);
 #             "configure" runs the test command's install and cmake steps alone (minutes, mostly
 #             downloads), "tests" the whole command (build, every test), "main" the whole main
 #             job (~25 min on 2 cores), "format" scripts/check_format.sh with Debian 13's
 #             clang-format (after "tests" or "configure", which install it)
 #
-# Needs root (debootstrap, mount, chroot) and Debian's debootstrap. Whatever happens, the
-# mounts it made are undone on exit. The commands run exactly as README.md prints them: they
-# are read from its first code block, not copied here.
+# Needs root (debootstrap, mount, chroot, unshare) and Debian's debootstrap. Its mounts (the
+# host's /dev and /sys under ROOT among them) are made in a private mount namespace of its own:
+# they exist only for this script's processes and vanish with them, even after a SIGKILL, so
+# nothing of the host is ever reachable under ROOT afterwards. The commands run exactly as
+# README.md prints them: they are read from its first code block, not copied here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="${1:-build/trixie}"
+[[ $(id -u) -eq 0 ]] || { echo "debian13: needs root (debootstrap, mount, chroot)" >&2; exit 2; }
+if [[ -z ${XDINO_DEBIAN13_PRIVATE:-} ]]; then
+  command -v unshare >/dev/null || { echo "debian13: unshare not found; apt-get install util-linux" >&2; exit 2; }
+  XDINO_DEBIAN13_PRIVATE=1 exec unshare --mount --propagation private "$0" "$@"
+fi
+root="${1:-/var/tmp/xcit-dino-trixie}"
 stages="${2:-bootstrap tests}"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 log_dir="$root.logs"
 mkdir -p "$log_dir"
 
-[[ $(id -u) -eq 0 ]] || { echo "debian13: needs root (debootstrap, mount, chroot)" >&2; exit 2; }
 command -v debootstrap >/dev/null || {
   echo "debian13: debootstrap not found; apt-get install debootstrap" >&2
   exit 2
@@ -55,8 +62,15 @@ if [[ " $stages " == *" bootstrap "* && ! -x "$root/usr/bin/apt-get" ]]; then
 fi
 [[ -x "$root/usr/bin/apt-get" ]] || { echo "debian13: no chroot at $root; run the bootstrap stage" >&2; exit 2; }
 
+# Nothing may be mounted under ROOT before the clone is removed (a run from before this script
+# had its namespace, killed, could have left the host's /dev there): say so instead.
+if leftover=$(findmnt -rn -o TARGET | grep -E "^$(realpath "$root")(/|$)"); then
+  echo "debian13: $(head -1 <<<"$leftover") is still mounted under $root; unmount it first" \
+    "(umount -R $(head -1 <<<"$leftover"))" >&2
+  exit 2
+fi
 # A fresh clone of what is committed, as CI takes it (uncommitted changes do not travel).
-rm -rf "$root/root/xcit-dino"
+rm -rf --one-file-system "$root/root/xcit-dino"
 git clone -q . "$root/root/xcit-dino"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The chroot's / a mount point, as a machine's is: `ip netns exec` (the multi-host tests,

@@ -10,11 +10,15 @@
 #   bench/libtorch_versions.sh [A_BUILD] [B_BUILD] [ROUNDS]   (default: build build-cuda 3)
 # Prints one line per run and the medians; needs both builds made (README's two build commands).
 # A build may also be ROOT:FOLDER, a build inside a chroot, e.g. Debian 13's that bench/debian13.sh
-# leaves (build/trixie:/root/xcit-dino/build): its programs then run chrooted into ROOT, with
-# ROOT's libraries (needs root; ROOT's /proc is mounted for the runs).
+# leaves (/var/tmp/xcit-dino-trixie:/root/xcit-dino/build): its programs then run chrooted into
+# ROOT, with ROOT's libraries (needs root; ROOT's /proc is mounted for the runs, in a private
+# mount namespace of this script's, so that the mount vanishes with it, even after a SIGKILL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a="${1:-build}" b="${2:-build-cuda}" rounds="${3:-3}"
+if [[ ($a == *:* || $b == *:*) && -z ${XDINO_LIBTORCH_VERSIONS_PRIVATE:-} && $(id -u) -eq 0 ]]; then
+  XDINO_LIBTORCH_VERSIONS_PRIVATE=1 exec unshare --mount --propagation private "$0" "$@"
+fi
 data=/usr/share/datasets/fashion-mnist
 export OMP_WAIT_POLICY=PASSIVE
 tmp=$(mktemp -d)

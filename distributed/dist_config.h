@@ -22,6 +22,7 @@ struct DistConfig {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
+  int64_t round = -1;               // `dino launch`'s rendezvous round (XDINO_RDZV_ROUND); -1: none
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   // A peer whose heartbeat has not moved for this long is unreachable (distributed/peer_monitor.h).
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(60)};

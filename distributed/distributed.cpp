@@ -15,6 +15,8 @@
 #include "core/compat.h"
 #include "core/log.h"
 #include "distributed/peer_monitor.h"
+#include "distributed/rendezvous.h"
+#include "distributed/store.h"
 
 #if defined(USE_C10D_GLOO) && __has_include(<gloo/context.h>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -39,25 +41,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-c10::intrusive_ptr<c10d::TCPStore> make_store(const DistConfig& c, bool server,
-                                              std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<uint16_t>(c.master_port);
-  opts.isServer = server;
-  opts.numWorkers = server ? c10::optional<std::size_t>(c.world_size) : c10::nullopt;
-  opts.waitWorkers = false;
-  opts.timeout = timeout;
-#if XDINO_TORCH_AT_LEAST(2, 4)
-  // Since 2.4 the store asks for its libuv backend by default, and a LibTorch built without
-  // libuv (Debian 13's 2.6) refuses it: fall back to the classic backend, which every build has.
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
-  } catch (const std::exception& e) {
-    if (!opts.useLibUV || std::string(e.what()).find("libuv") == std::string::npos) throw;
-    opts.useLibUV = false;
-  }
-#endif
-  return c10::make_intrusive<c10d::TCPStore>(c.master_addr, opts);
+TcpStorePtr make_store(const DistConfig& c, bool server, std::chrono::milliseconds timeout) {
+  return make_tcp_store(c.master_addr, c.master_port, server, static_cast<size_t>(c.world_size),
+                        timeout);
 }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
@@ -67,33 +53,12 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// Rank 0 hosts the store. The others connect; c10d retries while the port is closed (rank 0
-// not started yet) but fails at once when rank 0's host cannot be reached at all (no route, a
-// link down, a host rebooting). Those are waited out too, up to the same timeout, so a run
-// re-forms by itself once the host is back (`dino launch --max_restarts`,
+// Rank 0 hosts the store; the others connect, waiting out a host that cannot be reached yet
+// (store.h), so a run re-forms by itself once the host is back (`dino launch --max_restarts`,
 // launch/local_launcher.h).
-c10::intrusive_ptr<c10d::TCPStore> connect_store(const DistConfig& c) {
+TcpStorePtr connect_store(const DistConfig& c) {
   if (c.rank == 0) return make_store(c, true, c.timeout);
-  const auto deadline = Clock::now() + c.timeout;
-  bool told = false;
-  for (;;) {
-    try {
-      return make_store(
-          c, false, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-    } catch (const std::exception& e) {
-      const std::string cause = first_line(e.what());
-      const std::string lower = lowercase(cause);
-      const bool unreachable = lower.find("failed to connect") != std::string::npos ||
-                               lower.find("no route to host") != std::string::npos ||
-                               lower.find("network is unreachable") != std::string::npos;
-      if (!unreachable || Clock::now() + std::chrono::seconds(2) >= deadline) throw;
-      if (!told)
-        log::warn("rank 0's store at ", c.master_addr, ":", c.master_port, " cannot be reached (",
-                  cause, "); retrying until --dist_timeout");
-      told = true;
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-  }
+  return connect_tcp_store(c.master_addr, c.master_port, c.timeout, "rank 0's store");
 }
 
 using Backend = compat::C10dBackend;
@@ -244,7 +209,11 @@ class C10dCommunicator final : public Communicator {
   // found later as a collective that times out.
   void check_in() {
     const std::string where = config_.master_addr + ":" + std::to_string(config_.master_port);
-    const std::string mine = std::to_string(config_.world_size);
+    // The launcher's round goes with the world size: a process of an earlier round that met a
+    // later round's store on the same port is refused like a wrong WORLD_SIZE.
+    const std::string mine =
+        std::to_string(config_.world_size) +
+        (config_.round >= 0 ? " (launcher round " + std::to_string(config_.round) + ")" : "");
     const auto agreed =
         store_->compareSet("xdino/world_size", {}, std::vector<uint8_t>(mine.begin(), mine.end()));
     const std::string first(agreed.begin(), agreed.end());
@@ -252,7 +221,9 @@ class C10dCommunicator final : public Communicator {
     if (first != mine)
       conflict = "rank " + std::to_string(config_.rank) + " has WORLD_SIZE " + mine +
                  " but a process that joined the rendezvous at " + where + " before it has " +
-                 first + "; start every process with the same WORLD_SIZE";
+                 first +
+                 "; start every process with the same WORLD_SIZE (and, under dino launch, "
+                 "in the same round)";
     else if (store_->add(store_key("claimed", config_.rank), 1) > 1)
       conflict = "rank " + std::to_string(config_.rank) +
                  " was started twice (two processes "
@@ -353,27 +324,11 @@ class C10dCommunicator final : public Communicator {
   }
 
   DistConfig config_;
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  TcpStorePtr store_;
   c10::intrusive_ptr<Backend> group_;
   std::unique_ptr<PeerMonitor> monitor_;
   bool failed_ = false;
 };
-
-// `dino launch --max_restarts` watches that each start forms its rendezvous
-// (launch/local_launcher.h): one byte on its pipe once this process has joined; the variable
-// is removed, so a second connect() in the same process says nothing.
-void tell_launcher_joined() {
-  const char* text = std::getenv("XDINO_LAUNCH_READY_FD");
-  if (text == nullptr) return;
-  char* end = nullptr;
-  const long fd = std::strtol(text, &end, 10);
-  unsetenv("XDINO_LAUNCH_READY_FD");
-  if (end == text || *end != '\0' || fd <= 2) return;
-  const char byte = 'J';
-  if (write(static_cast<int>(fd), &byte, 1) != 1)
-    log::warn("could not tell the launcher that the rendezvous formed: ", std::strerror(errno));
-  close(static_cast<int>(fd));
-}
 
 }  // namespace
 

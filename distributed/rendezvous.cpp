@@ -5,12 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/compat.h"
+#include "core/log.h"
 
 namespace xdino::distributed {
 namespace {
@@ -67,6 +70,7 @@ DistConfig dist_config_from_env(const EnvLookup& env) {
     c.local_world_size = int_var(env, "LOCAL_WORLD_SIZE", c.world_size);
     c.master_addr = str_var(env, "MASTER_ADDR", "127.0.0.1");
     c.master_port = int_var(env, "MASTER_PORT", 29500);
+    if (env(kRoundVariable) != nullptr) c.round = int_var(env, kRoundVariable, 0);
   } else if (env("SLURM_PROCID") != nullptr) {
     c.launcher = "slurm";
     c.rank = int_var(env, "SLURM_PROCID", 0);
@@ -119,18 +123,31 @@ DistConfig dist_config_from_env(const DistOptions& o) {
   return c;
 }
 
-int free_tcp_port() {
+void tell_launcher_joined() {
+  const char* text = std::getenv(kReadyFdVariable);
+  if (text == nullptr) return;
+  char* end = nullptr;
+  const long fd = std::strtol(text, &end, 10);
+  unsetenv(kReadyFdVariable);
+  if (end == text || *end != '\0' || fd <= 2) return;
+  const char byte = 'J';
+  if (write(static_cast<int>(fd), &byte, 1) != 1)
+    log::warn("could not tell the launcher that the rendezvous formed: ", std::strerror(errno));
+  close(static_cast<int>(fd));
+}
+
+int free_tcp_port(bool any_interface) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   XDINO_CHECK(fd >= 0, "cannot open a socket to find a free port");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_addr.s_addr = htonl(any_interface ? INADDR_ANY : INADDR_LOOPBACK);
   addr.sin_port = 0;
   socklen_t len = sizeof addr;
   const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
                   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   close(fd);
-  XDINO_CHECK(ok, "cannot find a free TCP port on 127.0.0.1");
+  XDINO_CHECK(ok, "cannot find a free TCP port on ", any_interface ? "this host" : "127.0.0.1");
   return ntohs(addr.sin_port);
 }
 

@@ -43,9 +43,20 @@ struct DistOptions {
 // dist_config_from_env() with the options applied.
 DistConfig dist_config_from_env(const DistOptions& options);
 
-// A TCP port that is free on 127.0.0.1 right now (for a rendezvous on this machine); throws
-// xdino::Error if the system gives none.
-int free_tcp_port();
+// A TCP port that is free right now on 127.0.0.1 (a rendezvous on this machine) or, with
+// any_interface, on every interface (a store that other machines reach); throws xdino::Error
+// if the system gives none.
+int free_tcp_port(bool any_interface = false);
+
+// What `dino launch` adds to torchrun's variables (launch/local_launcher.h): the round of its
+// rendezvous (distributed/node_rendezvous.h), which dist_config_from_env reads into
+// DistConfig::round, and the descriptor on which a process reports that it has joined.
+inline constexpr const char* kRoundVariable = "XDINO_RDZV_ROUND";
+inline constexpr const char* kReadyFdVariable = "XDINO_LAUNCH_READY_FD";
+
+// Writes one byte to the descriptor named by kReadyFdVariable, if set, and removes the
+// variable, so that a second connect() in the same process says nothing.
+void tell_launcher_joined();
 
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);

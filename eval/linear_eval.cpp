@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -33,6 +34,8 @@ namespace {
 
 // "<path> (<size> bytes, CRC-32 <hex>)": the file's identity by content, so a checkpoint
 // retrained in place at the same path is another input. Reads the file once (~1 GB/s).
+// A file by its content alone: the same weights named by a relative or an absolute path, or
+// copied elsewhere, are the same features.
 std::string file_identity(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   XDINO_CHECK(in.good(), "cannot read ", path);
@@ -45,7 +48,28 @@ std::string file_identity(const std::string& path) {
   }
   char hex[16];
   std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
-  return path + " (" + std::to_string(size) + " bytes, CRC-32 " + hex + ")";
+  return "(" + std::to_string(size) + " bytes, CRC-32 " + hex + ")";
+}
+
+// Probes written before identities were by content named the file too ("weights PATH (N
+// bytes, CRC-32 X)"): compare them without it.
+std::string without_paths(const std::string& identity) {
+  static const std::regex named(R"((weights|features) .*? (\(\d+ bytes, CRC-32 [0-9a-f]+\)))");
+  return std::regex_replace(identity, named, "$1 $2");
+}
+
+// Moves the files of a probe trained on other features out of the way, into
+// <output_dir>/replaced/<n>/, so that nothing a user finished is overwritten.
+fs::path set_aside_probe(const fs::path& out_dir) {
+  fs::path aside;
+  for (int n = 1;; ++n) {
+    aside = out_dir / "replaced" / std::to_string(n);
+    if (!fs::exists(aside)) break;
+  }
+  fs::create_directories(aside);
+  for (const char* name : {"checkpoint.pth", "log.txt", "linear.json"})
+    if (fs::exists(out_dir / name)) fs::rename(out_dir / name, aside / name);
+  return aside;
 }
 
 // What the probe learns from (LinearCheckpointInfo::features): the stored features, or the
@@ -365,9 +389,12 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   // after more pretraining would report them as this one's).
   if (fs::is_regular_file(ckpt)) {
     const std::string trained_on = linear_checkpoint_features(ckpt);
-    if (!trained_on.empty() && trained_on != info.features) {
-      log::warn(ckpt.string(), " holds a probe trained on other features (", trained_on,
-                "); training this one (", info.features, ") from epoch 0");
+    if (!trained_on.empty() && without_paths(trained_on) != info.features) {
+      comm.barrier();  // every process has read it before rank 0 moves it
+      if (comm.is_main())
+        log::warn(ckpt.string(), " holds a probe trained on other features (", trained_on,
+                  "); it is kept in ", set_aside_probe(out_dir).string(), ", and this one (",
+                  info.features, ") trains from epoch 0");
     } else {
       start_epoch = restore_linear_checkpoint(ckpt, classifier, *optimizer, resumed);
       log::info("Resuming from ", ckpt.string(), " at epoch ", start_epoch, " (best top-1 so far ",

@@ -273,6 +273,8 @@ int64_t visualize(const VisualizeOptions& options) {
     o.output_dir = options.output_path;
     o.image_size = options.resize;
   }
+  // Attention needs tokens: a ResNet is refused before any data or image is opened.
+  if (!o.video_only) models::check_arch(o.model.arch, "attention maps (visualize_attention.py)");
   if (!o.data_path.empty()) return visualize_samples(o);
   if (o.video_only) {
     XDINO_CHECK_ARG(o.image_path.size() == 1 && fs::is_directory(o.image_path[0]),

@@ -1,36 +1,135 @@
-// `dino launch --nproc_per_node N [--nnodes M --node_rank R --master_addr A --master_port P]
-// [--max_restarts K --rdzv_timeout S] [--] <subcommand ...>`: N local processes, like torchrun, on
-// one node or on each of M. The flags are torchrun's (and torch.distributed.launch's --use_env, a
-// no-op: the rank always travels in the environment); --nproc is our older spelling of
-// --nproc_per_node.
+// `dino launch --nproc_per_node N [--nnodes M --node_rank R] [--master_addr A --master_port P |
+// --rdzv_endpoint HOST[:PORT]] [--rdzv_id ID --rdzv_conf k=v,...] [--max_restarts K
+// --rdzv_timeout S] [--] <subcommand ...>`: this node's processes, like torchrun, on one node or
+// on each of M. The flags are torchrun's, with underscores or hyphens (and
+// torch.distributed.launch's --use_env, a no-op: the rank always travels in the environment);
+// --nproc is our older spelling of --nproc_per_node. The rendezvous is c10d's
+// (distributed/node_rendezvous.h): --rdzv_backend c10d or static name the same one.
+#include <cstdlib>
+
+#include "core/check.h"
 #include "launch/command.h"
 #include "launch/local_launcher.h"
 
 namespace xdino::launch {
 namespace {
 
+double positive_seconds(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  XDINO_CHECK_ARG(end != value.c_str() && *end == '\0' && v > 0, "--rdzv_conf ", key, "=", value,
+                  ": expected a positive number of seconds");
+  return v;
+}
+
+// torchrun's --rdzv_conf "key=value,...": the keys its c10d rendezvous reads.
+void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions& r) {
+  size_t start = 0;
+  while (start < conf.size()) {
+    const size_t comma = std::min(conf.find(',', start), conf.size());
+    const std::string item = conf.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    XDINO_CHECK_ARG(eq != std::string::npos, "--rdzv_conf '", item, "' is not key=value");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "join_timeout") {
+      r.join_timeout = positive_seconds(key, value);
+    } else if (key == "close_timeout") {
+      r.close_timeout = positive_seconds(key, value);
+    } else if (key == "read_timeout") {
+      r.read_timeout = positive_seconds(key, value);
+    } else if (key == "keep_alive_interval") {
+      r.keep_alive_interval = positive_seconds(key, value);
+    } else if (key == "keep_alive_max_attempt") {
+      const double v = positive_seconds(key, value);
+      XDINO_CHECK_ARG(v == static_cast<int64_t>(v), "--rdzv_conf keep_alive_max_attempt=", value,
+                      ": expected a whole number");
+      r.keep_alive_max_attempt = static_cast<int64_t>(v);
+    } else if (key == "is_host") {
+      XDINO_CHECK_ARG(value == "true" || value == "false" || value == "1" || value == "0",
+                      "--rdzv_conf is_host=", value, ": expected true or false");
+      r.is_host = value == "true" || value == "1";
+    } else if (key == "last_call_timeout" || key == "heartbeat_timeout" || key == "timeout") {
+      positive_seconds(key, value);  // torchrun's too; with fixed sizes they change nothing here
+    } else if (key == "store_type") {
+      XDINO_CHECK_ARG(value == "tcp", "--rdzv_conf store_type=", value,
+                      ": only tcp (node 0's launcher serves the store)");
+    } else {
+      XDINO_FAIL_ARG("--rdzv_conf: unknown key '", key,
+                     "'; known: join_timeout, close_timeout, read_timeout, keep_alive_interval, "
+                     "keep_alive_max_attempt, is_host, last_call_timeout, heartbeat_timeout, "
+                     "timeout, store_type");
+    }
+  }
+}
+
+// "N" or torchrun's "MIN:MAX" with MIN == MAX.
+int64_t parse_nnodes(const std::string& s) {
+  const size_t colon = s.find(':');
+  const auto number = [&](const std::string& part) {
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    XDINO_CHECK_ARG(end != part.c_str() && *end == '\0' && v >= 1 && v <= 100000, "--nnodes '", s,
+                    "': expected N or MIN:MAX, positive whole numbers");
+    return static_cast<int64_t>(v);
+  };
+  if (colon == std::string::npos) return number(s);
+  const int64_t lo = number(s.substr(0, colon)), hi = number(s.substr(colon + 1));
+  XDINO_CHECK_ARG(lo == hi, "--nnodes ", s,
+                  ": elastic sizes are not supported. A run's global batch, and with it the "
+                  "learning rate and the schedules, follow from its world size, so every round "
+                  "has the same nodes; give --nnodes N");
+  return lo;
+}
+
 class LaunchCommand : public Command {
  public:
   void declare(Flags& f) override {
+    auto& r = opt_.rendezvous;
     f.add("nproc_per_node", &opt_.nproc, "processes to start on this machine")
         .alias("nproc", "nproc_per_node")
         .alias("nproc-per-node", "nproc_per_node")
-        .add("nnodes", &opt_.nnodes,
-             "machines of the run, each running this command with its own --node_rank")
-        .add("node_rank", &opt_.node_rank,
-             "this machine's index in [0, nnodes): its ranks are node_rank * nproc + 0..nproc-1")
-        .add("master_addr", &opt_.master_addr,
-             "address of rank 0's rendezvous store (node 0's, as the other nodes reach it)")
-        .add("master_port", &opt_.master_port,
+        .add("nnodes", &nnodes_,
+             "machines of the run, each running this command (N, or torchrun's N:N; elastic "
+             "sizes are not supported)")
+        .add("node_rank", &r.node_rank,
+             "this machine's index in [0, nnodes): its ranks are node_rank * nproc + "
+             "0..nproc-1 (-1: the rendezvous gives one, the store's host first)")
+        .alias("node-rank", "node_rank")
+        .add("master_addr", &master_addr_,
+             "host of the rendezvous store, node 0's launcher (as the other nodes reach it)")
+        .alias("master-addr", "master_addr")
+        .add("master_port", &master_port_,
              "port of the rendezvous store (0: a free one; with --nnodes > 1: required)")
+        .alias("master-port", "master_port")
+        .add("rdzv_endpoint", &endpoint_,
+             "torchrun's HOST[:PORT] of the rendezvous store (port 29400 if none), instead of "
+             "--master_addr/--master_port; the launcher on that machine serves it")
+        .alias("rdzv-endpoint", "rdzv_endpoint")
+        .add("rdzv_backend", &backend_, "c10d or static: both are dino launch's own rendezvous")
+        .alias("rdzv-backend", "rdzv_backend")
+        .add("rdzv_id", &r.run_id, "the run's name in the store: the same on every node")
+        .alias("rdzv-id", "rdzv_id")
+        .add("rdzv_conf", &conf_,
+             "torchrun's key=value,...: join_timeout, close_timeout, read_timeout, "
+             "keep_alive_interval, keep_alive_max_attempt (dead after interval x attempts), "
+             "is_host")
+        .alias("rdzv-conf", "rdzv_conf")
+        .add("local_addr", &r.local_addr,
+             "how the other nodes reach this machine (its host name if empty)")
+        .alias("local-addr", "local_addr")
+        .add_switch("standalone", &standalone_,
+                    "torchrun's single-node mode: a rendezvous on this machine (the default "
+                    "with --nnodes 1)")
         .add("grace_seconds", &opt_.grace_seconds,
              "after one process fails, how long the others get to exit on their own")
         .add("max_restarts", &opt_.max_restarts,
              "when a process fails or a peer is lost, start this node's processes again up to "
              "this many times; they resume from the last checkpoint (torchrun's flag)")
         .alias("max-restarts", "max_restarts")
-        .add("rdzv_timeout", &opt_.rdzv_timeout,
-             "with --max_restarts: seconds each start has to form its rendezvous before the "
+        .add("rdzv_timeout", &r.join_timeout,
+             "seconds a rendezvous has to form, the nodes' and then the processes', before the "
              "launcher gives up (torchrun's --rdzv_conf join_timeout)")
         .alias("rdzv-timeout", "rdzv_timeout")
         .add_switch("use_env", &use_env_,
@@ -39,10 +138,61 @@ class LaunchCommand : public Command {
     f.allow_trailing();
   }
 
-  int run(const Flags& f) override { return launch_local(opt_, f.trailing()); }
+  int run(const Flags& f) override {
+    auto& r = opt_.rendezvous;
+    r.nnodes = parse_nnodes(nnodes_);
+    XDINO_CHECK_ARG(backend_ == "c10d" || backend_ == "static", "--rdzv_backend ", backend_,
+                    " is not supported: dino launch's rendezvous is c10d's (a store that node "
+                    "0's launcher serves); give c10d or static");
+    XDINO_CHECK_ARG(!standalone_ || r.nnodes == 1, "--standalone runs one node; drop --nnodes ",
+                    nnodes_);
+    XDINO_CHECK_ARG(r.node_rank >= -1 && r.node_rank < r.nnodes,
+                    "--node_rank must be in [0, --nnodes), got ", r.node_rank, " of ", r.nnodes);
+    const bool master_given = f.is_set("master_addr") || f.is_set("master_port");
+    XDINO_CHECK_ARG(endpoint_.empty() || !master_given,
+                    "--rdzv_endpoint and --master_addr/--master_port both name the rendezvous "
+                    "store; give one");
+    if (!endpoint_.empty()) {
+      const size_t colon = endpoint_.rfind(':');
+      r.endpoint_host = endpoint_.substr(0, colon);
+      r.endpoint_port = 29400;  // torchrun's default
+      if (colon != std::string::npos) {
+        char* end = nullptr;
+        const std::string port = endpoint_.substr(colon + 1);
+        const long v = std::strtol(port.c_str(), &end, 10);
+        XDINO_CHECK_ARG(end != port.c_str() && *end == '\0' && v > 0 && v < 65536,
+                        "--rdzv_endpoint ", endpoint_, ": the port is not a TCP port");
+        r.endpoint_port = static_cast<int>(v);
+      }
+      XDINO_CHECK_ARG(!r.endpoint_host.empty(), "--rdzv_endpoint ", endpoint_, " names no host");
+    } else {
+      r.endpoint_host = master_addr_;
+      r.endpoint_port = static_cast<int>(master_port_);
+      XDINO_CHECK_ARG(master_port_ >= 0 && master_port_ < 65536, "--master_port ", master_port_,
+                      " is not a TCP port");
+      if (r.nnodes > 1) {
+        XDINO_CHECK_ARG(master_port_ > 0, "--nnodes ", r.nnodes,
+                        " needs --master_port (or --rdzv_endpoint): every node's launcher must "
+                        "name the same port of node 0's host");
+        XDINO_CHECK_ARG(f.is_set("master_addr"), "--nnodes ", r.nnodes,
+                        " needs --master_addr (or --rdzv_endpoint): the address of node 0 that "
+                        "the other nodes reach (not ",
+                        master_addr_, ")");
+      }
+    }
+    apply_rdzv_conf(conf_, r);
+    return launch_local(opt_, f.trailing());
+  }
 
  private:
   LocalLaunchOptions opt_;
+  std::string nnodes_ = "1";
+  std::string master_addr_ = "127.0.0.1";
+  int64_t master_port_ = 0;
+  std::string endpoint_;
+  std::string backend_ = "static";  // torchrun's default
+  std::string conf_;
+  bool standalone_ = false;
   bool use_env_ = false;
 };
 

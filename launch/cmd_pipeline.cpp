@@ -123,7 +123,9 @@ class PipelineCommand : public Command {
         if (launch) {
           std::vector<std::string> child{stage.subcommand};
           child.insert(child.end(), args.begin(), args.end());
-          rc = launch_local({opt_.train_nproc}, child);
+          LocalLaunchOptions launch_options;
+          launch_options.nproc = opt_.train_nproc;
+          rc = launch_local(launch_options, child);
         } else {
           rc = p.command->run(p.flags);
         }

@@ -31,12 +31,14 @@ class TrainCommand : public Command {
     if (o.device == "auto") o.device = session.device.str();
     if (o.replicas == 0) o.replicas = auto_replicas(session, o.batch_size_per_gpu);
     const auto& comm = session.comm;
-    write_config(flags, o.output_dir, *comm);
 
     ssl::Trainer trainer(
         o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
         open_train_data(o, *comm), comm);
     LearningMonitor monitor(o, monitor_, *comm, trainer.precision().device);
+    // Only once every option has been checked: a run refused for a usage error leaves no
+    // config.ini behind (nor an output folder).
+    write_config(flags, o.output_dir, *comm);
     monitor.measure_reference(*trainer.teacher()->backbone);
     trainer.set_epoch_callbacks(monitor.callbacks());
     trainer.train();

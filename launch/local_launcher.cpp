@@ -11,12 +11,17 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/check.h"
 #include "core/log.h"
+#include "distributed/node_rendezvous.h"
 #include "distributed/rendezvous.h"
+
+extern char** environ;
 
 namespace xdino::launch {
 namespace {
@@ -64,10 +69,12 @@ struct StartEnd {
   std::string cause;    // that failure, in words
   bool formed = false;  // every local process joined the rendezvous
   bool rdzv_timed_out = false;
+  bool membership = false;  // stopped for a node waiting to join
+  bool closed = false;      // stopped because another node closed the rendezvous
 };
 
 // The read end of the pipe on which each process writes one byte once it has joined the
-// rendezvous (distributed/distributed.h); its write end is handed to the children only.
+// rendezvous (distributed/rendezvous.h, kReadyFdVariable); its write end goes to the children.
 class ReadyPipe {
  public:
   ReadyPipe() {
@@ -81,11 +88,7 @@ class ReadyPipe {
   ReadyPipe(const ReadyPipe&) = delete;
   ReadyPipe& operator=(const ReadyPipe&) = delete;
 
-  // In the child, before exec: keep the write end open across exec and name it.
-  void hand_to_child() const {
-    fcntl(fds_[1], F_SETFD, 0);
-    setenv("XDINO_LAUNCH_READY_FD", std::to_string(fds_[1]).c_str(), 1);
-  }
+  int write_end() const { return fds_[1]; }
   void close_write_end() {
     if (fds_[1] >= 0) close(fds_[1]);
     fds_[1] = -1;
@@ -103,6 +106,31 @@ class ReadyPipe {
   int64_t joined_ = 0;
 };
 
+// The environment of one child, made before fork: between fork and exec a child of this
+// multi-threaded process (the rendezvous' threads) may only make async-signal-safe calls.
+class ChildEnvironment {
+ public:
+  explicit ChildEnvironment(const std::map<std::string, std::string>& set,
+                            const std::map<std::string, std::string>& set_unless_present) {
+    std::map<std::string, std::string> all;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const size_t eq = entry.find('=');
+      if (eq != std::string::npos) all[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    for (const auto& [k, v] : set_unless_present) all.emplace(k, v);
+    for (const auto& [k, v] : set) all[k] = v;
+    for (const auto& [k, v] : all) entries_.push_back(k + "=" + v);
+    for (auto& entry : entries_) pointers_.push_back(entry.data());
+    pointers_.push_back(nullptr);
+  }
+  char* const* get() const { return pointers_.data(); }
+
+ private:
+  std::vector<std::string> entries_;
+  std::vector<char*> pointers_;
+};
+
 std::string describe_exit(const Child& c, int status) {
   if (WIFSIGNALED(status))
     return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) +
@@ -112,18 +140,37 @@ std::string describe_exit(const Child& c, int status) {
          ") exited with code " + std::to_string(c.exit_code);
 }
 
-// Starts this node's processes once, with the rendezvous at `port`, and waits for all of them.
+// Starts this node's processes once, in `round`, and waits for all of them.
 StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>& child_args,
-                    int port, int64_t restart) {
+                    const distributed::NodeRound& round, int64_t restarts,
+                    distributed::NodeRendezvous& rendezvous) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max<unsigned>(1, cores / o.nproc));
-  const int64_t world_size = o.nnodes * o.nproc;
-  const bool watch_rendezvous = o.max_restarts > 0;
+  const int64_t world_size = round.nnodes * o.nproc;
   ReadyPipe ready;
+
+  std::vector<std::string> argv{"dino"};
+  argv.insert(argv.end(), child_args.begin(), child_args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
 
   std::vector<Child> children;
   for (int local = 0; local < o.nproc; ++local) {
-    const int rank = static_cast<int>(o.node_rank * o.nproc + local);
+    const int rank = static_cast<int>(round.group_rank * o.nproc + local);
+    const ChildEnvironment env({{"RANK", std::to_string(rank)},
+                                {"LOCAL_RANK", std::to_string(local)},
+                                {"GROUP_RANK", std::to_string(round.group_rank)},
+                                {"WORLD_SIZE", std::to_string(world_size)},
+                                {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+                                {"MASTER_ADDR", round.master_addr},
+                                {"MASTER_PORT", std::to_string(round.master_port)},
+                                {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
+                                {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+                                {"TORCHELASTIC_RUN_ID", o.rendezvous.run_id},
+                                {distributed::kRoundVariable, std::to_string(round.round)},
+                                {distributed::kReadyFdVariable, std::to_string(ready.write_end())}},
+                               {{"OMP_NUM_THREADS", threads}});
     const pid_t pid = fork();
     XDINO_CHECK(pid >= 0, "fork failed while starting rank ", rank);
     if (pid == 0) {
@@ -132,41 +179,29 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
       setpgid(0, 0);
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       for (int sig : ForwardSignals::kSignals) signal(sig, SIG_DFL);
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-      setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("OMP_NUM_THREADS", threads.c_str(), 0);
-      setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(restart).c_str(), 1);
-      setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts).c_str(), 1);
-      if (watch_rendezvous) ready.hand_to_child();
-      std::vector<std::string> argv{"dino"};
-      argv.insert(argv.end(), child_args.begin(), child_args.end());
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv("/proc/self/exe", cargv.data());
+      fcntl(ready.write_end(), F_SETFD, 0);  // kept across exec
+      execve("/proc/self/exe", cargv.data(), env.get());
       _exit(127);
     }
     children.push_back({pid, rank});
   }
   ready.close_write_end();
-  const std::string where = o.master_addr + ":" + std::to_string(port);
-  if (o.nnodes == 1)
-    log::info("launched ", o.nproc, " processes (rendezvous ", where, ")");
+  const std::string where = round.master_addr + ":" + std::to_string(round.master_port);
+  if (round.nnodes == 1)
+    log::info("launched ", o.nproc, " processes (rendezvous ", where, ", round ", round.round, ")");
   else
-    log::info("launched ranks ", o.node_rank * o.nproc, "-", (o.node_rank + 1) * o.nproc - 1,
-              " of ", world_size, " on node ", o.node_rank, " of ", o.nnodes, " (rendezvous ",
-              where, ")");
+    log::info("launched ranks ", round.group_rank * o.nproc, "-",
+              (round.group_rank + 1) * o.nproc - 1, " of ", world_size, " on node ",
+              round.group_rank, " of ", round.nnodes, " (rendezvous ", where, ", round ",
+              round.round, ")");
 
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   };
   StartEnd end;
-  const auto rdzv_deadline = Clock::now() + seconds(o.rdzv_timeout);
+  const double join_timeout = o.rendezvous.join_timeout;
+  const auto rdzv_deadline = Clock::now() + seconds(join_timeout);
   Clock::time_point term_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
   const auto stop_all = [&] {
     signal_all(children, SIGTERM);
@@ -180,28 +215,42 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
       g_forwarded = sig;
       signal_all(children, sig);
     }
-    if (watch_rendezvous && !end.formed && !end.rdzv_timed_out) {
+    if (!end.formed && !end.rdzv_timed_out) {
       end.formed = ready.joined() >= o.nproc;
       if (!end.formed && Clock::now() >= rdzv_deadline && end.exit_code == 0) {
         end.rdzv_timed_out = true;
         end.exit_code = 1;
-        end.cause = detail::concat("the rendezvous at ", where, " did not form within ",
-                                   "--rdzv_timeout ", o.rdzv_timeout, " s");
+        end.cause = detail::concat("the workers' rendezvous at ", where, " did not form within ",
+                                   "--rdzv_timeout ", join_timeout, " s");
         log::warn(end.cause, "; stopping them");
         stop_all();
       }
     }
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    const distributed::RendezvousStatus status = rendezvous.status();
+    if (status.closed && !status.finished && !end.closed && !end.membership) {
+      end.closed = true;
+      end.cause = status.reason;
+      log::warn("the rendezvous was closed (", status.reason, "); stopping this node's processes");
+      stop_all();
+    } else if (status.in_round && status.round == round.round && status.waiting > 0 &&
+               !end.membership && !end.closed && end.exit_code == 0 && g_forwarded == 0) {
+      end.membership = true;
+      end.cause = status.waiting_node + " is waiting to join";
+      log::warn(end.cause, "; stopping this node's processes to re-form the run with it");
+      stop_all();
+    }
+    int status_code = 0;
+    const pid_t pid = waitpid(-1, &status_code, WNOHANG);
     if (pid > 0) {
       for (Child& c : children) {
         if (c.pid != pid) continue;
         c.running = false;
         --running;
-        c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (c.exit_code != 0 && end.exit_code == 0) {
+        c.exit_code =
+            WIFEXITED(status_code) ? WEXITSTATUS(status_code) : 128 + WTERMSIG(status_code);
+        if (c.exit_code != 0 && end.exit_code == 0 && !end.membership && !end.closed) {
           end.exit_code = c.exit_code;
-          end.cause = describe_exit(c, status);
+          end.cause = describe_exit(c, status_code);
           log::warn(end.cause);
           term_at = Clock::now() + seconds(o.grace_seconds);
         }
@@ -227,55 +276,77 @@ int launch_forwarded_signal() { return g_forwarded; }
 
 int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& child_args) {
   XDINO_CHECK_ARG(o.nproc >= 1, "--nproc_per_node must be at least 1, got ", o.nproc);
-  XDINO_CHECK_ARG(o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
-                  "--node_rank must be in [0, --nnodes), got ", o.node_rank, " of ", o.nnodes);
   XDINO_CHECK_ARG(o.max_restarts >= 0, "--max_restarts must be >= 0, got ", o.max_restarts);
-  XDINO_CHECK_ARG(o.rdzv_timeout > 0, "--rdzv_timeout must be positive (seconds), got ",
-                  o.rdzv_timeout);
-  if (o.nnodes > 1) {
-    XDINO_CHECK_ARG(o.master_port > 0, "--nnodes ", o.nnodes,
-                    " needs --master_port: every "
-                    "node's launcher must name the same port of rank 0's host");
-    XDINO_CHECK_ARG(o.master_addr != "127.0.0.1" && o.master_addr != "localhost", "--nnodes ",
-                    o.nnodes,
-                    " needs --master_addr: the address of node 0 that "
-                    "the other nodes reach (not ",
-                    o.master_addr, ")");
-  }
-  XDINO_CHECK_ARG(o.master_port == 0 || o.master_port + o.max_restarts <= 65535, "--master_port ",
-                  o.master_port, " + --max_restarts ", o.max_restarts,
-                  " passes 65535: restart k uses port master_port + k");
   XDINO_CHECK_ARG(!child_args.empty(),
                   "nothing to launch: give the subcommand after the launcher's flags, e.g. "
                   "dino launch --nproc_per_node 2 train --config my.ini");
 
   g_signal = 0;
   g_forwarded = 0;
+  // Before the signals are taken over: a Ctrl-C while it waits for the store just ends us.
+  distributed::NodeRendezvous rendezvous(o.rendezvous);
   const ForwardSignals forward;
-  for (int64_t restart = 0;; ++restart) {
-    const int port = o.master_port > 0 ? static_cast<int>(o.master_port + restart)
-                                       : distributed::free_tcp_port();
-    const StartEnd end = start_once(o, child_args, port, restart);
-    if (end.exit_code == 0 || o.max_restarts == 0) return end.exit_code;
-    if (g_forwarded != 0 || g_signal != 0) {
+  const auto give_up = [&](const std::string& why) {
+    rendezvous.close(rendezvous.name() + " gave up: " + why);
+  };
+  for (int64_t restarts = 0;;) {
+    std::optional<distributed::NodeRound> round;
+    try {
+      round = rendezvous.next_round([] { return g_signal != 0; });
+    } catch (const distributed::RendezvousClosed& e) {
+      throw Error(detail::concat("stopped: the rendezvous at ", rendezvous.endpoint(),
+                                 " was closed: ", e.what()));
+    } catch (const distributed::RendezvousTimeout& e) {
+      throw Error(detail::concat(
+          "gave up: ", e.what(),
+          restarts > 0 ? " after restart " + std::to_string(restarts) : std::string(),
+          "; check that every node's launcher runs and reaches ", rendezvous.endpoint()));
+    }
+    if (!round) {
+      const int sig = g_signal.exchange(0);
+      g_forwarded = sig;
+      log::warn("stopped by signal ", sig, " while waiting for the rendezvous");
+      return 128 + sig;
+    }
+    const StartEnd end = start_once(o, child_args, *round, restarts, rendezvous);
+    const bool signalled = g_forwarded != 0 || g_signal != 0;
+    if (end.closed)
+      throw Error(detail::concat("stopped: the rendezvous at ", rendezvous.endpoint(),
+                                 " was closed: ", end.cause));
+    if (end.membership && !signalled) continue;  // free: a membership change, not a failure
+    if (end.exit_code == 0) {
+      if (!signalled) rendezvous.finish();
+      return 0;
+    }
+    if (signalled) {
       log::warn("not restarting: the run was asked to stop (signal ",
                 std::max<int>(g_forwarded, g_signal), ")");
       return end.exit_code;
     }
-    if (end.rdzv_timed_out)
-      XDINO_FAIL("gave up: ", end.cause,
-                 restart > 0 ? " after restart " + std::to_string(restart) : std::string(),
-                 "; check that every node's launcher runs and reaches ", o.master_addr);
+    if (end.rdzv_timed_out) {
+      give_up(end.cause);
+      throw Error(detail::concat(
+          "gave up: ", end.cause,
+          restarts > 0 ? " after restart " + std::to_string(restarts) : std::string(),
+          "; check that every node's launcher runs and reaches ", rendezvous.endpoint()));
+    }
+    if (o.max_restarts == 0) {
+      give_up(end.cause);
+      return end.exit_code;
+    }
     if (end.exit_code == 2) {
       log::warn("not restarting: exit code 2 is a usage error, which a restart repeats");
+      give_up(end.cause + " (a usage error)");
       return end.exit_code;
     }
-    if (restart == o.max_restarts) {
+    if (restarts == o.max_restarts) {
       log::error("gave up after ", o.max_restarts, " restart", o.max_restarts == 1 ? "" : "s",
                  " (--max_restarts): ", end.cause);
+      give_up(end.cause + " after " + std::to_string(o.max_restarts) + " restarts");
       return end.exit_code;
     }
-    log::warn("restart ", restart + 1, " of ", o.max_restarts, " after: ", end.cause,
+    ++restarts;
+    log::warn("restart ", restarts, " of ", o.max_restarts, " after: ", end.cause,
               "; starting this node's processes again, to resume from the last checkpoint");
   }
 }

@@ -1,52 +1,51 @@
-// `dino launch`: N local processes of one multi-process run, for CPU testing and single-node
-// use (torchrun's job, without Python).
+// `dino launch`: this node's processes of one multi-process run, started again when one fails
+// or when the run's membership changes (torchrun's job, without Python).
 //
-// Contract: launch_local(options, child_args) starts options.nproc copies of this executable
-// with child_args and the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OMP_NUM_THREADS = cores / nproc unless set).
-// With nnodes > 1 it is torchrun's multi-node mode: one launcher per node, all given the same
-// nnodes, nproc, master_addr (rank 0's host, not loopback) and master_port (not 0), each its
-// own node_rank; RANK is global (node_rank * nproc + local rank), WORLD_SIZE nnodes * nproc.
-// A rank that fails on one node makes the others fail at their next collective or heartbeat
-// window (distributed/peer_monitor.h), naming it, so every node's launcher ends too. It
-// forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits. When one fails, the others get
-// `grace_seconds` to notice on their own (they report the lost rank), then SIGTERM (with
-// SIGCONT, for a stopped rank), then SIGKILL 10 s later. The first failure is reported with
-// the rank, pid and exit code or signal. Returns 0 if all succeeded, else the exit code of
-// the first that failed (128 + signal when killed by one). The caller's signal handlers are
-// restored on return.
+// Contract: launch_local(options, child_args) joins the launchers' rendezvous
+// (distributed/node_rendezvous.h: node 0's launcher serves its store for the life of the job),
+// then starts options.nproc copies of this executable with child_args and the torchrun
+// environment: RANK (group_rank * nproc + local rank), WORLD_SIZE (nnodes * nproc), LOCAL_RANK,
+// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (the round's workers' store, on a
+// port of its own each round), TORCHELASTIC_RESTART_COUNT (this launcher's failed starts),
+// TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, XDINO_RDZV_ROUND (the round: a worker of
+// another round is refused at the workers' rendezvous), and OMP_NUM_THREADS = cores / nproc
+// unless set. It forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits.
 //
-// Restarts (torchrun's --max_restarts; docs/architecture.md, "Runs that heal"). With
-// max_restarts N > 0, a failed start is followed by up to N more: once every local process
-// has ended, they start again with the same arguments (a training run resumes from its last
-// checkpoint), and each restart is logged with the failure that caused it. Every node's
-// launcher does the same, so a multi-node run re-forms by itself once the lost host or link
-// is back. Restart k moves the rendezvous to master_port + k (a free port on one node), so a
-// restarted process never joins the store of the start before it. Each start must form its
-// rendezvous within rdzv_timeout seconds: every process tells the launcher when it has
-// joined (one byte on the pipe named by XDINO_LAUNCH_READY_FD, distributed/distributed.h);
-// when they have not all joined by then, the launcher stops them and gives up with one line,
-// exit 1. It also gives up, with the last failure's code, after N restarts, and does not
-// restart after a forwarded signal or a usage error (exit 2: the same command fails again).
-// The processes see TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS, as torchrun sets
-// them.
+// While they run it reacts to (docs/architecture.md, "Runs that heal"):
+//  - a process that fails: the others get `grace_seconds` to notice on their own (they name the
+//    lost rank), then SIGTERM (with SIGCONT, for a stopped one), then SIGKILL 10 s later. With
+//    max_restarts N > 0, once all have ended, this node leaves the round and joins the next
+//    one, up to N times (a training run resumes from its last checkpoint); each restart is
+//    logged with its cause. Never after a forwarded signal (the user asked the run to stop) or
+//    a usage error (exit 2: the same command fails again);
+//  - a node waiting to join (a launcher started late or again): it stops its processes and
+//    re-forms with it, without counting a restart;
+//  - the rendezvous closed by a node that gave up: it stops its processes and exits 1 with
+//    that node's reason, within seconds.
+// It closes the rendezvous itself when it gives up: restarts spent, a usage error, its
+// processes not joining their rendezvous within the join timeout, or the node rendezvous not
+// forming in that time while it waited in an open round. It does not close on a signal, so
+// that a launcher started again rejoins.
+// Returns 0 if all succeeded, else the exit code of the first that failed (128 + signal when
+// killed by one), 1 when the rendezvous was closed by another node. Throws xdino::Error (one
+// line, "gave up: ...") when the rendezvous does not form, UsageError for bad options. The
+// caller's signal handlers are restored on return.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "distributed/node_rendezvous.h"
+
 namespace xdino::launch {
 
 struct LocalLaunchOptions {
-  int64_t nproc = 1;      // processes on this node
-  int64_t nnodes = 1;     // nodes of the run, each with its own `dino launch`
-  int64_t node_rank = 0;  // this node's index: its ranks are node_rank * nproc + 0..nproc-1
-  std::string master_addr = "127.0.0.1";
-  int64_t master_port = 0;  // 0: a free port
+  int64_t nproc = 1;  // processes on this node
   double grace_seconds = 60;
-  int64_t max_restarts = 0;   // torchrun's: starts after the first that failed
-  double rdzv_timeout = 600;  // seconds each start has to form its rendezvous (max_restarts > 0)
+  int64_t max_restarts = 0;  // torchrun's: starts after the first that failed
+  // nnodes, node_rank, the endpoint, run id and timeouts (join_timeout is --rdzv_timeout).
+  distributed::NodeRendezvousOptions rendezvous;
 };
 
 int launch_local(const LocalLaunchOptions& options, const std::vector<std::string>& child_args);

@@ -165,15 +165,16 @@ class ShardedCrops : public ssl::DataSource {
   int rank_;
 };
 
-// `train OUT_DIR TOTAL_BATCH OPTIMIZER STEPS`: DINO steps of XCiT-nano (BatchNorm in the patch
-// embedding and LPI) through the real Trainer, the total batch split across the processes.
+// `train OUT_DIR TOTAL_BATCH OPTIMIZER STEPS [ARCH]`: DINO steps of XCiT-nano (BatchNorm in the
+// patch embedding and LPI), or ARCH, through the real Trainer, the total batch split across the
+// processes.
 // Rank 0 writes OUT_DIR/initial.pth (the student after the broadcast) and the trainer's
 // checkpoint.pth; the test compares the checkpoints of different world sizes.
 void dino_train(std::shared_ptr<Communicator> c, const std::string& out_dir, int64_t total_batch,
-                const std::string& optimizer, int64_t steps) {
+                const std::string& optimizer, int64_t steps, const std::string& arch) {
   XDINO_CHECK(total_batch % c->world_size() == 0, "total batch must split evenly");
   ssl::DinoOptions o;
-  o.arch = "xcit_nano_12_p16";
+  o.arch = arch;
   o.head.out_dim = 64;
   o.epochs = 1;
   o.batch_size_per_gpu = total_batch / c->world_size();
@@ -221,8 +222,9 @@ int main(int argc, char** argv) {
     } else if (scenario == "gradsync") {
       gradient_sync(comm, true);
       gradient_sync(comm, false);
-    } else if (scenario == "train" && argc == 6) {
-      dino_train(comm, argv[2], std::atol(argv[3]), argv[4], std::atol(argv[5]));
+    } else if (scenario == "train" && (argc == 6 || argc == 7)) {
+      dino_train(comm, argv[2], std::atol(argv[3]), argv[4], std::atol(argv[5]),
+                 argc == 7 ? argv[6] : "xcit_nano_12_p16");
     } else if (scenario == "die") {
       if (comm->rank() == 1) std::_Exit(3);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -113,3 +113,55 @@ TEST(Cli, LaunchTakesTorchrunSpellings) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("usage: dino visualize"), std::string::npos) << r.out;
 }
+
+// A run refused for a usage error leaves nothing behind: no config.ini, not even the folder
+// (a stray config.ini was once committed from a refused run).
+TEST(Cli, ARefusedTrainLeavesNoConfigBehind) {
+  const std::string dir = xdino::testing::fresh_temp_dir("refused_train") + "/run";
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--data_path", "/no/such/folder"},
+        {"--data_path", "/usr/share/datasets/fashion-mnist", "--arch", "nosuch"},
+        {"--data_path", "/usr/share/datasets/fashion-mnist", "--epochs", "-1"}}) {
+    std::vector<std::string> argv{dino_binary(), "train", "--output_dir", dir, "--device", "cpu"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << bad[1] << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/config.ini")) << bad.back();
+  }
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// torchrun's rendezvous flags (--rdzv_endpoint, --rdzv_backend, --rdzv_id, --rdzv_conf,
+// --nnodes MIN:MAX, --standalone) are taken under its names; what does not apply here is one
+// line, exit 2, naming the flag and the fix.
+TEST(Cli, LaunchTakesTorchrunRendezvousFlags) {
+  const auto ok =
+      run_process({dino_binary(), "launch", "--standalone", "--rdzv-backend", "c10d", "--rdzv-id",
+                   "job7", "--rdzv-conf", "join_timeout=30,keep_alive_interval=1,is_host=true",
+                   "--nnodes", "1:1", "--nproc-per-node", "1", "visualize", "--help"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("usage: dino visualize"), std::string::npos) << ok.out;
+  struct Bad {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {{"--nnodes", "1:4"}, "elastic sizes are not supported"},
+           {{"--rdzv_backend", "etcd"}, "--rdzv_backend etcd is not supported"},
+           {{"--rdzv_conf", "join_timeout=-3"}, "--rdzv_conf join_timeout=-3: expected a positive"},
+           {{"--rdzv_conf", "bogus=1"}, "--rdzv_conf: unknown key 'bogus'"},
+           {{"--nnodes", "2", "--rdzv_endpoint", "node01:29400", "--master_port", "29500"},
+            "give one"},
+           {{"--nnodes", "2", "--master_port", "29500"}, "needs --master_addr"},
+           {{"--nnodes", "2", "--node_rank", "2", "--rdzv_endpoint", "node01"},
+            "--node_rank must be in [0, --nnodes)"},
+           {{"--rdzv_id", "a/b"}, "--rdzv_id must be a non-empty name without '/'"}}) {
+    std::vector<std::string> argv{dino_binary(), "launch"};
+    argv.insert(argv.end(), b.flags.begin(), b.flags.end());
+    argv.insert(argv.end(), {"visualize", "--help"});
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << b.flags[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  }
+}

@@ -84,6 +84,27 @@ TEST(Decode, ExifOrientationIsAppliedOrIgnoredOnRequest) {
   }
 }
 
+// The float pipeline reads what OpenCV stores (IMREAD_UNCHANGED, no orientation) and turns it
+// itself: the same pixels as the 8-bit path's, in the same orientation, or as stored.
+TEST(Decode, TheFloatPathTurnsByExifOrientationAsThe8BitPathDoes) {
+  for (const char* name : {"rot3.jpg", "rot6.jpg", "rot8.jpg"}) {
+    const fs::path file = fixture(std::string("datasets/exif/") + name);
+    for (const bool exif : {true, false}) {
+      const Image eight = read_image(file, exif);
+      xdino::augment::DecodeOptions o;
+      o.pixels = xdino::augment::DecodeOptions::Pixels::kFloat;
+      o.channels = 3;
+      o.exif_orientation = exif;
+      const Image f = read_image(file, o);
+      ASSERT_EQ(f.type(), CV_32FC3) << name;
+      ASSERT_EQ(f.size(), eight.size()) << name << " exif " << exif;
+      Image back;
+      f.convertTo(back, CV_8UC3, 255.0);
+      EXPECT_EQ(image_bytes(back), image_bytes(eight)) << name << " exif " << exif;
+    }
+  }
+}
+
 TEST(Decode, CorruptInputsThrowNamingTheFile) {
   for (const char* name : {"truncated.jpg", "truncated.png", "not_an_image.png"}) {
     const fs::path file = fixture(std::string("datasets/corrupt/") + name);

@@ -167,6 +167,18 @@ TEST(DinoTrain, XCiTNanoResumesExactlyMidEpoch) {
   expect_sigterm_resume_is_exact(opt);
 }
 
+TEST(DinoTrain, ResNetResumesExactlyMidEpoch) {
+  // A ResNet: every layer's BatchNorm running statistics (buffers the checkpoint carries, in
+  // the student and the teacher) must come back as they were mid-epoch.
+  TempDir unused;
+  auto opt = tiny_options(unused.path());
+  opt.arch = "resnet18";
+  opt.head.out_dim = 64;
+  opt.global_crops_size = 32;
+  opt.local_crops_size = 16;
+  expect_sigterm_resume_is_exact(opt);
+}
+
 TEST(DinoTrain, ReplicasResumeExactlyMidEpoch) {
   // Two replicas (docs/dino.md, "Replicas"): the generator state a checkpoint saves is the one
   // the split step leaves, and the step does not depend on thread timing.

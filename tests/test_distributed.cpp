@@ -166,3 +166,37 @@ TEST_F(Distributed, TwoProcessesTrainLikeOneWithTheWholeBatch) {
     std::filesystem::remove_all(two);
   }
 }
+
+// A ResNet's BatchNorms are SyncBatchNorms in DINO (main_dino.py's convert_sync_batchnorm):
+// with the total batch split over two processes, every running mean and variance of the
+// student and the teacher must be the one-process run's, which saw the whole batch.
+TEST_F(Distributed, ResNetSyncBatchNormStatisticsAreTheWholeBatchs) {
+  const auto one = xdino::testing::fresh_dir("dist_resnet_1");
+  const auto two = xdino::testing::fresh_dir("dist_resnet_2");
+  expect_all_ok(run_world("train", 1, {}, 120, {one.string(), "8", "sgd", "2", "resnet18"}));
+  expect_all_ok(run_world("train", 2, {}, 120, {two.string(), "8", "sgd", "2", "resnet18"}));
+  const auto a = xdino::load_pth(one / "checkpoint.pth");
+  const auto b = xdino::load_pth(two / "checkpoint.pth");
+  int64_t statistics = 0;
+  for (const char* net : {"student", "teacher"}) {
+    const Dict da = sub_dict(a, net), db = sub_dict(b, net);
+    for (const auto& item : da) {
+      const std::string name = item.key().toStringRef();
+      const bool running = name.find("running_mean") != std::string::npos ||
+                           name.find("running_var") != std::string::npos;
+      if (!running) continue;
+      ++statistics;
+      const auto x = item.value().toTensor().to(torch::kDouble);
+      const auto y = db.at(name).toTensor().to(torch::kDouble);
+      // They moved from their initial 0 / 1, so equality is not that of untouched buffers.
+      const auto init = name.find("running_mean") != std::string::npos ? torch::zeros_like(x)
+                                                                       : torch::ones_like(x);
+      EXPECT_GT((x - init).abs().max().item<double>(), 1e-4) << net << " " << name;
+      EXPECT_LT((y - x).abs().max().item<double>(), 1e-5 * (1 + x.abs().max().item<double>()))
+          << net << " " << name;
+    }
+  }
+  EXPECT_EQ(statistics, 2 * 2 * 20) << "resnet18 has 20 BatchNorms, in student and teacher";
+  std::filesystem::remove_all(one);
+  std::filesystem::remove_all(two);
+}

@@ -33,9 +33,26 @@ void declare(Flags& f, Opts& o) {
       .add("runs", &o.runs, "run folders");
 }
 
+// This process's INI files, in one folder that goes when the process ends (they used to stay
+// in /tmp, a dozen per run).
+class IniFolder {
+ public:
+  IniFolder() : path_(fs::temp_directory_path() / ("xdino_flags_" + std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~IniFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
 std::string write_ini(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("xdino_flags_" + std::to_string(::getpid()) + "_" + name + ".ini");
+  static const IniFolder folder;
+  const fs::path p = folder.path() / (name + ".ini");
   std::ofstream(p) << text;
   return p.string();
 }
@@ -242,6 +259,26 @@ TEST(Flags, FormatDoubleMatchesPythonRepr) {
   EXPECT_EQ(xdino::python_repr(65536), "65536.0");
   EXPECT_EQ(xdino::python_repr(1e16), "1e+16");
   EXPECT_EQ(std::stod(xdino::python_repr(0.1 + 0.2)), 0.1 + 0.2);
+}
+
+// numpy's rounding and array printing, as eval_image_retrieval.py prints mP@k; the expected
+// strings are what numpy 1.24 printed for np.around(np.array(values), 2).
+TEST(Flags, NumpyAroundAndArraysPrintAsNumpyDoes) {
+  EXPECT_EQ(xdino::numpy_around(78.125, 2), 78.12);  // half to even; C's round gives 78.13
+  EXPECT_EQ(xdino::numpy_around(0.78125 * 100, 2), 78.12);
+  EXPECT_EQ(xdino::numpy_around(2.675, 2), 2.68);  // 2.675 * 100 rounds to 267.5 first
+  EXPECT_EQ(xdino::numpy_around(78.135, 2), 78.14);
+  const std::vector<std::pair<std::vector<double>, std::string>> cases{
+      {{100., 85.71, 71.43}, "[100.    85.71  71.43]"},
+      {{100., 0.05, 0.}, "[1.e+02 5.e-02 0.e+00]"},
+      {{78.12, 50., 40.25}, "[78.12 50.   40.25]"},
+      {{0., 0., 0.}, "[0. 0. 0.]"},
+      {{1.5, -2.25, 3.}, "[ 1.5  -2.25  3.  ]"},
+      {{100., 100., 100.}, "[100. 100. 100.]"},
+      {{12.34, 0.5, 99.99}, "[12.34  0.5  99.99]"},
+      {{0.01, 100, 5}, "[1.e-02 1.e+02 5.e+00]"},
+      {{150., 0.05}, "[1.5e+02 5.0e-02]"}};
+  for (const auto& [values, numpy] : cases) EXPECT_EQ(xdino::numpy_str(values), numpy);
 }
 
 TEST(Flags, VariantSectionsApplyOnTopOfTheirSubcommand) {

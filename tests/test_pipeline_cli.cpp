@@ -128,13 +128,23 @@ TEST(Pipeline, ALinearStageOnRetrainedWeightsTrainsItsProbeAgain) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE((r.out + r.err).find("holds a probe trained on other features"), std::string::npos)
       << r.out << r.err;
-  EXPECT_EQ(probe_epochs(), 2) << "the probe was not trained on the new weights";
+  EXPECT_EQ(probe_epochs(), 1) << "the probe was not trained afresh on the new weights";
+  // The finished probe of the old weights is kept beside, never overwritten.
+  for (const char* name : {"checkpoint.pth", "log.txt", "linear.json"})
+    EXPECT_TRUE(fs::is_regular_file(dir / "linear" / "replaced" / "1" / name)) << name;
 
-  // The same weights again: the probe resumes, as eval_linear.py's does, and has nothing to do.
+  // The same weights again: the probe resumes, as eval_linear.py's does, and has nothing to do;
+  // so it does when they are named by a relative path (weights are known by their content).
   r = run_process({dino_binary(), "linear", "--config", ini.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Resuming from"), std::string::npos) << r.out;
-  EXPECT_EQ(probe_epochs(), 2);
+  r = run_process({"/bin/bash", "-c",
+                   "cd '" + dir.string() + "' && '" + dino_binary() + "' linear --config '" +
+                       ini.string() + "' --pretrained_weights run/checkpoint.pth"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Resuming from"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(probe_epochs(), 1);
+  EXPECT_FALSE(fs::exists(dir / "linear" / "replaced" / "2"));
   fs::remove_all(dir);
 }
 

@@ -119,6 +119,12 @@ TEST(ResNetCli, RefusedWhereTheOfficialScriptRefusesBeforeOpeningData) {
   expect_resnet_refusal({"video_segmentation", "--arch", "resnet50", "--data_path", "/no/such/data",
                          "--output_dir", out},
                         "convolutional network");
+  expect_resnet_refusal(
+      {"visualize", "--arch", "resnet50", "--data_path", "/no/such/data", "--output_dir", out},
+      "convolutional network without patch tokens, which attention maps");
+  expect_resnet_refusal({"visualize", "--arch", "resnet50", "--image_path", "/no/such/data/a.png",
+                         "--output_dir", out},
+                        "convolutional network without patch tokens, which attention maps");
   for (const char* command : {"train", "knn", "linear", "features", "retrieval"}) {
     SCOPED_TRACE(command);
     std::vector<std::string> args{command, "--arch", "resnet51", "--data_path", "/no/such/data"};

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "core/python_format.h"
 #include "eval/retrieval/image_retrieval.h"
 #include "eval/retrieval/ranking.h"
 #include "tests/support/files.h"
@@ -149,6 +150,27 @@ TEST_F(RetrievalEval, RetrievalMatchesThePythonReference) {
       EXPECT_NEAR(ours["mP@k_M"][ks[k]].get<double>(), 100.0 * ref["mprM"][k].get<double>(), 1e-9);
       EXPECT_NEAR(ours["mP@k_H"][ks[k]].get<double>(), 100.0 * ref["mprH"][k].get<double>(), 1e-9);
     }
+    // The two lines eval_image_retrieval.py prints, made by numpy from the reference's scores.
+    std::vector<std::string> argv{kPython, "-c",
+                                  "import numpy as np, sys\n"
+                                  "a = [float(x) for x in sys.argv[1:]]\n"
+                                  "r = lambda v: np.around(np.array(v) * 100, decimals=2)\n"
+                                  "print('>> roxford5k: mAP M: {}, H: {}'.format("
+                                  "np.around(a[0] * 100, decimals=2), "
+                                  "np.around(a[1] * 100, decimals=2)))\n"
+                                  "print('>> roxford5k: mP@k{} M: {}, H: {}'.format("
+                                  "np.array([1, 5, 10]), r(a[2:5]), r(a[5:8])))\n"};
+    for (const char* key : {"mapM", "mapH"})
+      argv.push_back(xdino::python_repr(ref[key].get<double>()));
+    for (const char* key : {"mprM", "mprH"})
+      for (int k = 0; k < 3; ++k) argv.push_back(xdino::python_repr(ref[key][k].get<double>()));
+    const auto lines = run_process(argv);
+    ASSERT_EQ(lines.exit_code, 0) << lines.err;
+    size_t at = 0;
+    for (size_t end; (end = lines.out.find('\n', at)) != std::string::npos; at = end + 1)
+      EXPECT_NE(r.out.find(lines.out.substr(at, end - at)), std::string::npos)
+          << "the script prints '" << lines.out.substr(at, end - at) << "'; we print:\n"
+          << r.out;
     EXPECT_LT(ours["mAP_H"].get<double>(), 99.0) << multiscale;
   }
 }

@@ -29,6 +29,7 @@ struct JpegHeader {
   bool eoi_before_scan = false;   // an end-of-image marker before any scan
   size_t scan_begin = 0;          // after the first start-of-scan header
   int64_t width = 0, height = 0;  // from the first start-of-frame, 0 if none
+  std::string_view exif;          // the first APP1 "Exif" segment's TIFF block, if any
 };
 
 JpegHeader read_jpeg_header(std::string_view bytes) {
@@ -53,8 +54,62 @@ JpegHeader read_jpeg_header(std::string_view bytes) {
       h.height = (int64_t{p[pos + 3]} << 8) | p[pos + 4];
       h.width = (int64_t{p[pos + 5]} << 8) | p[pos + 6];
     }
-    pos += (static_cast<size_t>(p[pos]) << 8) | p[pos + 1];
+    const size_t length = (static_cast<size_t>(p[pos]) << 8) | p[pos + 1];
+    if (marker == 0xE1 && h.exif.empty() && length >= 8 && pos + length <= n &&
+        bytes.substr(pos + 2, 6) == std::string_view("Exif\0\0", 6))
+      h.exif = bytes.substr(pos + 8, length - 8);
+    pos += length;
     if (marker == 0xDA) return h.scan_begin = pos, h;
+  }
+}
+
+// The orientation (1-8) an EXIF block (a TIFF header and its IFD0) declares; 1 when it
+// declares none or cannot be read. Every offset is checked against the block.
+int exif_orientation(std::string_view tiff) {
+  const auto* p = reinterpret_cast<const unsigned char*>(tiff.data());
+  const size_t n = tiff.size();
+  if (n < 8 || !(tiff.substr(0, 2) == "II" || tiff.substr(0, 2) == "MM")) return 1;
+  const bool little = tiff[0] == 'I';
+  const auto u16 = [&](size_t at) -> uint32_t {
+    return little ? p[at] | (p[at + 1] << 8) : (p[at] << 8) | p[at + 1];
+  };
+  const auto u32 = [&](size_t at) -> uint64_t {
+    return little ? uint64_t{u16(at)} | (uint64_t{u16(at + 2)} << 16)
+                  : (uint64_t{u16(at)} << 16) | u16(at + 2);
+  };
+  if (u16(2) != 42) return 1;
+  const uint64_t ifd = u32(4);
+  if (ifd + 2 > n) return 1;
+  const uint64_t entries = u16(ifd);
+  for (uint64_t i = 0; i < entries; ++i) {
+    const uint64_t at = ifd + 2 + 12 * i;
+    if (at + 12 > n) return 1;
+    if (u16(at) != 0x0112) continue;  // Orientation, a SHORT: its value in the first 2 bytes
+    const uint32_t v = u16(at + 2) == 3 ? u16(at + 8) : 1;
+    return v >= 1 && v <= 8 ? static_cast<int>(v) : 1;
+  }
+  return 1;
+}
+
+// What OpenCV's decoder does for an EXIF orientation on the 8-bit path (IMREAD_COLOR), done to
+// the float path's image (IMREAD_UNCHANGED applies none).
+void apply_orientation(cv::Mat& image, int orientation) {
+  if (orientation >= 5) cv::transpose(image, image);
+  switch (orientation) {
+    case 2:
+    case 6:
+      cv::flip(image, image, 1);
+      break;
+    case 3:
+    case 7:
+      cv::flip(image, image, -1);
+      break;
+    case 4:
+    case 8:
+      cv::flip(image, image, 0);
+      break;
+    default:
+      break;
   }
 }
 
@@ -179,7 +234,10 @@ Image decode_image(std::string_view bytes, const std::string& name, const Decode
     return decode_image(bytes, name, options.exif_orientation);
   XDINO_CHECK(options.channels >= 0, "cannot decode ", name, " into ", options.channels,
               " channels");
-  return to_float_pixels(checked_decode(bytes, name, cv::IMREAD_UNCHANGED), options.channels, name);
+  cv::Mat stored = checked_decode(bytes, name, cv::IMREAD_UNCHANGED);
+  if (options.exif_orientation)
+    apply_orientation(stored, exif_orientation(read_jpeg_header(bytes).exif));
+  return to_float_pixels(stored, options.channels, name);
 }
 
 DecodeOptions resolve_pixels(const DecodeOptions& options, std::string_view first_image,

@@ -9,6 +9,7 @@
 #include "core/ivalue.h"
 #include "core/log.h"
 #include "core/pth/pickle.h"
+#include "core/python_format.h"
 #include "eval/retrieval/features.h"
 #include "eval/retrieval/ranking.h"
 
@@ -172,11 +173,13 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     const torch::Tensor ranks =
         std::get<1>(sim.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true)).cpu();
     const RetrievalScores s = evaluate_retrieval(ranks, g);
-    const auto pct = [](double v) { return std::round(v * 10000.0) / 100.0; };
-    log::info(">> ", o.dataset, ": mAP M: ", pct(s.map_medium), ", H: ", pct(s.map_hard));
-    log::info(">> ", o.dataset, ": mP@k[ 1  5 10] M: [", pct(s.mp_medium[0]), " ",
-              pct(s.mp_medium[1]), " ", pct(s.mp_medium[2]), "], H: [", pct(s.mp_hard[0]), " ",
-              pct(s.mp_hard[1]), " ", pct(s.mp_hard[2]), "]");
+    // The script's lines: np.around(x * 100, decimals=2) (half to even), printed by numpy.
+    const auto pct = [](double v) { return numpy_around(v * 100.0, 2); };
+    const auto pcts = [&](const auto& v) { return numpy_str({pct(v[0]), pct(v[1]), pct(v[2])}); };
+    log::info(">> ", o.dataset, ": mAP M: ", python_repr(pct(s.map_medium)),
+              ", H: ", python_repr(pct(s.map_hard)));
+    log::info(">> ", o.dataset, ": mP@k[ 1  5 10] M: ", pcts(s.mp_medium),
+              ", H: ", pcts(s.mp_hard));
     j = Json::object();
     j["protocol"] = "image retrieval (eval_image_retrieval.py)";
     j["dataset"] = o.dataset;

@@ -10,7 +10,18 @@
 #     SIGKILL); the checkpoint left behind resumes, once the link is back, to the same end;
 #  4. SLURM: SIGUSR1 to launch/slurm/dino_train.sbatch (its srun and scontrol are the stand-ins
 #     of tests/multinode/bin) saves mid-epoch, asks for the requeue and exits 0; the requeued
-#     job resumes to the uninterrupted run's checkpoint.
+#     job resumes to the uninterrupted run's checkpoint;
+#  5. host B dies whole (its launcher and ranks SIGKILLed) and its launcher is started again,
+#     as SLURM or a person would: it joins the round node 0 is in, and the run ends by itself
+#     with the uninterrupted run's checkpoint;
+#  6. the same for host A, whose launcher serves the rendezvous store: node 1 waits for it,
+#     joins the new store, and the run heals the same way;
+#  7. a rank on host B dies before it joins the workers' rendezvous: node 1 asks for a new
+#     round and node 0 re-forms with it (no restart counted there), to the same checkpoint;
+#  8. a usage error on one node (its --data_path is missing): that launcher closes the
+#     rendezvous and the other stops within seconds with its reason, not after --rdzv_timeout;
+#  9. a restart storm on both hosts (checkpoint.pth is not a checkpoint): both give up within
+#     their restarts, one line each, the file untouched.
 # usage: test_healing_hosts.sh DINO_BINARY
 # Exits 0 on success, 1 with the failed check, 77 when it cannot run here (no root).
 set -euo pipefail
@@ -28,12 +39,14 @@ port=29600
 rdzv_timeout=20
 heartbeat=8
 grace=5
+# A launcher that stops beating is out of the rendezvous after 1 s x 3 (torchrun's 5 s x 3).
+rdzv_conf=keep_alive_interval=1,keep_alive_max_attempt=3
 
 fail() { echo "FAIL: $*" >&2; failed=1; exit 1; }
 run=$work/run  # every run writes here: its path is in the checkpoint's args
 # 128 images, 4 ranks x 8 = 4 iterations per epoch, 4 epochs.
 train_args() {
-  echo train --data_path "$fashion_mnist" --max_samples 128 --arch xcit_nano_4_p4 \
+  echo train --data_path "${data:-$fashion_mnist}" --max_samples 128 --arch xcit_nano_4_p4 \
     --global_crops_size 28 --local_crops_size 12 --local_crops_number 2 --out_dim 64 \
     --head_hidden_dim 64 --head_bottleneck_dim 32 --batch_size_per_gpu 8 --epochs 4 \
     --warmup_epochs 1 --num_workers 1 --saveckp_freq 100 --seed 0 --output_dir "$run" \
@@ -43,7 +56,8 @@ train_args() {
 launch_node() {  # A|B NODE_RANK LOG
   on_host "$1" env GLOO_SOCKET_IFNAME=eth0 "$dino" launch --nproc 2 --nnodes 2 \
     --node_rank "$2" --master_addr node01 --master_port "$port" --grace_seconds $grace \
-    --max_restarts 1 --rdzv_timeout $rdzv_timeout -- $(train_args) >"$3" 2>&1 &
+    --max_restarts ${restarts:-1} --rdzv_timeout $rdzv_timeout --rdzv_conf $rdzv_conf \
+    -- $(train_args) >"$3" 2>&1 &
 }
 # Both nodes, returning once epoch 1 is under way (a timed checkpoint mid-epoch 1).
 start_into_epoch_1() {  # LOG_SUFFIX
@@ -144,3 +158,98 @@ cmp -s "$work/ref/checkpoint.pth" "$run/checkpoint.pth" ||
   fail "the requeued job's checkpoint differs from the uninterrupted run's"
 echo "ok: SLURM preemption: SIGUSR1 saved before iteration $(resumed_from "$work/slurm2.log")," \
   "the job asked for its requeue, and the requeued job ended with the uninterrupted checkpoint"
+rm -rf "$run"
+
+# --- 5. host B dies whole, and its launcher is started again ---------------------------------
+# A launcher started again is a new node of the rendezvous: it joins whatever round the others
+# are in (node_rendezvous.h), where before it started at its own count and waited forever.
+# Both ends are checked: the node that stayed restarted once, the new one started afresh.
+kill_host_and_restart() {  # A|B LOG_SUFFIX
+  local pids
+  pids=$(ip netns pids "$([[ $1 == A ]] && echo "$HOST_A" || echo "$HOST_B")")
+  kill -9 $pids
+  if [[ $1 == A ]]; then
+    wait $a 2>/dev/null || true
+    sleep 2
+    launch_node A 0 "$work/a$2r.log"; a=$!
+  else
+    wait $b 2>/dev/null || true
+    sleep 2
+    launch_node B 1 "$work/b$2r.log"; b=$!
+  fi
+}
+start_into_epoch_1 5
+kill_host_and_restart B 5
+wait_for $a 300; [[ $code == 0 ]] || fail "host B died and came back: node 0 exited $code: $(tail -3 "$work/a5.log")"
+wait_for $b 300; [[ $code == 0 ]] || fail "host B came back: its new launcher exited $code: $(tail -3 "$work/b5r.log")"
+cmp -s "$work/ref/checkpoint.pth" "$run/checkpoint.pth" || fail "host B died and came back: checkpoint.pth differs"
+grep -q "restart 1 of 1 after: " "$work/a5.log" || fail "host B died: node 0 did not restart"
+echo "ok: host B killed whole, its launcher started again: it joined round" \
+  "$(sed -n 's/.*round \([0-9]*\))$/\1/p' "$work/b5r.log" | tail -1), the run resumed from" \
+  "iteration $(resumed_from "$work/a5.log") and ended with the uninterrupted checkpoint"
+rm -rf "$run"
+
+# --- 6. host A dies whole: the store's host ---------------------------------------------------
+start_into_epoch_1 6
+kill_host_and_restart A 6
+wait_for $a 300; [[ $code == 0 ]] || fail "host A came back: its new launcher exited $code: $(tail -3 "$work/a6r.log")"
+wait_for $b 300; [[ $code == 0 ]] || fail "host A died and came back: node 1 exited $code: $(tail -3 "$work/b6.log")"
+cmp -s "$work/ref/checkpoint.pth" "$run/checkpoint.pth" || fail "host A died and came back: checkpoint.pth differs"
+echo "ok: host A (the rendezvous store's) killed whole and started again: node 1 joined its new" \
+  "store and the run ended with the uninterrupted checkpoint"
+rm -rf "$run"
+
+# --- 7. a rank dies before it joins the workers' rendezvous, on host B only -----------------
+launch_node A 0 "$work/a7.log"; a=$!
+launch_node B 1 "$work/b7.log"; b=$!
+victim=
+for _ in $(seq 600); do  # up to 30 s: the first rank of node 1, as soon as it exists
+  victim=$(pid_of_rank 2 $(ip netns pids "$HOST_B") 2>/dev/null)
+  [[ -n $victim ]] && break
+  sleep 0.05
+done
+[[ -n $victim ]] || fail "rank 2 never started on host B: $(tail -3 "$work/b7.log")"
+kill -9 "$victim"
+wait_for $a 300; [[ $code == 0 ]] || fail "a rank died before joining: node 0 exited $code: $(tail -3 "$work/a7.log")"
+wait_for $b 300; [[ $code == 0 ]] || fail "a rank died before joining: node 1 exited $code: $(tail -3 "$work/b7.log")"
+cmp -s "$work/ref/checkpoint.pth" "$run/checkpoint.pth" || fail "a rank died before joining: checkpoint.pth differs"
+grep -q "restart 1 of 1 after: rank 2 (pid $victim) was killed by signal 9" "$work/b7.log" ||
+  fail "node 1 did not restart after its rank died: $(grep -i restart "$work/b7.log" | head -2)"
+grep -Eq "is waiting to join; stopping|restart 1 of 1 after: " "$work/a7.log" ||
+  fail "node 0 did not re-form with node 1: $(tail -3 "$work/a7.log")"
+echo "ok: rank 2 killed before it joined: node 1 restarted, node 0 re-formed with it, same checkpoint"
+rm -rf "$run"
+
+# --- 8. a usage error on one node closes the rendezvous for both ----------------------------
+started=$SECONDS
+launch_node A 0 "$work/a8.log"; a=$!
+data=/nonexistent/fashion-mnist launch_node B 1 "$work/b8.log"; b=$!
+wait_for $b 120; code_b=$code
+wait_for $a 120; code_a=$code; took=$((SECONDS - started))
+[[ $code_b == 2 ]] || fail "the node with the missing data exited $code_b: $(tail -3 "$work/b8.log")"
+[[ $code_a == 1 ]] || fail "the other node exited $code_a: $(tail -3 "$work/a8.log")"
+((took < rdzv_timeout)) || fail "node 0 took $took s to stop (--rdzv_timeout $rdzv_timeout)"
+[[ $(grep -c "dino launch: error: stopped: the rendezvous at node01:$port was closed: node02/.* gave up: " \
+  "$work/a8.log") == 1 ]] || fail "node 0 does not say, once, who closed it: $(tail -3 "$work/a8.log")"
+echo "ok: a usage error on node 1 closed the rendezvous; node 0 stopped after $took s: $(grep -h "was closed" "$work/a8.log")"
+rm -rf "$run"
+
+# --- 9. a restart storm on both hosts ---------------------------------------------------------
+mkdir -p "$run"
+echo "not a checkpoint" >"$run/checkpoint.pth"
+started=$SECONDS
+restarts=2 launch_node A 0 "$work/a9.log"; a=$!
+restarts=2 launch_node B 1 "$work/b9.log"; b=$!
+wait_for $a 240; code_a=$code
+wait_for $b 240; code_b=$code; took=$((SECONDS - started))
+for node in a b; do
+  log=$work/${node}9.log
+  code=$([[ $node == a ]] && echo $code_a || echo $code_b)
+  [[ $code == 1 ]] || fail "storm, node $node exited $code: $(tail -3 "$log")"
+  starts=$(grep -c "^launched ranks" "$log")
+  ((starts >= 1 && starts <= 3)) || fail "storm, node $node started its ranks $starts times (1 + 2 restarts at most)"
+  grep -Eq "gave up after 2 restarts|was closed: " "$log" || fail "storm, node $node: no line ending it: $(tail -3 "$log")"
+done
+((took < 120)) || fail "the storm took $took s to end"
+[[ $(cat "$run/checkpoint.pth") == "not a checkpoint" ]] || fail "the storm changed checkpoint.pth"
+echo "ok: a restart storm on both hosts ended in $took s: $(grep -h "gave up after\|was closed" "$work/a9.log" "$work/b9.log" | head -2 | tr '\n' ' ')"

@@ -1,0 +1,539 @@
+#include "distributed/node_rendezvous.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "distributed/rendezvous.h"
+
+namespace xdino::distributed {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+milliseconds ms(double seconds) {
+  return milliseconds(static_cast<int64_t>(std::ceil(std::max(0.0, seconds) * 1000)));
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+void remove(std::vector<std::string>& v, const std::string& x) {
+  v.erase(std::remove(v.begin(), v.end(), x), v.end());
+}
+void put(std::vector<std::string>& v, const std::string& x) {
+  if (!contains(v, x)) v.push_back(x);
+}
+
+// "node02/4242/0" -> "node02 (launcher pid 4242)".
+std::string describe(const std::string& node) {
+  const size_t a = node.find('/'), b = node.find('/', a + 1);
+  if (a == std::string::npos || b == std::string::npos) return node;
+  return node.substr(0, a) + " (launcher pid " + node.substr(a + 1, b - a - 1) + ")";
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+// Whether `host` names an address of this machine: one of its addresses can be bound.
+bool is_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  for (addrinfo* a = found; a != nullptr && !local; a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_STREAM, 0);
+    if (fd < 0) continue;
+    local = bind(fd, a->ai_addr, a->ai_addrlen) == 0;  // port 0: any
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return local;
+}
+
+std::atomic<int64_t> g_nodes_made{0};
+
+}  // namespace
+
+struct NodeRendezvous::State {
+  struct Participant {
+    int64_t want = -1;   // the node_rank it asked for; -1: any
+    int64_t rank = -1;   // given at completion
+    std::string master;  // "addr:port" of its workers' store, should it be group rank 0
+  };
+  int64_t round = 0;
+  bool complete = false;
+  bool closed = false;
+  bool finished = false;
+  std::string closed_by, reason;
+  std::string host;  // the store's host: the first free rank
+  std::map<std::string, Participant> participants;
+  std::vector<std::string> waiting, spare;
+
+  std::vector<std::string> nodes() const {
+    std::vector<std::string> all;
+    for (const auto& [node, p] : participants) all.push_back(node);
+    for (const auto& n : waiting) put(all, n);
+    for (const auto& n : spare) put(all, n);
+    return all;
+  }
+
+  std::string dump() const {
+    Json j;
+    j["round"] = round;
+    j["complete"] = complete;
+    j["closed"] = closed;
+    j["finished"] = finished;
+    j["closed_by"] = closed_by;
+    j["reason"] = reason;
+    j["host"] = host;
+    Json ps = Json::object();
+    for (const auto& [node, p] : participants)
+      ps[node] = Json{{"want", p.want}, {"rank", p.rank}, {"master", p.master}};
+    j["participants"] = ps;
+    j["waiting"] = waiting;
+    j["spare"] = spare;
+    return j.dump();
+  }
+
+  static State parse(const std::string& text) {
+    State s;
+    if (text.empty()) return s;
+    try {
+      const Json j = parse_json(text, "the rendezvous state");
+      s.round = j.at("round").get<int64_t>();
+      s.complete = j.at("complete").get<bool>();
+      s.closed = j.at("closed").get<bool>();
+      s.finished = j.at("finished").get<bool>();
+      s.closed_by = j.at("closed_by").get<std::string>();
+      s.reason = j.at("reason").get<std::string>();
+      s.host = j.at("host").get<std::string>();
+      for (const auto& [node, p] : j.at("participants").items())
+        s.participants[node] = {p.at("want").get<int64_t>(), p.at("rank").get<int64_t>(),
+                                p.at("master").get<std::string>()};
+      s.waiting = j.at("waiting").get<std::vector<std::string>>();
+      s.spare = j.at("spare").get<std::vector<std::string>>();
+    } catch (const std::exception& e) {
+      XDINO_FAIL("the rendezvous store holds a state this launcher cannot read (", e.what(),
+                 "): is another program using the same --rdzv_endpoint and --rdzv_id?");
+    }
+    return s;
+  }
+
+  // The last participant of a complete round has gone: the next round opens.
+  void advance() {
+    ++round;
+    complete = false;
+    participants.clear();
+  }
+
+  // Ranks: each its node_rank, the others the free ranks in order, the store's host first.
+  void complete_round() {
+    std::vector<bool> taken(participants.size(), false);
+    std::vector<std::string> free_nodes;
+    for (auto& [node, p] : participants) {
+      p.rank = p.want;
+      if (p.want >= 0 && p.want < static_cast<int64_t>(taken.size()))
+        taken[p.want] = true;
+      else
+        free_nodes.push_back(node);
+    }
+    std::stable_sort(
+        free_nodes.begin(), free_nodes.end(),
+        [&](const std::string& a, const std::string& b) { return (a == host) > (b == host); });
+    size_t next = 0;
+    for (const auto& node : free_nodes) {
+      while (taken[next]) ++next;
+      participants[node].rank = static_cast<int64_t>(next);
+      taken[next] = true;
+    }
+    complete = true;
+  }
+};
+
+struct NodeRendezvous::Read {
+  State state;
+  std::string token;       // the blob as read: the expected value of the next compare-and-set
+  bool sanitized = false;  // dead nodes were removed from `state`: it needs writing
+};
+
+NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o)) {
+  const auto& o_ = options_;
+  XDINO_CHECK_ARG(o_.nnodes >= 1, "--nnodes must be at least 1, got ", o_.nnodes);
+  XDINO_CHECK_ARG(o_.node_rank >= -1 && o_.node_rank < o_.nnodes,
+                  "--node_rank must be in [0, --nnodes), got ", o_.node_rank, " of ", o_.nnodes);
+  XDINO_CHECK_ARG(o_.join_timeout > 0, "--rdzv_timeout (join_timeout) must be positive, got ",
+                  o_.join_timeout);
+  XDINO_CHECK_ARG(o_.keep_alive_interval > 0 && o_.keep_alive_max_attempt >= 1,
+                  "keep_alive_interval must be positive and keep_alive_max_attempt at least 1");
+  XDINO_CHECK_ARG(o_.read_timeout > 0 && o_.close_timeout > 0 && o_.poll_interval > 0,
+                  "read_timeout, close_timeout and the poll interval must be positive");
+  XDINO_CHECK_ARG(!o_.run_id.empty() && o_.run_id.find('/') == std::string::npos,
+                  "--rdzv_id must be a non-empty name without '/', got '", o_.run_id, "'");
+  addr_ = o_.local_addr.empty() ? host_name() : o_.local_addr;
+  node_ = addr_ + "/" + std::to_string(getpid()) + "/" + std::to_string(g_nodes_made++);
+  const bool explicit_host = o_.is_host.has_value() || o_.node_rank >= 0;
+  is_host_ = o_.is_host.value_or(o_.node_rank >= 0 ? o_.node_rank == 0
+                                                   : is_local_address(o_.endpoint_host));
+  int port = o_.endpoint_port;
+  if (port == 0) {
+    XDINO_CHECK_ARG(o_.nnodes == 1, "--nnodes ", o_.nnodes,
+                    " needs a rendezvous port every node names (--master_port or "
+                    "--rdzv_endpoint host:port)");
+    is_host_ = true;
+    port = free_tcp_port();
+  }
+  XDINO_CHECK_ARG(port > 0 && port < 65536, "rendezvous port ", port, " is not a TCP port");
+  endpoint_ = o_.endpoint_host + ":" + std::to_string(port);
+  const milliseconds op_timeout = ms(std::min(o_.read_timeout, o_.join_timeout));
+
+  if (is_host_) {
+    try {
+      server_ = make_tcp_store("127.0.0.1", port, true, std::nullopt, op_timeout);
+    } catch (const std::exception& e) {
+      const std::string cause = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+      const bool in_use = cause.find("already in use") != std::string::npos ||
+                          cause.find("EADDRINUSE") != std::string::npos;
+      // Chosen by address alone, another launcher on this machine may serve it: join that one.
+      if (!(in_use && !explicit_host)) {
+        if (in_use)
+          XDINO_FAIL_ARG("the rendezvous port ", port,
+                         " is already in use on this host (Address already in use): another run "
+                         "holds it; pick another port (--master_port or --rdzv_endpoint)");
+        XDINO_FAIL_ARG("cannot serve the rendezvous store on port ", port, ": ", cause);
+      }
+      is_host_ = false;
+    }
+  }
+  const std::string host = is_host_ ? "127.0.0.1" : o_.endpoint_host;
+  const milliseconds connect_timeout = ms(o_.join_timeout);
+  const auto connect = [host, port](milliseconds timeout) {
+    return connect_tcp_store(host, port, timeout, "");  // next_round() says it once
+  };
+  // Waits for the store's host (it may start later), then keeps to op_timeout per operation.
+  main_ = std::make_unique<TimedStore>(connect, connect_timeout);
+  main_->check(key("state"));
+  main_ = std::make_unique<TimedStore>(connect, op_timeout);
+  // The threads' and the way out's: a launcher whose link is down must still exit promptly.
+  const milliseconds brief = std::min(op_timeout, milliseconds(5000));
+  beat_ = std::make_unique<TimedStore>(connect, brief);
+  watch_ = std::make_unique<TimedStore>(connect, brief);
+  quick_ = std::make_unique<TimedStore>(connect, brief);
+
+  if (is_host_) {
+    State initial;
+    initial.host = node_;
+    main_->compare_set(key("state"), "", initial.dump());
+  }
+  main_->add(key("hb/" + node_), 1);
+  beat_thread_ = std::thread([this] { beat_loop(); });
+  watch_thread_ = std::thread([this] { watch_loop(); });
+}
+
+NodeRendezvous::~NodeRendezvous() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (beat_thread_.joinable()) beat_thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+  try {
+    quick_->set(key("left/" + node_), "1");
+  } catch (const std::exception&) {
+    // The store is gone or unreachable: nobody waits for this node there.
+  }
+  if (!is_host_) return;
+  // The store lives in this process: hold it until the others have read what they need.
+  const auto deadline = Clock::now() + ms(options_.exit_barrier_timeout);
+  std::vector<std::string> others;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& n : last_nodes_)
+      if (n != node_) others.push_back(n);
+  }
+  while (!others.empty() && Clock::now() < deadline) {
+    try {
+      std::vector<std::string> still;
+      for (const auto& n : others)
+        if (!main_->check(key("left/" + n)) && !dead(*main_, n)) still.push_back(n);
+      others = std::move(still);
+    } catch (const std::exception&) {
+      break;
+    }
+    if (!others.empty()) std::this_thread::sleep_for(milliseconds(100));
+  }
+}
+
+std::string NodeRendezvous::name() const { return describe(node_); }
+
+std::string NodeRendezvous::key(const std::string& what) const {
+  return "xdino.rendezvous." + options_.run_id + "/" + what;
+}
+
+bool NodeRendezvous::sleep_for(milliseconds d) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return !stop_cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+NodeRendezvous::Read NodeRendezvous::read(TimedStore& store, bool sanitize_now) {
+  Read r;
+  r.token = store.get(key("state"));
+  r.state = State::parse(r.token);
+  if (sanitize_now) r.sanitized = sanitize(store, r.state);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!r.token.empty()) last_nodes_ = r.state.nodes();
+  return r;
+}
+
+bool NodeRendezvous::write(TimedStore& store, const std::string& token, const State& state) {
+  const std::string desired = state.dump();
+  return store.compare_set(key("state"), token, desired) == desired;
+}
+
+bool NodeRendezvous::dead(TimedStore& store, const std::string& node) {
+  const int64_t beats = store.add(key("hb/" + node), 0);
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Seen& seen = seen_[node];
+  if (seen.beats != beats) {
+    seen.beats = beats;
+    seen.moved = now;
+  }
+  return now - seen.moved > ms(options_.keep_alive_interval * options_.keep_alive_max_attempt);
+}
+
+// Removes the nodes whose heartbeats stopped; true when it changed `state`. Counters are read
+// at most twice per keep-alive interval, so a large job does not flood the store.
+bool NodeRendezvous::sanitize(TimedStore& store, State& state) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto now = Clock::now();
+    if (now - last_sanitize_ < ms(options_.keep_alive_interval / 2)) return false;
+    last_sanitize_ = now;
+  }
+  bool changed = false;
+  for (const auto& node : state.nodes()) {
+    if (node == node_ || !dead(store, node)) continue;
+    log::warn("rendezvous: ", describe(node), " has sent no heartbeat for ",
+              options_.keep_alive_interval * options_.keep_alive_max_attempt,
+              " s; it is no longer counted in round ", state.round);
+    state.participants.erase(node);
+    remove(state.waiting, node);
+    remove(state.spare, node);
+    changed = true;
+  }
+  if (changed && state.complete && state.participants.empty()) state.advance();
+  return changed;
+}
+
+std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>& stop) {
+  const auto deadline = Clock::now() + ms(options_.join_timeout);
+  const int64_t n = options_.nnodes;
+  // Where this round's workers would meet, should this node be group rank 0: a port free now
+  // (a new one each round), at the endpoint's name for the store's host (every node reaches
+  // it by that name), else at this machine's.
+  master_ = (is_host_ ? options_.endpoint_host : addr_) + ":" + std::to_string(free_tcp_port(true));
+  bool left = false;     // this node has left the round it was in
+  bool leaving = false;  // the pending write is the one that leaves it
+  bool told_holder = false;
+  std::string last_error;
+  State last;
+  const auto pause = [&](milliseconds d) {
+    for (auto until = Clock::now() + d; Clock::now() < until;) {
+      if (stop()) return false;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return !stop();
+  };
+  for (;;) {
+    if (stop()) return std::nullopt;
+    if (Clock::now() >= deadline) {
+      const bool forming = last.participants.count(node_) > 0 && !last.complete;
+      std::string why = "the rendezvous at " + endpoint_ + " did not form within --rdzv_timeout " +
+                        detail::concat(options_.join_timeout) + " s";
+      if (!last_error.empty())
+        why += " (its store cannot be reached: " + last_error + ")";
+      else
+        why += ": " + std::to_string(last.participants.size()) + " of " + std::to_string(n) +
+               " nodes joined round " + std::to_string(last.round);
+      if (forming) close(describe(node_) + " gave up: " + why);
+      throw RendezvousTimeout(why);
+    }
+    Read r;
+    try {
+      r = read(*main_, true);
+      last_error.clear();
+    } catch (const RendezvousClosed&) {
+      throw;
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (last_error.empty())
+        log::warn("rendezvous: the store at ", endpoint_, " does not answer (", e.what(),
+                  "); retrying until --rdzv_timeout");
+      last_error = e.what();
+      if (!pause(milliseconds(1000))) return std::nullopt;
+      continue;
+    }
+    State& s = r.state;
+    last = s;
+    leaving = false;
+    if (s.closed)
+      throw RendezvousClosed(s.finished ? "the run has finished (closed by " + s.closed_by + ")"
+                                        : s.reason);
+    bool changed = r.sanitized;
+    bool mine = s.participants.count(node_) > 0;
+    if (!left) {  // the exit step: leave the round this node was in
+      if (mine || contains(s.waiting, node_) || contains(s.spare, node_)) {
+        s.participants.erase(node_);
+        remove(s.waiting, node_);
+        remove(s.spare, node_);
+        if (mine && s.complete && s.participants.empty()) s.advance();
+        changed = leaving = true;
+      } else {
+        left = true;
+      }
+    }
+    if (left && s.complete && mine) {
+      const auto& me = s.participants.at(node_);
+      NodeRound round;
+      round.round = s.round;
+      round.group_rank = me.rank;
+      round.nnodes = n;
+      for (const auto& [node, p] : s.participants) {
+        if (p.rank != 0) continue;
+        const size_t colon = p.master.rfind(':');
+        round.master_addr = p.master.substr(0, colon);
+        round.master_port = std::stoi(p.master.substr(colon + 1));
+      }
+      return round;
+    }
+    if (left && s.complete) {  // late: ask for a new round, or wait as a spare
+      const bool room = static_cast<int64_t>(s.participants.size()) < n;
+      auto& to = room ? s.waiting : s.spare;
+      auto& from = room ? s.spare : s.waiting;
+      if (!contains(to, node_) || contains(from, node_)) {
+        put(to, node_);
+        remove(from, node_);
+        changed = true;
+      }
+    } else if (left && mine) {
+      if (static_cast<int64_t>(s.participants.size()) >= n) {
+        s.complete_round();
+        changed = true;
+      }
+    } else if (left) {
+      std::string holder;
+      for (const auto& [node, p] : s.participants)
+        if (options_.node_rank >= 0 && p.want == options_.node_rank) holder = node;
+      if (static_cast<int64_t>(s.participants.size()) >= n) {
+        if (!contains(s.spare, node_)) {
+          put(s.spare, node_);
+          changed = true;
+        }
+      } else if (!holder.empty()) {
+        if (!told_holder)
+          log::warn("rendezvous: node_rank ", options_.node_rank, " is held by ", describe(holder),
+                    " (a launcher before this one?); waiting for it to leave or for its "
+                    "heartbeats to stop");
+        told_holder = true;
+      } else {
+        s.participants[node_] = {options_.node_rank, -1, master_};
+        remove(s.waiting, node_);
+        remove(s.spare, node_);
+        if (static_cast<int64_t>(s.participants.size()) == n) s.complete_round();
+        changed = true;
+      }
+    }
+    if (changed) {
+      try {
+        if (write(*main_, r.token, s) && leaving) left = true;
+      } catch (const std::exception& e) {
+        last_error = e.what();
+      }
+      continue;  // decide again on what the store holds now
+    }
+    if (!pause(milliseconds(250))) return std::nullopt;
+  }
+}
+
+void NodeRendezvous::set_closed(const std::string& reason, bool finished) {
+  const auto deadline = Clock::now() + ms(options_.close_timeout);
+  while (Clock::now() < deadline) {
+    try {
+      Read r = read(*quick_, false);
+      if (r.state.closed) return;
+      r.state.closed = true;
+      r.state.finished = finished;
+      r.state.closed_by = describe(node_);
+      r.state.reason = reason;
+      if (write(*quick_, r.token, r.state)) return;
+    } catch (const std::exception& e) {
+      log::warn("rendezvous: could not close it at ", endpoint_, ": ", e.what());
+      return;
+    }
+  }
+}
+
+void NodeRendezvous::close(const std::string& reason) { set_closed(reason, false); }
+void NodeRendezvous::finish() { set_closed("", true); }
+
+RendezvousStatus NodeRendezvous::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_;
+}
+
+void NodeRendezvous::beat_loop() {
+  const milliseconds every = ms(options_.keep_alive_interval);
+  bool told = false;
+  do {
+    try {
+      beat_->add(key("hb/" + node_), 1);
+      told = false;
+    } catch (const std::exception& e) {
+      if (!told) log::warn("rendezvous: heartbeat to ", endpoint_, " failed: ", e.what());
+      told = true;
+    }
+  } while (sleep_for(every));
+}
+
+void NodeRendezvous::watch_loop() {
+  const milliseconds every = ms(options_.poll_interval);
+  while (sleep_for(every)) {
+    try {
+      Read r = read(*watch_, true);
+      if (r.sanitized) write(*watch_, r.token, r.state);  // lost: the winner's read is fresher
+      const State& s = r.state;
+      RendezvousStatus st;
+      st.round = s.round;
+      st.in_round = s.complete && s.participants.count(node_) > 0;
+      st.waiting = static_cast<int64_t>(s.waiting.size());
+      if (!s.waiting.empty()) st.waiting_node = describe(s.waiting.front());
+      st.closed = s.closed;
+      st.finished = s.finished;
+      st.closed_by = s.closed_by;
+      st.reason = s.reason;
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_ = st;
+    } catch (const std::exception&) {
+      // Unreachable for now: the launcher learns it when its workers fail and it rejoins.
+    }
+  }
+}
+
+}  // namespace xdino::distributed

@@ -1,0 +1,156 @@
+#include "distributed/store.h"
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <thread>
+
+#include "core/check.h"
+#include "core/compat.h"
+#include "core/log.h"
+
+namespace xdino::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string first_line_of(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
+                           std::optional<size_t> workers, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(port);
+  opts.isServer = server;
+  opts.numWorkers = server && workers ? c10::optional<std::size_t>(*workers) : c10::nullopt;
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+#if XDINO_TORCH_AT_LEAST(2, 4)
+  // Since 2.4 the store asks for its libuv backend by default, and a LibTorch built without
+  // libuv (Debian 13's 2.6) refuses it: fall back to the classic backend, which every build has.
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, opts);
+  } catch (const std::exception& e) {
+    if (!opts.useLibUV || std::string(e.what()).find("libuv") == std::string::npos) throw;
+    opts.useLibUV = false;
+  }
+#endif
+  return c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
+
+bool unreachable(const std::string& message) {
+  std::string lower = message;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower.find("failed to connect") != std::string::npos ||
+         lower.find("no route to host") != std::string::npos ||
+         lower.find("network is unreachable") != std::string::npos;
+}
+
+// c10d retries while the port is closed (the host's process not started yet) but fails at once
+// when the host cannot be reached at all; that is waited out too, so that a run re-forms by
+// itself once a host or link is back.
+TcpStorePtr connect_tcp_store(const std::string& host, int port, std::chrono::milliseconds timeout,
+                              const std::string& what) {
+  const auto deadline = Clock::now() + timeout;
+  bool told = false;
+  for (;;) {
+    try {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      return make_tcp_store(host, port, false, std::nullopt,
+                            std::max(left, std::chrono::milliseconds(1)));
+    } catch (const std::exception& e) {
+      const std::string cause = first_line_of(e.what());
+      if (!unreachable(cause) || Clock::now() + std::chrono::seconds(2) >= deadline) throw;
+      if (!told && !what.empty())
+        log::warn(what, " at ", host, ":", port, " cannot be reached (", cause,
+                  "); retrying until the timeout");
+      told = true;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+}
+
+TimedStore::TimedStore(Factory connect, std::chrono::milliseconds op_timeout)
+    : connect_(std::move(connect)), op_timeout_(op_timeout) {}
+
+// `op` must hold copies of what it reads: on an overrun its thread outlives this call.
+template <typename Result>
+Result TimedStore::run(const char* what, const std::function<Result(c10d::TCPStore&)>& op) {
+  struct Call {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    std::optional<Result> result;
+    std::string error;
+    TcpStorePtr store;
+  };
+  auto call = std::make_shared<Call>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    call->store = store_;
+  }
+  std::thread([call, op, connect = connect_, timeout = op_timeout_] {
+    std::optional<Result> result;
+    std::string error;
+    try {
+      if (!call->store) call->store = connect(timeout);
+      result = op(*call->store);
+    } catch (const std::exception& e) {
+      error = first_line_of(e.what());
+    }
+    std::lock_guard<std::mutex> lock(call->mutex);
+    call->result = std::move(result);
+    call->error = std::move(error);
+    call->done = true;
+    call->done_cv.notify_all();
+  }).detach();
+
+  std::unique_lock<std::mutex> lock(call->mutex);
+  const bool finished = call->done_cv.wait_for(lock, op_timeout_, [&] { return call->done; });
+  std::lock_guard<std::mutex> own(mutex_);
+  if (!finished || !call->error.empty()) {
+    store_.reset();  // the next operation connects afresh; a blocked one keeps its own
+    // A plain Error: callers put the line in front of users, where a source location is noise.
+    throw Error(detail::concat(
+        "store ", what, " ",
+        finished ? "failed: " + call->error
+                 : "had no answer within " + std::to_string(op_timeout_.count()) + " ms"));
+  }
+  store_ = call->store;
+  return *call->result;
+}
+
+int64_t TimedStore::add(const std::string& key, int64_t delta) {
+  return run<int64_t>("add", [key, delta](c10d::TCPStore& s) { return s.add(key, delta); });
+}
+
+void TimedStore::set(const std::string& key, const std::string& value) {
+  run<bool>("set", [key, value](c10d::TCPStore& s) {
+    s.set(key, bytes(value));
+    return true;
+  });
+}
+
+bool TimedStore::check(const std::string& key) {
+  return run<bool>("check", [key](c10d::TCPStore& s) { return s.check({key}); });
+}
+
+std::string TimedStore::get(const std::string& key) {
+  return run<std::string>("get", [key](c10d::TCPStore& s) {
+    return s.check({key}) ? text(s.get(key)) : std::string();
+  });
+}
+
+std::string TimedStore::compare_set(const std::string& key, const std::string& expected,
+                                    const std::string& desired) {
+  return run<std::string>("compare_set", [key, expected, desired](c10d::TCPStore& s) {
+    return text(s.compareSet(key, bytes(expected), bytes(desired)));
+  });
+}
+
+}  // namespace xdino::distributed
