@@ -28,7 +28,9 @@ TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
   opts.isServer = server;
   opts.numWorkers = server && workers ? c10::optional<std::size_t>(*workers) : c10::nullopt;
   opts.waitWorkers = false;
-  opts.timeout = timeout;
+  // LibTorch 1.13 connects within whole seconds (it truncates: 999 ms is "0 s", an immediate
+  // timeout): round up.
+  opts.timeout = std::chrono::ceil<std::chrono::seconds>(timeout);
 #if XDINO_TORCH_AT_LEAST(2, 4)
   // Since 2.4 the store asks for its libuv backend by default, and a LibTorch built without
   // libuv (Debian 13's 2.6) refuses it: fall back to the classic backend, which every build has.

@@ -122,6 +122,9 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
                   o.split, "'");
   models::check_arch(o.model.arch);
   check_in_chans(o.model);
+  // Before any work: the file is written last, atomically, and cannot replace a folder.
+  XDINO_CHECK_ARG(!std::filesystem::is_directory(o.output), "'", o.output,
+                  "' is a directory, not a file (--output)");
   augment::DatasetOptions data_options;
   data_options.decode = augment::float_pixels_if_needed(o.model.in_chans);
   const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split, data_options);

@@ -25,7 +25,13 @@ void ensure_passive_openmp(char** argv) {
 std::string first_line(const char* what) {
   std::string s(what);
   const auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
+  s = nl == std::string::npos ? s : s.substr(0, nl);
+  // LibTorch's allocators say how much they were asked for, not what to do about it.
+  if ((s.find("can't allocate memory") != std::string::npos ||
+       s.find("out of memory") != std::string::npos) &&
+      s.find("lower --") == std::string::npos)
+    s += " (out of memory: lower --batch_size_per_gpu, the crop or image sizes, or --in_chans)";
+  return s;
 }
 
 }  // namespace

@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <sstream>
 
 #include "core/atomic_file.h"
@@ -139,6 +142,36 @@ class BadInputs : public ::testing::Test {
     fs::copy(root_ / "img", root_ / "img_bad", fs::copy_options::recursive);
     write_file(root_ / "img_bad" / "train" / "a" / "broken.png", "not a png");
 
+    // The float pipeline's images: 16-bit 4-channel TIFFs, and among them one of each defect a
+    // multispectral folder can hold.
+    const fs::path fl = root_ / "float" / "train";
+    for (const char* cls : {"a", "b"}) {
+      fs::create_directories(fl / cls);
+      for (int i = 0; i < 4; ++i) {
+        cv::Mat m(36, 30, CV_16UC4);
+        cv::randu(m, 0, 65535);
+        ASSERT_TRUE(cv::imwrite((fl / cls / (std::to_string(i) + ".tif")).string(), m));
+      }
+    }
+    cv::Mat nan(36, 30, CV_32FC4, cv::Scalar::all(0.5));
+    nan.at<cv::Vec4f>(3, 4)[2] = std::numeric_limits<float>::quiet_NaN();
+    nan.at<cv::Vec4f>(5, 6)[0] = std::numeric_limits<float>::infinity();
+    ASSERT_TRUE(cv::imwrite((fl / "a" / "nan.tif").string(), nan));
+    cv::Mat rgb(36, 30, CV_16UC3, cv::Scalar::all(1000));
+    ASSERT_TRUE(cv::imwrite((fl / "b" / "three_channels.tif").string(), rgb));
+    fs::copy_file(fl / "a" / "0.tif", fl / "a" / "truncated.tif");
+    fs::resize_file(fl / "a" / "truncated.tif", fs::file_size(fl / "a" / "0.tif") / 2);
+    {  // a 16-bit PNG whose header declares 100000 x 100000 pixels (40 GB as RGBA16)
+      cv::Mat small(4, 4, CV_16UC4, cv::Scalar::all(7));
+      std::vector<uint8_t> png;
+      ASSERT_TRUE(cv::imencode(".png", small, png));
+      for (int at : {16, 20}) {  // IHDR's width and height, big-endian
+        const uint32_t v = 100000;
+        for (int k = 0; k < 4; ++k) png[at + k] = static_cast<uint8_t>(v >> (24 - 8 * k));
+      }
+      write_file(fl / "b" / "huge.png", std::string(png.begin(), png.end()));
+    }
+
     write_file(root_ / "unknown_key.ini", "[train]\nlearning_rate = 0.1\n");
     write_file(root_ / "wrong_type.ini", "[train]\nepochs = ten\n");
     write_file(root_ / "f_big.h5", kPrevious);  // what a failed write must leave alone
@@ -171,11 +204,45 @@ std::vector<std::string> knn_with(const fs::path& root, const std::string& weigh
 }
 
 std::vector<std::string> features_of(const fs::path& data, const fs::path& out,
-                                     const std::string& arch = "xcit_nano_12_p16") {
-  return {"features",    "--arch",       arch,
-          "--data_path", data.string(),  "--split",
-          "train",       "--image_size", arch == "pixels" ? "28" : "32",
-          "--output",    out.string()};
+                                     const std::string& arch = "xcit_nano_12_p16",
+                                     const std::vector<std::string>& more = {}) {
+  std::vector<std::string> a{"features",    "--arch",       arch,
+                             "--data_path", data.string(),  "--split",
+                             "train",       "--image_size", arch == "pixels" ? "28" : "32",
+                             "--output",    out.string()};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// `dino features` on the 16-bit 4-channel folder, with --in_chans 4 and its normalisation.
+std::vector<std::string> float_features(const fs::path& root, const fs::path& out,
+                                        const std::vector<std::string>& more = {}) {
+  std::vector<std::string> m{"--in_chans", "4", "--mean", "0.5", "--std", "0.25"};
+  m.insert(m.end(), more.begin(), more.end());
+  return features_of(root / "float", out, "xcit_nano_12_p16", m);
+}
+
+// `dino train` for one tiny epoch on the image folder, with `more` after it.
+std::vector<std::string> train_with(const fs::path& root, const std::vector<std::string>& more) {
+  std::vector<std::string> a{"train",
+                             "--arch",
+                             "xcit_nano_12_p16",
+                             "--data_path",
+                             (root / "img" / "train").string(),
+                             "--epochs",
+                             "1",
+                             "--warmup_epochs",
+                             "0",
+                             "--batch_size_per_gpu",
+                             "2",
+                             "--out_dim",
+                             "64",
+                             "--device",
+                             "cpu",
+                             "--output_dir",
+                             (root / "train_out").string()};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
 }
 
 const std::vector<BadInput>& table() {
@@ -226,6 +293,38 @@ const std::vector<BadInput>& table() {
       {"a non-image in an ImageFolder (skipped and counted; exit 0)", 0,
        "warning: 1 of 7 images of ",
        [](const fs::path& r) { return features_of(r / "img_bad", r / "f_ok.h5"); }},
+      {"16-bit 4-channel images with a truncated one, NaN samples, a 10^10-pixel header and 3 "
+       "channels among 4 (each skipped and named; exit 0)",
+       0, "warning: 4 of 12 images of ",
+       [](const fs::path& r) { return float_features(r, r / "f_float.h5"); }},
+      {"an --in_chans no image file holds", 2,
+       "--in_chans 100000: the images read here hold at most 4 channels",
+       [](const fs::path& r) {
+         auto a = float_features(r, r / "f.h5");
+         a[std::find(a.begin(), a.end(), "4") - a.begin()] = "100000";
+         return a;
+       }},
+      {"a --std that is not a positive number", 2,
+       "--std -0.25 is not a positive finite number (a standard deviation)",
+       [](const fs::path& r) {
+         auto a = float_features(r, r / "f.h5");
+         *std::find(a.begin(), a.end(), "0.25") = "-0.25";
+         return a;
+       }},
+      {"an output file that is a directory (features, patch tokens)", 2,
+       "is a directory, not a file (--output)",
+       [](const fs::path& r) {
+         return features_of(r / "img", r / "a_dir", "xcit_nano_12_p16", {"--patch_tokens"});
+       }},
+      {"warm-start weights that are not a checkpoint (train)", 1,
+       "text.pth' is not a torch.save file (it does not start with a zip header)",
+       [](const fs::path& r) {
+         return train_with(r, {"--pretrained_weights", (r / "text.pth").string()});
+       }},
+      {"batches larger than memory (train)", 1, "cannot allocate the data loader's batch buffers (",
+       [](const fs::path& r) {
+         return train_with(r, {"--global_crops_size", "200000", "--num_workers", "1"});
+       }},
       {"a label out of range", 2,
        "the data has 2 classes but --num_labels is 1: raise --num_labels",
        [](const fs::path& r) {

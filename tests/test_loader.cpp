@@ -9,6 +9,7 @@
 
 #include "augment/data/image_folder.h"
 #include "augment/data/loader.h"
+#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "tests/support/files.h"
 
@@ -320,4 +321,27 @@ TEST(Loader, WorkersRunAtenWithOneThreadAndPrefetchIsBounded) {
   EXPECT_EQ(max_threads.load(), 1);
   EXPECT_EQ(at::get_num_threads(), main_threads);
   // Destroyed mid-epoch with work in flight: joins without hanging.
+}
+
+// The batch buffers are allocated on a worker thread when a batch starts: an allocation that
+// fails there reaches the consumer as one Error saying what and what to lower (it used to end
+// the process: "terminate called after throwing an instance of 'c10::Error'").
+TEST(Loader, BatchBuffersThatCannotBeAllocatedAreOneErrorInTheConsumer) {
+  const auto data = std::make_shared<SyntheticDataset>(8);
+  xdino::augment::EvalTransformOptions huge;
+  huge.crop_size = 200000;  // 4 x 3 x 200000^2 floats: ~1.9 TB
+  DataLoader loader(data, xdino::augment::eval_transform(huge), options(4, 2));
+  loader.start_epoch(0);
+  try {
+    while (loader.next()) {
+    }
+    ADD_FAILURE() << "no error for a batch larger than memory";
+  } catch (const xdino::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cannot allocate the data loader's batch buffers (1920000000000 bytes: "
+                        "[4, 3, 200000, 200000]"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("lower --batch_size_per_gpu"), std::string::npos) << what;
+  }
 }

@@ -279,3 +279,24 @@ TEST(Replicas, TrainerRefusesABatchThatDoesNotSplit) {
   opt.replicas = 2;
   EXPECT_THROW(xdino::testing::tiny_trainer(opt), xdino::UsageError);
 }
+
+// Whatever a replica's thread throws (LibTorch's c10::Error, std::bad_alloc) comes out of run()
+// on the caller's thread, as it was thrown, and the group stays usable.
+TEST(Replicas, AnyExceptionOnAReplicaThreadReachesTheCaller) {
+  ReplicaGroup group(2, xdino::local_communicator());
+  try {
+    group.run([](int r) { TORCH_CHECK(r != 1, "replica one's LibTorch error"); }, 1);
+    FAIL() << "run() must rethrow c10::Error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("replica one's LibTorch error"), std::string::npos);
+  }
+  EXPECT_THROW(group.run(
+                   [](int r) {
+                     if (r == 1) throw std::bad_alloc();
+                   },
+                   1),
+               std::bad_alloc);
+  std::atomic<int> ran{0};
+  group.run([&](int) { ++ran; }, 1);
+  EXPECT_EQ(ran.load(), 2);
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -201,6 +202,14 @@ Image to_float_pixels(cv::Mat image, int64_t channels, const std::string& name) 
               "; the float pipeline reads 8- or 16-bit integers or floats");
   Image pixels;
   image.convertTo(pixels, CV_MAKETYPE(CV_32F, image.channels()));  // exact for integers
+  if (depth == CV_32F || depth == CV_64F) {  // integers are always finite; stored floats may not be
+    const float* v = pixels.ptr<float>();
+    const size_t n = pixels.total() * pixels.channels();
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) bad += !std::isfinite(v[i]);
+    XDINO_CHECK(bad == 0, "cannot decode ", name, ": ", bad, " of its ", n,
+                " samples are not finite (NaN or infinity)");
+  }
   // v / 255 or v / 65535 correctly rounded: a float division (convertTo's scale multiplies by
   // the rounded reciprocal, one ulp off for some values).
   if (depth == CV_8U || depth == CV_16U) {

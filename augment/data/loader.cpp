@@ -120,7 +120,16 @@ void DataLoader::worker_loop() {
     const int64_t index = order_[static_cast<size_t>(pos)];
     const int64_t b = pos / bs;
     const size_t slot = static_cast<size_t>(pos - b * bs);
-    if (slot == 0) start_batch(b);
+    if (slot == 0) {
+      try {
+        start_batch(b);
+      } catch (...) {  // no exception may leave a worker: the consumer's next() reports it
+        if (!error_) error_ = as_error(std::current_exception(), "batch " + std::to_string(b));
+        pending_.erase(b);
+        ready_cv_.notify_all();
+        continue;
+      }
+    }
     std::vector<torch::Tensor> slots;
     for (const torch::Tensor& v : pending_.at(b).batch_views) slots.push_back(v[slot]);
     lock.unlock();
@@ -201,9 +210,24 @@ std::vector<torch::Tensor> DataLoader::take_buffers(const std::vector<std::vecto
     for (const std::vector<torch::Tensor>& set : pool_)
       if (matches(set)) return set;
   std::vector<torch::Tensor> set;
-  for (size_t v = 0; v < sizes.size(); ++v)
-    set.push_back(
-        torch::empty(sizes[v], torch::TensorOptions().dtype(dtypes[v]).pinned_memory(pin_)));
+  try {
+    for (size_t v = 0; v < sizes.size(); ++v)
+      set.push_back(
+          torch::empty(sizes[v], torch::TensorOptions().dtype(dtypes[v]).pinned_memory(pin_)));
+  } catch (const std::exception& e) {
+    // What was being allocated, and what makes it smaller: the sizes come from the flags.
+    int64_t bytes = 0;
+    std::string shapes;
+    for (size_t v = 0; v < sizes.size(); ++v) {
+      int64_t n = c10::elementSize(dtypes[v]);
+      for (int64_t d : sizes[v]) n *= d;
+      bytes += n;
+      shapes += (v ? ", " : "") + c10::str(c10::IntArrayRef(sizes[v]));
+    }
+    XDINO_FAIL("cannot allocate the data loader's batch buffers (", bytes, " bytes: ", shapes, "; ",
+               std::string(e.what()).substr(0, std::string(e.what()).find('\n')),
+               "): lower --batch_size_per_gpu, the crop or image sizes, or --in_chans");
+  }
   // Pinned memory is pooled by CUDA's host allocator, which also waits for pending
   // non_blocking copies before reuse; reusing it here could overwrite data in flight.
   if (!pin_ && static_cast<int64_t>(pool_.size()) < options_.prefetch_batches + 2)

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <regex>
 #include <thread>
@@ -44,6 +45,7 @@ std::vector<int64_t> readable_only(const ImageFolderDataset& folder,
   std::vector<char> ok(indices.size(), 0);
   std::atomic<size_t> next{0};
   std::mutex log_mutex;
+  std::exception_ptr failure;  // anything but an unreadable image: rethrown here after the join
   Progress progress("check images", static_cast<int64_t>(indices.size()));
   auto work = [&] {
     for (size_t k; (k = next.fetch_add(1)) < indices.size();) {
@@ -52,6 +54,10 @@ std::vector<int64_t> readable_only(const ImageFolderDataset& folder,
         ok[k] = 1;
       } catch (const Error& e) {
         log::warn("left out of the pack: ", e.what());
+      } catch (...) {  // an exception leaving a thread would end the process with no word
+        std::lock_guard<std::mutex> lock(log_mutex);
+        if (!failure) failure = std::current_exception();
+        next = indices.size();
       }
       if (k % 256 == 0) {
         std::lock_guard<std::mutex> lock(log_mutex);
@@ -63,6 +69,7 @@ std::vector<int64_t> readable_only(const ImageFolderDataset& folder,
   std::vector<std::thread> pool;
   for (int64_t t = 0; t < threads; ++t) pool.emplace_back(work);
   for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   progress.finish();
   std::vector<int64_t> out;
   for (size_t k = 0; k < indices.size(); ++k)

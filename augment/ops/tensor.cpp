@@ -1,13 +1,27 @@
 #include "augment/ops/tensor.h"
 
+#include <cmath>
+
 #include "augment/ops/color.h"
 #include "augment/ops/float_image.h"
 #include "core/check.h"
 
 namespace xdino::augment {
 
-Normalization default_normalization(int64_t channels) {
+namespace {
+
+void check_channels(int64_t channels) {
   XDINO_CHECK_ARG(channels >= 1, "--in_chans must be >= 1, got ", channels);
+  XDINO_CHECK_ARG(channels <= kMaxImageChannels, "--in_chans ", channels,
+                  ": the images read here hold at most ", kMaxImageChannels,
+                  " channels (OpenCV's TIFF and PNG codecs); split or choose bands to ",
+                  kMaxImageChannels, " or fewer");
+}
+
+}  // namespace
+
+Normalization default_normalization(int64_t channels) {
+  check_channels(channels);
   XDINO_CHECK_ARG(channels == 1 || channels == 3, "--in_chans ", channels,
                   ": give --mean and --std, one value or ", channels,
                   " each (the per-channel mean and std of your images on the [0, 1] scale, "
@@ -24,7 +38,12 @@ Normalization default_normalization(int64_t channels) {
 Normalization normalization_for(int64_t channels, const std::vector<double>& mean,
                                 const std::vector<double>& std) {
   if (mean.empty() && std.empty()) return default_normalization(channels);
+  check_channels(channels);
   XDINO_CHECK_ARG(!mean.empty() && !std.empty(), "--mean and --std go together: give both");
+  for (double m : mean) XDINO_CHECK_ARG(std::isfinite(m), "--mean ", m, " is not a finite number");
+  for (double s : std)
+    XDINO_CHECK_ARG(std::isfinite(s) && s > 0, "--std ", s,
+                    " is not a positive finite number (a standard deviation)");
   const auto values = [&](const std::vector<double>& v, const char* flag) {
     XDINO_CHECK_ARG(v.size() == 1 || static_cast<int64_t>(v.size()) == channels, flag, " has ",
                     v.size(), " values; give one or ", channels, " (--in_chans)");
