@@ -94,6 +94,12 @@ class PatchTokenRows {
     XDINO_CHECK(tokens.size(1) == shape_[1] && tokens.size(2) == shape_[2], "patch tokens of ",
                 tokens.sizes(), " after [", shape_[1], ", ", shape_[2], "] for ", path_,
                 ": every image must give the same tokens (one --image_size)");
+    const torch::Tensor where = dataset_index.to(torch::kCPU, torch::kInt64);
+    if (where.numel() > 0)
+      XDINO_CHECK(where.min().item<int64_t>() >= 0 && where.max().item<int64_t>() < images_,
+                  "patch tokens for ", path_, " name a dataset index outside [0, ", images_, ")");
+    written_.resize(static_cast<size_t>(images_), false);
+    for (int64_t i = 0; i < where.numel(); ++i) written_[where[i].item<int64_t>()] = true;
     // HDF5 fills a selection of many rows in file order: sort the batch by index first. An
     // index can come twice (the sampler's padding across processes, the loader's stand-in for
     // an unreadable image): the copies hold the same image's tokens, and one is written.
@@ -119,6 +125,12 @@ class PatchTokenRows {
     const torch::Tensor k = indices.to(torch::kCPU, torch::kInt64).contiguous();
     const int64_t* p = k.data_ptr<int64_t>();
     const int64_t kept = k.numel();
+    // The rows are moved down in place: that needs them ascending, each once, each written.
+    for (int64_t i = 0; i < kept; ++i)
+      XDINO_CHECK(p[i] >= 0 && p[i] < shape_[0] && (i == 0 || p[i] > p[i - 1]) &&
+                      written_[static_cast<size_t>(p[i])],
+                  "the feature rows for ", path_, " keep dataset index ", p[i], " at row ", i,
+                  ": kept indices must ascend, each an image whose patch tokens were written");
     if (kept < shape_[0]) {
       std::vector<float> row(static_cast<size_t>(shape_[1] * shape_[2]));
       for (int64_t i = 0; i < kept; ++i) {
@@ -136,6 +148,7 @@ class PatchTokenRows {
   int64_t images_;
   h5::H5Object rows_;
   std::vector<int64_t> shape_;
+  std::vector<bool> written_;  // per dataset index
 };
 
 }  // namespace

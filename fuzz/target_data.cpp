@@ -2,6 +2,7 @@
 // LibTorch-free (OpenCV, zlib, HDF5), so the instrumented build of these targets compiles no
 // LibTorch header.
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include "augment/data/decode.h"
@@ -31,6 +32,23 @@ void fuzz_decode(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   (void)augment::jpeg_is_complete(bytes);
   (void)augment::decode_image(bytes, "fuzz input");
+}
+
+void fuzz_decode_float(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  augment::DecodeOptions o;
+  o.pixels = augment::DecodeOptions::Pixels::kFloat;
+  o.channels = (data[0] & 7) % 5;
+  o.exif_orientation = (data[0] & 0x80) != 0;
+  const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
+  const augment::Image image = augment::decode_image(bytes, "fuzz input", o);
+  if (image.depth() != CV_32F || !image.isContinuous())
+    invariant_broken("the float decode returned another depth or a strided image");
+  if (o.channels > 0 && image.channels() != o.channels)
+    invariant_broken("the float decode returned other channels than asked for");
+  const float* v = image.ptr<float>();
+  for (size_t i = 0, n = image.total() * image.channels(); i < n; ++i)
+    if (!std::isfinite(v[i])) invariant_broken("the float decode accepted a non-finite sample");
 }
 
 void fuzz_h5(const uint8_t* data, size_t size) {

@@ -40,6 +40,23 @@ void fuzz_h5(const uint8_t* data, size_t size);
 // eval/features_io: read_features on an HDF5 feature file that the input describes; what it
 // accepts must survive write_features + read_features bit for bit.
 void fuzz_features(const uint8_t* data, size_t size);
+// augment/data/decode, the float pipeline's decode (16-bit, 4-channel, float TIFF/PNG): byte 0
+// picks the channels (its low 3 bits mod 5: 0 keeps them as stored) and EXIF orientation (bit
+// 7); the rest is the file. What it accepts is float32 with those channels, every sample
+// finite, in [0, 1] unless the file stored floats.
+void fuzz_decode_float(const uint8_t* data, size_t size);
+// augment/ops/tensor: --in_chans, --mean and --std as `dino train` declares them (Flags, from
+// the NUL-separated arguments), then normalization_for and a Normalizer on a float image and
+// an 8-bit one; what it accepts normalises to finite values.
+void fuzz_normalization(const uint8_t* data, size_t size);
+// eval/features_io: write_features_with_patch_tokens driven by the input (images, token
+// shape, the sink's calls with their indices, the rows kept), then read back: what it accepts
+// reads back bit for bit, row i the tokens sunk at the kept index i.
+void fuzz_patch_tokens(const uint8_t* data, size_t size);
+// ssl/warm_start: `dino train --pretrained_weights` on the bytes as a .pth file
+// (models::read_pretrained, no checkpoint key, then warm_start into a tiny student); what it
+// accepts leaves every student tensor finite.
+void fuzz_warm_start(const uint8_t* data, size_t size);
 // launch/flags: Flags::parse of an INI file (the bytes up to the first NUL) and command-line
 // arguments (the NUL-separated rest); what it accepts must read back unchanged from to_ini().
 void fuzz_flags(const uint8_t* data, size_t size);

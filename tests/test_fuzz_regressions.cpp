@@ -59,6 +59,8 @@ TEST(FuzzRegressions, Pth) { replay("pth", xdino::fuzz::fuzz_pth); }
 
 #if XDINO_FUZZ_FLAGS
 TEST(FuzzRegressions, Flags) { replay("flags", xdino::fuzz::fuzz_flags); }
+TEST(FuzzRegressions, Normalization) { replay("normalization", xdino::fuzz::fuzz_normalization); }
+TEST(FuzzRegressions, WarmStart) { replay("warm_start", xdino::fuzz::fuzz_warm_start); }
 #endif
 
 #if XDINO_FUZZ_DATA
@@ -66,6 +68,34 @@ TEST(FuzzRegressions, Idx) { replay("idx", xdino::fuzz::fuzz_idx); }
 TEST(FuzzRegressions, Decode) { replay("decode", xdino::fuzz::fuzz_decode); }
 TEST(FuzzRegressions, H5) { replay("h5", xdino::fuzz::fuzz_h5); }
 TEST(FuzzRegressions, Features) { replay("features", xdino::fuzz::fuzz_features); }
+TEST(FuzzRegressions, DecodeFloat) { replay("decode_float", xdino::fuzz::fuzz_decode_float); }
+TEST(FuzzRegressions, PatchTokens) { replay("patch_tokens", xdino::fuzz::fuzz_patch_tokens); }
+
+// The seeds that must be refused are, each with the line that names why.
+TEST(FuzzRegressions, FloatImagesAndPatchTokenWritesRefuseWhatTheyCannotHold) {
+  const struct {
+    void (*target)(const uint8_t*, size_t);
+    const char* file;
+    const char* says;
+  } cases[] = {
+      {xdino::fuzz::fuzz_decode_float, "decode_float/nan_float32.tiff",
+       "1 of its 192 samples are not finite"},
+      {xdino::fuzz::fuzz_decode_float, "decode_float/rgb16_as_4.tiff",
+       "has 3 channels and --in_chans is 4"},
+      {xdino::fuzz::fuzz_patch_tokens, "patch_tokens/index_out_of_range",
+       "name a dataset index outside [0, 3)"},
+      {xdino::fuzz::fuzz_patch_tokens, "patch_tokens/kept_unwritten",
+       "keep dataset index 1 at row 1: kept indices must ascend, each an image whose patch "
+       "tokens were written"},
+      {xdino::fuzz::fuzz_patch_tokens, "patch_tokens/kept_descending",
+       "keep dataset index 0 at row 1"},
+      {xdino::fuzz::fuzz_patch_tokens, "patch_tokens/shape_changes",
+       "every image must give the same tokens"},
+  };
+  for (const auto& c : cases)
+    EXPECT_NE(outcome(c.target, kDir / c.file).find(c.says), std::string::npos)
+        << c.file << ": " << outcome(c.target, kDir / c.file);
+}
 
 // IDX dimensions whose product passes 2^63 are a corrupt header, not an overflow.
 TEST(FuzzRegressions, IdxDimensionOverflowIsChecked) {
