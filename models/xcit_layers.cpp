@@ -25,9 +25,9 @@ nn::Conv2d depthwise3x3(int64_t dim) {
 // An autograd node of its own because the composite square -> sum -> sqrt would keep, for its
 // backward, the float32 copy that CUDA autocast makes of a half q or k before `square` (pow
 // runs in float32 there): 8 bytes per token channel of q and k in every block, ~1.6 GB of an
-// XCiT-S12 step at batch 64 (bench/RESULTS.md, "Memory of the mixed-precision step"). This node
-// keeps the input itself, as torch's norm does. The clamp is on the squared sum, so an all-zero
-// channel gets gradient 0, as F.normalize gives it, and never sqrt'(0) = inf times 0.
+// XCiT-S12 step at batch 64 (bench/results/gpu.md, "Memory of the mixed-precision step"). This
+// node keeps the input itself, as torch's norm does. The clamp is on the squared sum, so an
+// all-zero channel gets gradient 0, as F.normalize gives it, and never sqrt'(0) = inf times 0.
 struct TokenNorm : torch::autograd::Function<TokenNorm> {
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& t,
                         c10::ScalarType acc) {
@@ -140,8 +140,8 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   // a view with strides (N*C, 1, N); LibTorch 1.13's linear does not fold such a "transposed"
   // 3-d input into one matrix product but runs it as a batched product against the weight
   // expanded B times, one small GEMM per image, with a batched weight gradient summed after.
-  // One copy (N*C floats per image) makes it a single GEMM (bench/RESULTS.md, "The CPU step
-  // against main_dino.py itself").
+  // One copy (N*C floats per image) makes it a single GEMM (bench/results/training_step_cpu.md,
+  // "The CPU step against main_dino.py itself").
   const Tensor out = torch::matmul(attn.to(v.scalar_type()), v);
   return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}).contiguous());
 }
@@ -162,8 +162,9 @@ Tensor LPIImpl::forward(const Tensor& x, int64_t rows, int64_t cols) {
   // in float32 inside the kernel): a float32 copy would be kept for its backward.
   // GELU runs on the (B, H, W, C) view of conv1's channels-last output: contiguous there, so
   // LibTorch 1.13 takes its vectorised CPU path; on the NCHW view of the same memory GELU and
-  // its backward are ~6x slower (bench/RESULTS.md, "The CPU step against main_dino.py
-  // itself"). The same function; the vectorised path may round differently in the last bit.
+  // its backward are ~6x slower (bench/results/training_step_cpu.md, "The CPU step against
+  // main_dino.py itself"). The same function; the vectorised path may round differently in the
+  // last bit.
   const Tensor hidden = torch::gelu(conv1(img).permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
   img = conv2(bn(hidden));
   return img.permute({0, 2, 3, 1}).reshape({B, N, C});

@@ -2,11 +2,11 @@
 # Fails, naming the files, when a tracked C++/CUDA file differs from .clang-format.
 #   scripts/check_format.sh        check (what .ci/run does)
 #   scripts/check_format.sh --fix  rewrite the files in place
-# Debian 12's clang-format 14 and Debian 13's 19 (installed by setup.sh --tests) lay out every
-# file the same (bench/debian13.sh's format stage checks it). They differ on a few constructs
+# Debian 12's clang-format 14 and Debian 13's 19 (installed by setup.sh --tests) lay out every file
+# the same (bench/platform/debian13.sh's format stage checks it). They differ on a few constructs
 # the code therefore avoids: a one-statement block on one line (`{ lock_guard ...; }`), `T C::*m`
-# outside a `using`, `struct stat st {}` (written `= {}`), a short lambda that starts its own
-# line inside a braced list. Other versions may differ more, so the check names its version.
+# outside a `using`, `struct stat st {}` (written `= {}`), a short lambda that starts its own line
+# inside a braced list. Other versions may differ more, so the check names its version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || {

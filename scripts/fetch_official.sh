@@ -1,13 +1,14 @@
 #!/bin/bash
 # Fetches the official code that the benchmarks time and the golden generators call into
-# bench/official/, which git ignores: facebookresearch/dino, facebookresearch/xcit, timm 0.4.9
-# (the release xcit.py was written against) and davisvideochallenge/davis2017-evaluation (J&F,
-# for tests/data/eval_goldens/make_official_goldens.py). It is never part of this project. Also
-# installs python3-torchvision, -opencv and -tqdm, which the official scripts import.
+# bench/reference/official/ (beside bench/reference/'s scripts, which import it; git ignores it):
+# facebookresearch/dino, facebookresearch/xcit, timm 0.4.9 (the release xcit.py was written against)
+# and davisvideochallenge/davis2017-evaluation (J&F, for
+# tests/data/eval_goldens/make_official_goldens.py). It is never part of this project. Also installs
+# python3-torchvision, -opencv and -tqdm, which the official scripts import.
 #   scripts/fetch_official.sh            # needs network access to github.com
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dest=bench/official
+dest=bench/reference/official
 mkdir -p "$dest"
 fetch() {  # fetch <url> <folder> [<tag>]
   if [ -d "$dest/$2/.git" ]; then echo "$dest/$2: present"; return; fi

@@ -1,6 +1,6 @@
 // The DINO step against Python: our trainer and PyTorch running main_dino.py's operations
-// (bench/official_dino_step.py --parity) start from the same weights (ours, saved here), see the
-// same crops, and must end with the same student, teacher and center.
+// (bench/reference/official_dino_step.py --parity) start from the same weights (ours, saved here),
+// see the same crops, and must end with the same student, teacher and center.
 //
 // Run: XCiT-N12/8 (BatchNorm patch embedding, XCA, LPI, class attention), 32 px global and
 // 16 px local crops, 2 epochs x 2 iterations, so that each of these shows up in the result:
@@ -53,7 +53,7 @@ using xdino::testing::TempDir;
 namespace {
 
 std::string step_script() {
-  return (fs::path(xdino::testing::test_data_dir()) / ".." / ".." / "bench" /
+  return (fs::path(xdino::testing::test_data_dir()) / ".." / ".." / "bench" / "reference" /
           "official_dino_step.py")
       .string();
 }

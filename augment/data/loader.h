@@ -150,7 +150,7 @@ class DataLoader {
   std::exception_ptr error_;
   LoaderStats stats_;
   // Unpinned batch buffers for reuse once released: fresh memory costs page faults, ~10-30%
-  // of the multi-crop's CPU time (bench/RESULTS.md).
+  // of the multi-crop's CPU time (bench/results/augment_and_loader.md).
   std::vector<std::vector<torch::Tensor>> pool_;
 
   mutable std::mutex bad_mutex_;

@@ -1,7 +1,7 @@
 // Single-pass CPU kernels for the per-step updates that otherwise take several passes over
 // every parameter (AdamW: 7 tensor ops; EMA: 3). With a 65536-wide DINO head (~25M
 // parameters) the op-by-op versions cost ~0.5 s per step on a 2-core CPU, the fused ones a
-// fraction of that (bench/RESULTS.md).
+// fraction of that (bench/results/training_step_cpu.md).
 //
 // Contract: each function returns false and touches nothing unless every tensor is a
 // contiguous float32 CPU tensor of the same number of elements; the caller then uses the

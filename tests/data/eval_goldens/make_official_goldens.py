@@ -2,9 +2,10 @@
 """Golden values for tests/test_official_goldens.cpp, made by the official functions themselves.
 
 The official code is not part of this project: this script imports it from checkouts made by
-scripts/fetch_official.sh (bench/official/dino, bench/official/davis2017-evaluation) and calls
-its functions on seeded inputs. Inputs and outputs go to official_goldens.pth (torch.save), which
-the C++ test reads with core/pth and feeds to our implementations:
+scripts/fetch_official.sh (bench/reference/official/dino,
+bench/reference/official/davis2017-evaluation) and calls its functions on seeded inputs. Inputs and
+outputs go to official_goldens.pth (torch.save), which the C++ test reads with core/pth and feeds to
+our implementations:
   compute_map    utils.compute_map (revisited mAP, mP@k with junk), with an empty query and a
                  query without a 'junk' key
   copydays       eval_copy_detection.py's whitening (utils.PCA trained on X^T X / N, mean of
@@ -20,7 +21,7 @@ the C++ test reads with core/pth and feeds to our implementations:
                  davis2017.utils.db_statistics on random blob masks with void pixels
 Run (from the repository root, once the checkouts exist; needs python3-torch, -opencv,
 -torchvision, -tqdm, -skimage):
-  /usr/bin/python3 tests/data/eval_goldens/make_official_goldens.py [bench/official]
+  /usr/bin/python3 tests/data/eval_goldens/make_official_goldens.py [bench/reference/official]
 """
 import os
 import sys
@@ -29,7 +30,7 @@ import types
 import numpy as np
 import torch
 
-official = sys.argv[1] if len(sys.argv) > 1 else "bench/official"
+official = sys.argv[1] if len(sys.argv) > 1 else "bench/reference/official"
 sys.path.insert(0, os.path.join(official, "dino"))
 sys.path.insert(0, os.path.join(official, "davis2017-evaluation"))
 torch.Tensor.cuda = lambda self, *a, **k: self  # the scripts move everything to the GPU

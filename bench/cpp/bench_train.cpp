@@ -1,0 +1,280 @@
+// Seconds per DINO training step and images/s, with a breakdown (data, forward, backward,
+// optimizer, EMA), on synthetic crops: 2 global crops of 224 px and 8 local crops of 96 px per
+// image, every parameter updated (after the last-layer freeze), on any device and precision.
+//   build/bench/bench_train [--arch a,b] [--out_dim 65536,4096] [--batch 8] [--steps 5]
+//                           [--warmup 2] [--threads N] [--profile trace.json]
+//                           [--global_size 224] [--local_size 96] [--locals 8]
+//                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
+//                           [--precision auto|fp32|bf16|fp16] [--replicas N]
+// --device and --precision mean what they mean for `dino train` (train/precision.h), with the
+// same one-line errors (exit 2). The crops are made once, on the training device, so the
+// figures are the step's and not the host's random numbers and copies (bench_loader times the
+// data pipeline). On CUDA every step ends with a device synchronise, so the phase split is
+// only indicative there but the step time is exact, and the JSON adds the peak allocated
+// device memory; on the CPU it adds the heap memory the forward leaves alive for backward.
+// --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
+// which operators the time goes to.
+// bench/reference/official_dino_step.py times the official PyTorch step with the same settings,
+// and bench/reference/compare_train.py alternates this binary with main_dino.py's own step
+// (bench/reference/official_step.py) and prints both (bench/results/training_step_cpu.md).
+// Started with a launcher's variables (torchrun's RANK, WORLD_SIZE, ...; SLURM's; Open MPI's)
+// each process is one rank of a distributed step, as in `dino train`: gradients averaged in
+// buckets that overlap backward. Rank 0 prints, adding "world", "allreduce_bytes_per_step"
+// (what each rank hands to all-reduce per step: gradients, the loss's center, the step's
+// flags) and "grad_wait_sec" (the gradient all-reduce backward did not hide).
+// bench/scenarios/multinode_step.sh runs it across two simulated hosts.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
+#include <torch/csrc/autograd/profiler_legacy.h>
+#define XDINO_HAVE_RECORD_PROFILE 1
+#endif
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/blas.h"
+#include "core/check.h"
+#include "core/compat.h"
+#include "core/log.h"
+#include "distributed/rendezvous.h"
+#include "models/registry.h"
+#include "ssl/trainer.h"
+
+namespace {
+
+using xdino::ssl::StepTimes;
+
+// The same random crops for every batch, made once on the training device.
+class FixedCrops : public xdino::ssl::DataSource {
+ public:
+  FixedCrops(int64_t batches, int64_t batch, int64_t global, int64_t local, int64_t locals,
+             torch::Device device)
+      : batches_(batches) {
+    for (int64_t i = 0; i < 2 + locals; ++i) {
+      const int64_t s = i < 2 ? global : local;
+      crops_.push_back(torch::randn({batch, 3, s, s}, torch::TensorOptions().device(device)));
+    }
+  }
+  int64_t batches_per_epoch() const override { return batches_; }
+  void start_epoch(int64_t, int64_t) override {}
+  std::vector<torch::Tensor> next_batch() override { return crops_; }
+
+ private:
+  int64_t batches_;
+  std::vector<torch::Tensor> crops_;
+};
+
+int64_t whole_number(const std::string& flag, const std::string& v, int64_t min = 1) {
+  size_t used = 0;
+  int64_t n = min - 1;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+  }
+  XDINO_CHECK_ARG(used == v.size() && n >= min, flag, " takes a whole number >= ", min, ", got '",
+                  v, "'");
+  return n;
+}
+
+// Bytes the C heap holds now (glibc, every arena): on the CPU LibTorch's tensors live there.
+int64_t heap_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>(m.uordblks + m.hblkhd);
+}
+
+std::string precision_name(const xdino::train::PrecisionPlan& plan) {
+  if (!plan.autocast) return "fp32";
+  return plan.autocast_dtype == torch::kHalf ? "fp16" : "bf16";
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+StepTimes minus(const StepTimes& a, const StepTimes& b) {
+  StepTimes d;
+  d.data = a.data - b.data;
+  d.forward = a.forward - b.forward;
+  d.backward = a.backward - b.backward;
+  d.optimizer = a.optimizer - b.optimizer;
+  d.ema = a.ema - b.ema;
+  d.grad_wait = a.grad_wait - b.grad_wait;
+  d.steps = a.steps - b.steps;
+  return d;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
+  std::string device = "auto", precision = "auto";
+  int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
+  int64_t head_hidden = 2048, replicas = 1;
+  std::string profile;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    XDINO_CHECK_ARG(i + 1 < argc, k, " needs a value");
+    const std::string v = argv[i + 1];
+    if (k == "--arch")
+      archs = v;
+    else if (k == "--out_dim")
+      dims = v;
+    else if (k == "--batch")
+      batch = whole_number(k, v);
+    else if (k == "--steps")
+      steps = whole_number(k, v);
+    else if (k == "--warmup")
+      warmup = whole_number(k, v);
+    else if (k == "--global_size")
+      global = whole_number(k, v);
+    else if (k == "--local_size")
+      local = whole_number(k, v);
+    else if (k == "--locals")
+      locals = whole_number(k, v, 0);
+    else if (k == "--head_hidden_dim")
+      head_hidden = whole_number(k, v);
+    else if (k == "--replicas")
+      replicas = whole_number(k, v);
+    else if (k == "--threads")
+      at::set_num_threads(static_cast<int>(whole_number(k, v)));
+    else if (k == "--profile")
+      profile = v;
+    else if (k == "--device")
+      device = v;
+    else if (k == "--precision")
+      precision = v;
+    else
+      XDINO_FAIL_ARG("unknown option ", k,
+                     " (see the comment at the top of bench/cpp/bench_train.cpp)");
+  }
+  // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
+  const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
+  xdino::log::set_level(xdino::log::Level::kWarn);
+  // A world of 1 without a launcher's variables.
+  const auto comm = xdino::distributed::connect(xdino::distributed::dist_config_from_env());
+  if (comm->is_main())
+    std::printf("%s\nintra-op threads: %d\n%s\n", xdino::blas_summary().c_str(),
+                at::get_num_threads(), plan.describe().c_str());
+  const auto out =
+      std::filesystem::temp_directory_path() / ("xdino_bench_train." + std::to_string(::getpid()));
+  for (const auto& arch : split(archs)) {
+    for (const auto& dim : split(dims)) {
+      std::filesystem::remove_all(out);
+      std::filesystem::create_directories(out);
+      xdino::ssl::DinoOptions o;
+      o.arch = arch;
+      o.head.out_dim = whole_number("--out_dim", dim);
+      o.batch_size_per_gpu = batch;
+      o.head.hidden_dim = head_hidden;
+      o.global_crops_size = global;
+      o.local_crops_size = local;
+      o.local_crops_number = locals;
+      o.epochs = 1;
+      o.warmup_epochs = 0;
+      o.freeze_last_layer = 0;
+      o.saveckp_freq = 0;
+      o.device = device;
+      o.precision = precision;
+      o.output_dir = out.string();
+      o.replicas = replicas;
+      auto data =
+          std::make_shared<FixedCrops>(warmup + steps, batch, global, local, locals, plan.device);
+      xdino::compat::reset_peak_memory(plan.device);
+      xdino::ssl::Trainer trainer(
+          o,
+          [&](const xdino::models::BackboneOptions& bo) {
+            return xdino::models::create_backbone(arch, bo);
+          },
+          data, comm);
+      // Each step all-reduces every trainable gradient (fp32), the center and two flags.
+      int64_t allreduce_bytes = (o.head.out_dim + 2) * 4;
+      for (const auto& p : trainer.student()->parameters())
+        if (p.requires_grad()) allreduce_bytes += p.numel() * 4;
+      StepTimes at_warmup;
+#ifdef XDINO_HAVE_RECORD_PROFILE
+      std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
+#endif
+      std::chrono::steady_clock::time_point t0;
+      double wall = 0;
+      // On the CPU: heap bytes the forward and loss leave alive for backward (the activations
+      // autograd saved, autocast copies, outputs), largest over the timed steps.
+      int64_t heap_at_step_end = 0, retained = 0;
+      const auto after_forward = [&](int64_t it, torch::Tensor&, torch::Tensor&) {
+        if (!plan.device.is_cpu() || it < warmup) return;
+        retained = std::max(retained, heap_in_use() - heap_at_step_end);
+      };
+      trainer.set_hooks(
+          {after_forward, [&](int64_t it) {
+             xdino::compat::synchronize(plan.device);
+             heap_at_step_end = heap_in_use();
+             if (it + 1 == warmup) {
+               at_warmup = trainer.times();
+#ifdef XDINO_HAVE_RECORD_PROFILE
+               if (!profile.empty())
+                 recording = std::make_unique<torch::autograd::profiler::RecordProfile>(
+                     profile + "." + arch + "." + dim + ".json");
+#endif
+               t0 = std::chrono::steady_clock::now();
+             }
+             if (it + 1 == warmup + steps) {
+               wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#ifdef XDINO_HAVE_RECORD_PROFILE
+               recording.reset();
+#endif
+             }
+           }});
+      trainer.train();
+      const StepTimes t = minus(trainer.times(), at_warmup);
+      const double n = static_cast<double>(t.steps);
+      std::string extra;
+      const int64_t peak = xdino::compat::peak_allocated_bytes(plan.device);
+      if (peak >= 0) extra = ", \"peak_allocated_mib\": " + std::to_string(peak / (1024 * 1024));
+      if (plan.device.is_cpu())
+        extra = ", \"forward_retained_mib\": " + std::to_string(retained / (1024 * 1024));
+      if (!comm->is_main()) continue;
+      if (comm->world_size() > 1)
+        extra += ", \"world\": " + std::to_string(comm->world_size()) +
+                 ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +
+                 ", \"grad_wait_sec\": " + std::to_string(t.grad_wait / n);
+      std::printf(
+          "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, \"replicas\": %ld, "
+          "\"device\": \"%s\", \"precision\": \"%s\", "
+          "\"sec_per_step\": %.4f, \"images_per_sec\": %.3f, \"data_sec\": %.4f, "
+          "\"forward_sec\": %.4f, \"backward_sec\": %.4f, \"optimizer_sec\": %.4f, "
+          "\"ema_sec\": %.4f%s}\n",
+          arch.c_str(), dim.c_str(), static_cast<long>(batch), at::get_num_threads(),
+          static_cast<long>(replicas), plan.device.str().c_str(), precision_name(plan).c_str(),
+          wall / n, static_cast<double>(batch) * n / wall, t.data / n, t.forward / n,
+          t.backward / n, t.optimizer / n, t.ema / n, extra.c_str());
+      std::fflush(stdout);
+    }
+  }
+  std::filesystem::remove_all(out);
+  comm->finalize();
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const xdino::UsageError& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The CUDA path on a lent GPU machine, in one call (bench/results/gpu.md, "On a GPU"): build the
+# LibTorch-only tiers and their tests against the machine's own PyTorch, run every suite (the
+# CUDA cases of tests/test_cuda.cpp and test_update_paths included), check what the wheel's
+# libraries re-export, then time our step against the official one on the same card.
+#   bench/platform/gpu_check.sh [OUT]          # OUT: where logs go (the device tool's $OUT)
+# GPU_CHECK_ROUNDS (2) rounds of the step comparison; none starts after GPU_CHECK_DEADLINE (480) s.
+# The machine has PyTorch, CUDA, CMake and ninja, and none of GoogleTest, nlohmann-json or
+# (perhaps) zlib's headers: they travel in .deps/ (a prefix copied from Debian 12's packages:
+# include/, lib/x86_64-linux-gnu/{libgtest*,libgmock*,cmake/GTest}, share/cmake/nlohmann_json,
+# zlib/{include,lib/libz.a}). The official code travels in bench/reference/official/ (dino:
+# main_dino.py, utils.py, vision_transformer.py; xcit: xcit.py); the machine's timm answers
+# xcit.py's imports. The step is timed against main_dino.py's own (bench/reference/official_step.py)
+# on the same card, alternated; the CUDA cases are checked against the CPU's results.
+# Phases are bounded so that the logs come back even when one of them hangs.
+set -uo pipefail
+out=${1:-${OUT:-/tmp/gpu_check}}
+mkdir -p "$out"
+cd "$(dirname "$0")/../.."
+start=$SECONDS
+say() { echo "[$((SECONDS - start)) s] $*"; }
+
+say "machine"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+torch.cuda.get_device_name(0))'
+  nvcc --version | tail -1
+  c++ --version | head -1
+  echo "cores $(nproc)"
+  ld --version | head -1
+  # Which libstdc++ a plain -lstdc++ reaches (bench/results/gpu.md, "On a GPU": the link order).
+  for f in libstdc++.so libstdc++.a libstdc++.so.6; do
+    echo "$f: $(c++ -print-file-name=$f)"
+  done
+  printf '#include <filesystem>\nint main() { std::filesystem::remove_all("/nonexistent"); }\n' \
+    > /tmp/fs.cpp
+  c++ /tmp/fs.cpp -o /tmp/fs -Wl,--push-state,--no-as-needed,-lstdc++,--pop-state \
+    -Wl,--trace 2>&1 | grep -i "stdc++" | sed 's/^/-lstdc++ resolved to: /'
+  echo "needed: $(readelf -d /tmp/fs | awk '/NEEDED/ {printf "%s ", $5}')"
+} 2>&1 | tee "$out/machine.txt"
+
+torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+deps=$PWD/.deps
+zlib=()
+[[ -f /usr/include/zlib.h ]] ||
+  zlib=(-DZLIB_INCLUDE_DIR="$deps/zlib/include" -DZLIB_LIBRARY="$deps/zlib/lib/libz.a")
+say "configure (LibTorch at $torch_cmake)"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DXDINO_LIBTORCH_ONLY=ON \
+  -DCMAKE_PREFIX_PATH="$torch_cmake;$deps" -DTORCH_CUDA_ARCH_LIST=9.0 \
+  -DCMAKE_CUDA_ARCHITECTURES=90 "${zlib[@]}" > "$out/configure.log" 2>&1 ||
+  { tail -30 "$out/configure.log"; exit 1; }
+grep "xcit-dino:" "$out/configure.log"
+say "build"
+timeout 420 ninja -C build-gpu -k 0 > "$out/build.log" 2>&1
+build_rc=$?
+grep -E "error|FAILED" "$out/build.log" | head -20
+say "build exit $build_rc"
+
+say "tests"
+# Without LD_PRELOAD: the link order (libstdc++ first) must be enough on the wheel's libtorch.
+(cd build-gpu && timeout 300 ctest -j 8 --timeout 240 --output-on-failure) > "$out/ctest.log" 2>&1
+grep -E "tests passed|tests failed|\*\*\*|Failed|Timeout" "$out/ctest.log" | tail -20
+awk '/: Skipped$/ { getline reason } /^\[  SKIPPED \] .*ms\)$/ { print "skipped " $4 ": " reason }' \
+  build-gpu/Testing/Temporary/LastTest.log | sort -u | head -20
+cp build-gpu/Testing/Temporary/LastTest.log "$out/LastTest.log"
+# The CUDA cases' own lines (differences found, losses) for the record.
+grep -E "^\[ +(OK|FAILED) +\] Cuda|largest relative|epoch [01]: loss" \
+  build-gpu/Testing/Temporary/LastTest.log | tee "$out/test_cuda.txt"
+scripts/libtorch_reexports.sh build-gpu/tests/xdino_tests_libtorch build-gpu/bench/bench_train \
+  > "$out/reexports.txt" 2>&1
+head -3 "$out/reexports.txt"
+
+say "step: ours (bench_train) against the official train_one_epoch, alternated"
+shapes=(--arch xcit_small_12_p16 --out_dim 65536 --batch 64 --global_size 224 --local_size 96
+        --locals 8 --head_hidden_dim 2048 --steps 10 --warmup 3)
+rounds=${GPU_CHECK_ROUNDS:-2}
+for round in $(seq "$rounds"); do
+  for precision in fp16 bf16 fp32; do
+    [[ $round == 2 && ($precision != fp16 || $((SECONDS - start)) -gt 420) ]] && continue
+    (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-480})) && continue
+    timeout 90 build-gpu/bench/bench_train "${shapes[@]}" --device cuda --precision "$precision" \
+      2>> "$out/bench.err" | tail -1 | tee -a "$out/step.jsonl"
+    timeout 120 python3 bench/reference/official_step.py "${shapes[@]}" --device cuda \
+      --precision "$precision" 2>> "$out/bench.err" | tail -1 | tee -a "$out/step.jsonl"
+  done
+done
+say "done"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The whole `dino` program with CUDA on a lent GPU machine (bench/results/gpu.md, "The main job
+# on a GPU"): the README's main job with configs/fashion_mnist_gpu.ini, train through report.
+# Measured against the CPU main job's report (the same reference rows to the digit, the k-NN
+# after more images) and the machine's time: images/s, GPU busy, memory.
+#   bench/platform/gpu_main_job.sh BUNDLE [OUT]
+# The GPU machine has PyTorch and CUDA but none of OpenCV, HDF5, faiss or Boost, so `dino`
+# cannot be built there. It is built here instead, by the README's CUDA recipe with the torch
+# that machine has (XDINO_TORCH=2.11.0 scripts/setup.sh --cuda build-t211/venv; cmake ... -B
+# build-t211; cmake --build build-t211 --target dino), and travels in BUNDLE with what it needs:
+#   BUNDLE/dino            the executable
+#   BUNDLE/libs.tar.xz     the Debian 12 libraries it loads that are neither glibc's, the C++
+#                          runtime's nor LibTorch's (`bench/platform/gpu_bundle.sh` makes both)
+#   BUNDLE/data/           Fashion-MNIST's four IDX files
+# LibTorch and the CUDA libraries are the machine's own (its python3's torch), which is why the
+# build uses the same torch version.
+# GPU_MAIN_EPOCHS (5) epochs of the whole training set; GPU_MAIN_TRAIN_SECONDS (240): training
+# stops (SIGINT: checkpoint saved) after this long, and the evaluation stages run on the
+# checkpoint it left. A rerun on the same machine resumes runs/fashion_mnist_gpu/train.
+set -uo pipefail
+bundle=$(cd "${1:?usage: bench/platform/gpu_main_job.sh BUNDLE [OUT]}" && pwd)
+out=${2:-${OUT:-/tmp/gpu_main_job}}
+mkdir -p "$out"
+cd "$(dirname "$0")/../.."
+start=$SECONDS
+say() { echo "[$((SECONDS - start)) s] $*"; }
+
+libs=/tmp/xdino_libs
+mkdir -p "$libs" && tar -xJf "$bundle/libs.tar.xz" -C "$libs"
+site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+cuda_libs=$(find "$site/nvidia" -maxdepth 3 -name lib -type d | paste -sd:)
+export LD_LIBRARY_PATH="$site/torch/lib:$cuda_libs:$libs"
+say "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "torch $(python3 -c 'import torch; print(torch.__version__)'), cores $(nproc)"
+echo "libraries that do not resolve: $(ldd "$bundle/dino" | grep -c 'not found')"
+ldd "$bundle/dino" | grep 'not found'
+
+# The main job's two configs, then this check's overlay: the whole training set in bf16 on the
+# GPU as configs/fashion_mnist_gpu.ini says, with a schedule short enough for the lease.
+cat > /tmp/lease.ini <<EOF
+data_path = $bundle/data
+num_workers = 12
+[train]
+epochs = ${GPU_MAIN_EPOCHS:-5}
+warmup_epochs = 1
+warmup_teacher_temp_epochs = 1
+knn_every = 1
+saveckp_freq = 1
+EOF
+configs=(--config configs/fashion_mnist.ini --config configs/fashion_mnist_gpu.ini
+         --config /tmp/lease.ini)
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 5 \
+  > "$out/gpu_use.csv" 2>&1 &
+monitor=$!
+say "train"
+timeout -s INT "${GPU_MAIN_TRAIN_SECONDS:-240}" "$bundle/dino" train "${configs[@]}" \
+  > "$out/train.log" 2>&1
+say "train exit $?"
+grep -vE "^Epoch \[.*\] +[0-9]+/" "$out/train.log" | grep -E "online k-NN|took|Averaged|device|error" | tail -30
+say "evaluation stages"
+stages=(knn:pixels knn:random knn:dino linear:dino report visualize)
+"$bundle/dino" pipeline "${configs[@]}" --stages "${stages[@]}" > "$out/eval.log" 2>&1
+say "pipeline exit $?"
+kill "$monitor" 2>/dev/null
+tail -25 "$out/eval.log"
+run=runs/fashion_mnist_gpu
+cp "$run/report.md" "$run/train/log.txt" "$out/" 2>/dev/null
+cp "$run/train/curves.png" "$out/" 2>/dev/null
+cat "$run/report.md" 2>/dev/null
+echo "GPU use (utilization, memory), every 5 s:"
+paste -sd' ' "$out/gpu_use.csv" | cut -c1-600
+say "done"
