@@ -23,11 +23,9 @@
 #include "augment/data/dataset.h"
 #include "augment/data/loader.h"
 #include "augment/multicrop.h"
+#include "augment/ops/tensor.h"
 
 namespace xdino::augment {
-
-inline const std::vector<double> kImageNetMean = {0.485, 0.456, 0.406};
-inline const std::vector<double> kImageNetStd = {0.229, 0.224, 0.225};
 
 Image views_grid(const std::vector<std::vector<torch::Tensor>>& rows,
                  const std::vector<double>& mean = kImageNetMean,

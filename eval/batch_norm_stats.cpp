@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "augment/data/loader.h"
-#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "models/batch_norm.h"
@@ -128,22 +127,15 @@ bool recalibrate_batch_norm(models::Backbone& model, const ImageBatches& next_ba
 }
 
 int64_t recalibrate_batch_norm(models::Backbone& model, const augment::DatasetPtr& images,
-                               const RecalibrationOptions& o, Communicator& comm,
-                               torch::Device device) {
+                               const ImageInput& o, Communicator& comm, torch::Device device) {
   XDINO_CHECK_ARG(o.batch_size >= 1, "batch size must be >= 1, got ", o.batch_size);
   if (!has_batch_norm(model)) return 0;
   const auto start = std::chrono::steady_clock::now();
-  augment::EvalTransformOptions eval_options;
-  eval_options.crop_size = o.image_size;
-  eval_options.normalization = augment::normalization_for(model.in_chans(), o.mean, o.std);
-  augment::LoaderOptions lo;
-  lo.batch_size = o.batch_size;
-  lo.num_workers = o.num_workers;
-  lo.shuffle = false;
+  augment::LoaderOptions lo = o.loader(device);
+  // A short last batch is left out where there is a whole one (header: equal weights).
   const int64_t per_process = (images->size() + comm.world_size() - 1) / comm.world_size();
   lo.drop_last = per_process >= o.batch_size;
-  lo.pin_memory = device.is_cuda();
-  augment::DataLoader loader(images, augment::eval_transform(eval_options), lo, comm.rank(),
+  augment::DataLoader loader(images, o.transform(model.in_chans()), lo, comm.rank(),
                              comm.world_size());
   loader.start_epoch(0);
   int64_t batches = 0, seen = 0;

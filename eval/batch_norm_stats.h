@@ -27,12 +27,11 @@
 //    statistics; every process must give the same number of batches. They are left without a
 //    communicator (meant for evaluation models and copies, which have none). LibTorch's
 //    BatchNorms use their process's batch.
-//  - The dataset overload: the images through augment::EvalTransform(image_size), as the
-//    k-NN sees them (eval/extract.h), each process its DistributedSampler shard in batches of
-//    batch_size on `device`, fp32; a last, incomplete batch is left out when there is a full
-//    one, so every batch weighs the same in the average. It returns the number of images the
-//    statistics come from, over all processes (0: no BatchNorm, no image read), and one log
-//    line says so.
+//  - The dataset overload: the images as the k-NN reads them (the ImageInput's transform and
+//    batches, eval/image_input.h), each process its DistributedSampler shard on `device`, fp32; a
+//    last, incomplete batch is left out when there is a full one, so every batch weighs the same in
+//    the average. It returns the number of images the statistics come from, over all processes (0:
+//    no BatchNorm, no image read), and one log line says so.
 #pragma once
 
 #include <torch/torch.h>
@@ -42,6 +41,7 @@
 
 #include "augment/data/dataset.h"
 #include "distributed/communicator.h"
+#include "eval/image_input.h"
 #include "models/backbone.h"
 
 namespace xdino::eval {
@@ -54,15 +54,7 @@ using ImageBatches = std::function<torch::Tensor()>;
 bool recalibrate_batch_norm(models::Backbone& model, const ImageBatches& next_batch,
                             Communicator& comm);
 
-struct RecalibrationOptions {
-  int64_t batch_size = 128;
-  int64_t num_workers = 10;
-  int64_t image_size = 224;
-  std::vector<double> mean, std;  // the normalisation (augment/ops/tensor.h, normalization_for)
-};
-
 int64_t recalibrate_batch_norm(models::Backbone& model, const augment::DatasetPtr& images,
-                               const RecalibrationOptions& options, Communicator& comm,
-                               torch::Device device);
+                               const ImageInput& input, Communicator& comm, torch::Device device);
 
 }  // namespace xdino::eval

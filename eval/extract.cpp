@@ -3,21 +3,11 @@
 #include <filesystem>
 
 #include "augment/data/loader.h"
-#include "augment/data/open_dataset.h"
-#include "augment/sample_transforms.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/progress.h"
 
 namespace xdino::eval {
-
-augment::DatasetPtr open_eval_split(const std::string& data_path, const std::string& split,
-                                    const EvalSubset& subset, int64_t in_chans) {
-  augment::DatasetOptions o;
-  o.decode = augment::float_pixels_if_needed(in_chans);
-  o.max_samples = split == "train" ? subset.max_train_samples : subset.max_val_samples;
-  return augment::open_dataset(data_path, split, o);
-}
 
 std::string feature_description(const ExtractOptions& options) {
   if (options.rows) return options.description;
@@ -29,24 +19,14 @@ std::string feature_description(const ExtractOptions& options) {
 FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& dataset,
                             const ExtractOptions& options, Communicator& comm,
                             torch::Device device) {
-  XDINO_CHECK_ARG(options.batch_size >= 1, "batch size must be >= 1, got ", options.batch_size);
+  const ImageInput& input = options.input;
+  XDINO_CHECK_ARG(input.batch_size >= 1, "batch size must be >= 1, got ", input.batch_size);
   XDINO_CHECK_ARG(
       !options.patch_tokens || (options.kind == FeatureKind::kBackbone && !options.rows),
       "patch tokens come with the backbone feature only");
-  augment::EvalTransformOptions eval_options;
-  eval_options.crop_size = options.image_size;
-  eval_options.normalization =
-      augment::normalization_for(model.in_chans(), options.mean, options.std);
-  augment::LoaderOptions lo;
-  lo.batch_size = options.batch_size;
-  lo.num_workers = options.num_workers;
-  lo.shuffle = false;
-  lo.drop_last = false;
-  lo.pin_memory = device.is_cuda();
-  augment::SampleTransform sample_transform =
-      options.transform ? options.transform : augment::eval_transform(eval_options);
-  augment::DataLoader loader(dataset, std::move(sample_transform), lo, comm.rank(),
-                             comm.world_size());
+  augment::DataLoader loader(
+      dataset, options.transform ? options.transform : input.transform(model.in_chans()),
+      input.loader(device), comm.rank(), comm.world_size());
   loader.start_epoch(0);
 
   const int64_t n = dataset->size();
@@ -111,7 +91,7 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   const int64_t* k = keep.data_ptr<int64_t>();
   out.paths.reserve(static_cast<size_t>(keep.size(0)));
   for (int64_t i = 0; i < keep.size(0); ++i) out.paths.push_back(dataset->path(k[i]));
-  out.attributes.image_size = options.image_size;
+  out.attributes.image_size = input.image_size;
   out.attributes.normalized = options.normalize;
   out.attributes.feature = feature_description(options);
   return out;
@@ -121,21 +101,15 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   XDINO_CHECK_ARG(o.split == "train" || o.split == "val", "--split must be train or val, got '",
                   o.split, "'");
   models::check_arch(o.model.arch);
-  check_in_chans(o.model);
+  o.input.check();
   // Before any work: the file is written last, atomically, and cannot replace a folder.
   XDINO_CHECK_ARG(!std::filesystem::is_directory(o.output), "'", o.output,
                   "' is a directory, not a file (--output)");
-  augment::DatasetOptions data_options;
-  data_options.decode = augment::float_pixels_if_needed(o.model.in_chans);
-  const augment::DatasetPtr data = augment::open_dataset(o.data_path, o.split, data_options);
-  const auto model = load_frozen_backbone(o.model, device);
+  const augment::DatasetPtr data = o.input.open(o.data_path, o.split);
+  const auto model = load_frozen_backbone(o.model, o.input, device);
   ExtractOptions e;
-  e.batch_size = o.batch_size_per_gpu;
-  e.num_workers = o.num_workers;
-  e.image_size = o.model.image_size;
+  e.input = o.input;
   e.patch_tokens = o.patch_tokens;
-  e.mean = o.model.mean;
-  e.std = o.model.std;
   const std::filesystem::path out(o.output);
   if (comm.is_main() && out.has_parent_path())
     std::filesystem::create_directories(out.parent_path());

@@ -28,6 +28,7 @@
 #include "distributed/communicator.h"
 #include "eval/features_io.h"
 #include "eval/frozen_backbone.h"
+#include "eval/image_input.h"
 #include "models/backbone.h"
 
 namespace xdino::eval {
@@ -35,16 +36,11 @@ namespace xdino::eval {
 enum class FeatureKind { kBackbone, kLinear };
 
 struct ExtractOptions {
-  int64_t batch_size = 128;
-  int64_t num_workers = 10;
-  int64_t image_size = 224;
+  ImageInput input;  // batch, workers, crop, channels, normalisation (eval/image_input.h)
   bool normalize = true;
   FeatureKind kind = FeatureKind::kBackbone;
   int64_t n_last_blocks = 4;         // kLinear only
   bool avgpool_patchtokens = false;  // kLinear only
-  // The normalisation, --mean/--std (augment/ops/tensor.h, normalization_for): empty is the
-  // default of the model's channel count.
-  std::vector<double> mean, std;
   // The retrieval-style evaluations (eval/retrieval/) set these: `transform` replaces the
   // EvalTransform (images of any size need batch_size 1), `rows` replaces the kind's feature,
   // and `description` says what a row is in the file attributes.
@@ -71,23 +67,21 @@ std::string feature_description(const ExtractOptions& options);
 struct EvalSubset {
   int64_t max_train_samples = 0;
   int64_t max_val_samples = 0;
+  // The bound of "train" or "val" (0: all).
+  int64_t of(const std::string& split) const {
+    return split == "train" ? max_train_samples : max_val_samples;
+  }
 };
-
-// open_dataset(data_path, split) limited by `subset` ("train" or "val"), decoded for a model of
-// `in_chans` channels (0: not known yet; augment::float_pixels_if_needed).
-augment::DatasetPtr open_eval_split(const std::string& data_path, const std::string& split,
-                                    const EvalSubset& subset, int64_t in_chans);
 
 // `dino features`: L2-normalised backbone features of one split written to one HDF5 file
 // (features_io.h) by rank 0, with the model recorded in its attributes.
 struct FeaturesOptions {
   BackboneSpec model;
+  ImageInput input;
   std::string data_path = "/path/to/imagenet/";
   std::string split = "val";  // train | val
   std::string output = "features.h5";
   bool patch_tokens = false;  // also /patch_tokens [N, T, D] (features_io.h)
-  int64_t batch_size_per_gpu = 128;
-  int64_t num_workers = 10;
 };
 
 void run_features(const FeaturesOptions& options, Communicator& comm, torch::Device device);

@@ -44,25 +44,17 @@ std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model
 
 }  // namespace
 
-void check_in_chans(const BackboneSpec& spec) {
-  if (spec.in_chans != models::kInChansFromWeights)
-    augment::normalization_for(spec.in_chans, spec.mean, spec.std);
-}
-
-augment::Normalization normalization_of(const BackboneSpec& spec, const models::Backbone& model) {
-  return augment::normalization_for(model.in_chans(), spec.mean, spec.std);
-}
-
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
+                                                       const ImageInput& input,
                                                        torch::Device device, const char* rgb_only) {
-  XDINO_CHECK_ARG(spec.image_size >= 1, "--image_size must be positive, got ", spec.image_size);
+  XDINO_CHECK_ARG(input.image_size >= 1, "--image_size must be positive, got ", input.image_size);
   // LibTorch seeds its generator randomly per process: without this, random weights would
   // differ between the processes of one distributed run.
   torch::manual_seed(static_cast<uint64_t>(spec.seed));
   models::BackboneOptions options =
-      eval_backbone_options(spec.arch, spec.patch_size, spec.image_size);
+      eval_backbone_options(spec.arch, spec.patch_size, input.image_size);
   const std::string kind = weights_kind(spec);
-  options.in_chans = spec.in_chans;
+  options.in_chans = input.in_chans;
   if (kind != "pretrained") {
     if (options.in_chans == models::kInChansFromWeights) options.in_chans = 3;
     std::shared_ptr<models::Backbone> model = models::create_backbone(spec.arch, options);
@@ -88,11 +80,11 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
   return frozen(model, device, rgb_only);
 }
 
-void add_model_fields(Json& json, const BackboneSpec& spec) {
+void add_model_fields(Json& json, const BackboneSpec& spec, int64_t image_size) {
   json["arch"] = spec.arch;
   json["patch_size"] =
       models::patch_size_of(spec.arch, spec.patch_size);  // the model's, not the flag's
-  json["image_size"] = spec.image_size;
+  json["image_size"] = image_size;
   json["pretrained_weights"] = spec.pretrained_weights;
   json["checkpoint_key"] = spec.checkpoint_key;
   json["weights"] = weights_kind(spec);

@@ -3,8 +3,11 @@
 //
 // Contract:
 //  - BackboneSpec names the model the way the official scripts' flags do (--arch,
-//    --patch_size, --pretrained_weights, --checkpoint_key) plus the evaluation resolution.
-//  - load_frozen_backbone(): create_backbone(arch, num_classes 0, drop path 0) on `device`,
+//    --patch_size, --pretrained_weights, --checkpoint_key) plus the seed of random weights;
+//    how the model reads images (size, channels, normalisation) is the ImageInput's
+//    (eval/image_input.h).
+//  - load_frozen_backbone(spec, input, device): create_backbone(arch, num_classes 0, drop path
+//    0, input.image_size for pixels, input.in_chans) on `device`,
 //    in eval mode (BatchNorm running statistics, no drop path), every parameter with
 //    requires_grad false. With pretrained_weights: models::load_pretrained(..., strict=false),
 //    as the official loader (prefixes module./backbone. removed, DINO head ignored), logging
@@ -18,11 +21,9 @@
 //    A model of other than 3 channels is logged in one line ("vit_small reads 1-channel
 //    images"); `rgb_only` names a protocol whose data pipeline is RGB only (copy detection,
 //    retrieval, video segmentation, visualize): such a model is then one UsageError line.
-//  - check_in_chans(spec): an explicit in_chans without the normalisation it needs (--mean and
-//    --std for other than 1 or 3 channels) is one UsageError line, for the commands to call
-//    before they load anything.
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
-//    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size,
+//    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size
+//    (the evaluation's),
 //    pretrained_weights, checkpoint_key, weights
 //    ("pretrained" | "random" | "none"); set_model_attributes() the same in a feature file.
 #pragma once
@@ -36,6 +37,7 @@
 #include "augment/ops/tensor.h"
 #include "core/json.h"
 #include "eval/features_io.h"
+#include "eval/image_input.h"
 #include "models/backbone.h"
 #include "models/registry.h"
 #include "models/weights.h"
@@ -47,20 +49,8 @@ struct BackboneSpec {
   int64_t patch_size = 16;
   std::string pretrained_weights;  // "" = random weights
   std::string checkpoint_key = "teacher";
-  int64_t image_size = 224;  // evaluation crop; the resize is image_size * 256 / 224
-  int64_t seed = 0;          // ours: the random initial weights when no weights are given
-  // ours (timm's in_chans): channels of the images; kInChansFromWeights: those of
-  // --pretrained_weights' input conv, 3 for random weights.
-  int64_t in_chans = models::kInChansFromWeights;
-  // ours (timm's --mean/--std): the data's normalisation, one value or in_chans each; empty:
-  // ImageNet's for 3 channels, its average for 1 (augment/ops/tensor.h, normalization_for).
-  std::vector<double> mean{}, std{};
+  int64_t seed = 0;  // ours: the random initial weights when no weights are given
 };
-
-// The normalisation and decoding of the images `model` reads, as `spec` asks.
-augment::Normalization normalization_of(const BackboneSpec& spec, const models::Backbone& model);
-
-void check_in_chans(const BackboneSpec& spec);
 
 // The model as the official evaluation scripts build it: num_classes 0, no drop path, ViT
 // position grid of 224 (checkpoints hold it; other resolutions interpolate), pixels resized to
@@ -69,13 +59,14 @@ models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t p
                                               int64_t image_size);
 
 std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
+                                                       const ImageInput& input,
                                                        torch::Device device,
                                                        const char* rgb_only = nullptr);
 
 // "pretrained", "random" (no weights given) or "none" (pixels: nothing to learn).
 std::string weights_kind(const BackboneSpec& spec);
 
-void add_model_fields(Json& json, const BackboneSpec& spec);
+void add_model_fields(Json& json, const BackboneSpec& spec, int64_t image_size);
 
 // The model fields of a feature file (features_io.h): arch, checkpoint, checkpoint_key, the
 // model's patch size; `split` names the set ("val", "queries", ...).

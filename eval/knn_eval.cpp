@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "augment/data/dataset.h"
 #include "core/atomic_file.h"
@@ -35,7 +36,9 @@ struct Splits {
   FeatureSet train, test;
 };
 
-Splits load_dumped(const std::string& dir_text, BackboneSpec& model) {
+// The features of --load_features; `model` and `image_size` become the features' own (not the
+// flags' defaults) when the files record them.
+Splits load_dumped(const std::string& dir_text, BackboneSpec& model, int64_t& image_size) {
   const fs::path dir(dir_text);
   Splits s;
   if (fs::is_regular_file(dir / "trainfeat.h5") && fs::is_regular_file(dir / "testfeat.h5")) {
@@ -45,7 +48,7 @@ Splits load_dumped(const std::string& dir_text, BackboneSpec& model) {
     if (!a.arch.empty()) {  // the features' own model, not the flags' defaults
       model.arch = a.arch;
       model.patch_size = a.patch_size;
-      model.image_size = a.image_size;
+      image_size = a.image_size;
       model.pretrained_weights = a.checkpoint;
       model.checkpoint_key = a.checkpoint_key;
     }
@@ -68,15 +71,37 @@ FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o,
                          const augment::DatasetPtr& data, const char* split, Communicator& comm,
                          torch::Device device) {
   ExtractOptions e;
-  e.batch_size = o.batch_size_per_gpu;
-  e.num_workers = o.num_workers;
-  e.image_size = o.model.image_size;
-  e.mean = o.model.mean;
-  e.std = o.model.std;
+  e.input = o.input;
   log::info("Extracting features for ", split, " set...");
   FeatureSet f = extract_features(model, data, e, comm, device);
   set_model_attributes(f.attributes, o.model, split);
   return f;
+}
+
+// The random-weights reference with the data's BatchNorm statistics (--recalibrate_bn;
+// docs/evaluation.md, "The random-weights reference"): the model's BatchNorms recalibrated on
+// that many training images, then both splits extracted again.
+struct BatchNormReference {
+  Splits data;
+  int64_t images = 0;  // the statistics' images, over every process
+  double seconds = 0;
+};
+
+BatchNormReference with_data_batch_norm(models::Backbone& model, const KnnEvalOptions& o,
+                                        const augment::DatasetPtr& train,
+                                        const augment::DatasetPtr& val, Communicator& comm,
+                                        torch::Device device) {
+  const auto start = std::chrono::steady_clock::now();
+  ImageInput input = o.input;
+  input.in_chans = model.in_chans();  // known now: the weights' when the flag left it open
+  BatchNormReference r;
+  r.images = recalibrate_batch_norm(model, input.open(o.data_path, "train", o.recalibrate_bn),
+                                    input, comm, device);
+  log::info("Random init with the BatchNorm statistics of the data:");
+  r.data.train = extract_split(model, o, train, "train", comm, device);
+  r.data.test = extract_split(model, o, val, "val", comm, device);
+  r.seconds = seconds_since(start);
+  return r;
 }
 
 KnnBackend parse_backend(const std::string& name) {
@@ -97,7 +122,7 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
   XDINO_CHECK_ARG(options.dump_features.empty() || options.load_features.empty(),
                   "--dump_features and --load_features exclude each other");
   if (options.load_features.empty()) models::check_arch(options.model.arch);
-  check_in_chans(options.model);
+  options.input.check();
   XDINO_CHECK_ARG(options.recalibrate_bn >= 0, "--recalibrate_bn must be >= 0 (0: off), got ",
                   options.recalibrate_bn);
   const bool random_weights =
@@ -107,21 +132,20 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
                   "data: it takes no --pretrained_weights, --load_features or pixels");
 
   BackboneSpec model_spec = options.model;
+  int64_t image_size = options.input.image_size;
   const auto t0 = std::chrono::steady_clock::now();
-  Splits data, data_bn;
+  Splits data;
+  std::optional<BatchNormReference> bn;
   std::string batch_norm;  // random weights: "initial" or "none"
-  bool bn_reference = false;
-  int64_t bn_images = 0;
-  double bn_extraction_s = 0;
   if (!options.load_features.empty()) {
-    if (comm.is_main()) data = load_dumped(options.load_features, model_spec);
+    if (comm.is_main()) data = load_dumped(options.load_features, model_spec, image_size);
   } else {
     // Data first: a wrong --data_path fails before any model work.
+    const ImageInput& in = options.input;
     const augment::DatasetPtr train =
-        open_eval_split(options.data_path, "train", options.subset, options.model.in_chans);
-    const augment::DatasetPtr val =
-        open_eval_split(options.data_path, "val", options.subset, options.model.in_chans);
-    const auto model = load_frozen_backbone(options.model, device);
+        in.open(options.data_path, "train", options.subset.of("train"));
+    const augment::DatasetPtr val = in.open(options.data_path, "val", options.subset.of("val"));
+    const auto model = load_frozen_backbone(options.model, in, device);
     if (random_weights) batch_norm = has_batch_norm(*model) ? "initial" : "none";
     data.train = extract_split(*model, options, train, "train", comm, device);
     data.test = extract_split(*model, options, val, "val", comm, device);
@@ -131,26 +155,10 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
                   " has no BatchNorm: random init is already the reference with the data's "
                   "BatchNorm statistics, measured once (--recalibrate_bn has nothing to do)");
     } else if (options.recalibrate_bn > 0) {
-      const auto bn_start = std::chrono::steady_clock::now();
-      EvalSubset images;
-      images.max_train_samples = options.recalibrate_bn;
-      RecalibrationOptions r;
-      r.batch_size = options.batch_size_per_gpu;
-      r.num_workers = options.num_workers;
-      r.image_size = options.model.image_size;
-      r.mean = options.model.mean;
-      r.std = options.model.std;
-      bn_images = recalibrate_batch_norm(
-          *model, open_eval_split(options.data_path, "train", images, model->in_chans()), r, comm,
-          device);
-      log::info("Random init with the BatchNorm statistics of the data:");
-      data_bn.train = extract_split(*model, options, train, "train", comm, device);
-      data_bn.test = extract_split(*model, options, val, "val", comm, device);
-      bn_reference = true;
-      bn_extraction_s = seconds_since(bn_start);
+      bn = with_data_batch_norm(*model, options, train, val, comm, device);
     }
   }
-  const double extraction_s = seconds_since(t0) - bn_extraction_s;
+  const double extraction_s = seconds_since(t0) - (bn ? bn->seconds : 0.0);
 
   KnnEvalResult result;
   if (comm.is_main()) {
@@ -158,9 +166,9 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
       fs::create_directories(options.dump_features);
       write_features(fs::path(options.dump_features) / "trainfeat.h5", data.train);
       write_features(fs::path(options.dump_features) / "testfeat.h5", data.test);
-      if (bn_reference) {
-        write_features(fs::path(options.dump_features) / "trainfeat_data_bn.h5", data_bn.train);
-        write_features(fs::path(options.dump_features) / "testfeat_data_bn.h5", data_bn.test);
+      if (bn) {
+        write_features(fs::path(options.dump_features) / "trainfeat_data_bn.h5", bn->data.train);
+        write_features(fs::path(options.dump_features) / "testfeat_data_bn.h5", bn->data.test);
       }
       log::info("Features dumped to ", options.dump_features);
     }
@@ -180,8 +188,8 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     for (const KnnAccuracy& a : result.knn.per_k)
       log::info(a.k, "-NN classifier result: Top1: ", python_repr(a.top1),
                 ", Top5: ", python_repr(a.top5));
-    if (bn_reference) {
-      result.knn_data_batch_norm = classify(data_bn);
+    if (bn) {
+      result.knn_data_batch_norm = classify(bn->data);
       for (const KnnAccuracy& a : result.knn_data_batch_norm->per_k)
         log::info(a.k, "-NN with the BatchNorm statistics of the data: Top1: ", python_repr(a.top1),
                   ", Top5: ", python_repr(a.top5));
@@ -189,7 +197,7 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
 
     Json& j = result.json = Json::object();
     j["protocol"] = "weighted k-NN (eval_knn.py)";
-    add_model_fields(j, model_spec);
+    add_model_fields(j, model_spec, image_size);
     j["temperature"] = options.temperature;
     j["num_train"] = result.knn.num_train;
     j["num_test"] = result.knn.num_test;
@@ -218,10 +226,10 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     add_results(j, result.knn, extraction_s);
     if (!batch_norm.empty()) j["batch_norm"] = batch_norm;
     if (result.knn_data_batch_norm) {
-      Json bn = Json::object();
-      bn["images"] = bn_images;
-      add_results(bn, *result.knn_data_batch_norm, bn_extraction_s);
-      j["data_batch_norm"] = bn;
+      Json reference = Json::object();
+      reference["images"] = bn->images;
+      add_results(reference, *result.knn_data_batch_norm, bn->seconds);
+      j["data_batch_norm"] = reference;
     }
     fs::create_directories(options.output_dir);
     write_file_atomically(fs::path(options.output_dir) / "knn.json", python_dumps(j, 2) + "\n");

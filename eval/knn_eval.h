@@ -4,7 +4,7 @@
 //
 // Contract:
 //  - KnnEvalOptions: eval_knn.py's flags with its defaults (the member initialisers), plus
-//    ours: output_dir (knn.json, config.ini), image_size (in `model`), knn_backend.
+//    ours: output_dir (knn.json, config.ini), image_size (in `input`), knn_backend.
 //  - run_knn_eval(): every process extracts its shard (extract.h); rank 0 normalises, dumps
 //    (--dump_features DIR: DIR/trainfeat.h5 and DIR/testfeat.h5, features_io.h format),
 //    classifies (knn.h) and writes <output_dir>/knn.json atomically; the official result lines
@@ -50,13 +50,12 @@ namespace xdino::eval {
 
 struct KnnEvalOptions {
   BackboneSpec model;
-  int64_t batch_size_per_gpu = 128;
+  ImageInput input;  // --batch_size_per_gpu, --num_workers, --image_size, --in_chans, --mean/std
   std::vector<int64_t> nb_knn = KnnParams{}.ks;
   double temperature = KnnParams{}.temperature;
   bool use_cuda = true;  // keep the features on the GPU for the search (when there is one)
   std::string dump_features;
   std::string load_features;
-  int64_t num_workers = 10;
   std::string data_path = "/path/to/imagenet/";
   // Ours.
   std::string output_dir = ".";

@@ -28,8 +28,8 @@ double cosine_lr(double base_lr, int64_t epoch, int64_t epochs) {
          (1.0 + std::cos(M_PI * static_cast<double>(epoch) / static_cast<double>(epochs)));
 }
 
-double scaled_lr(const LinearSchedule& schedule, int world_size) {
-  return schedule.lr * static_cast<double>(schedule.batch_size_per_gpu * world_size) / 256.0;
+double scaled_lr(const LinearSchedule& schedule, int64_t batch_size_per_gpu, int world_size) {
+  return schedule.lr * static_cast<double>(batch_size_per_gpu * world_size) / 256.0;
 }
 
 std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier, double lr) {
@@ -90,12 +90,11 @@ ValidationStats validate_linear(LinearClassifier& classifier, FeatureBatches& va
 
 LinearOutcome train_linear(
     LinearClassifier& classifier, train::Optimizer& optimizer, FeatureBatches& train,
-    FeatureBatches& val, const LinearSchedule& schedule, Communicator& comm, int64_t start_epoch,
-    LinearOutcome resumed,
+    FeatureBatches& val, const LinearSchedule& schedule, double base, Communicator& comm,
+    int64_t start_epoch, LinearOutcome resumed,
     const std::function<void(const EpochStats&, const LinearOutcome&)>& on_epoch) {
   XDINO_CHECK_ARG(schedule.epochs >= 1, "--epochs must be >= 1, got ", schedule.epochs);
   XDINO_CHECK_ARG(schedule.val_freq >= 1, "--val_freq must be >= 1, got ", schedule.val_freq);
-  const double base = scaled_lr(schedule, comm.world_size());
   LinearOutcome outcome = std::move(resumed);
   for (int64_t epoch = start_epoch; epoch < schedule.epochs; ++epoch) {
     EpochStats stats;

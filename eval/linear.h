@@ -71,7 +71,6 @@ struct EpochStats {
 struct LinearSchedule {
   int64_t epochs = 100;
   double lr = 0.001;  // per 256 images
-  int64_t batch_size_per_gpu = 128;
   int64_t val_freq = 1;
 };
 
@@ -87,18 +86,20 @@ struct LinearOutcome {
 std::unique_ptr<train::Optimizer> make_linear_optimizer(LinearClassifier& classifier,
                                                         double scaled_lr);
 
-double scaled_lr(const LinearSchedule& schedule, int world_size);
+// eval_linear.py's lr * batch_size_per_gpu * world_size / 256.
+double scaled_lr(const LinearSchedule& schedule, int64_t batch_size_per_gpu, int world_size);
 
 ValidationStats validate_linear(LinearClassifier& classifier, FeatureBatches& val,
                                 Communicator& comm);
 
 // Trains from start_epoch (0, or the epoch of a resumed checkpoint) with `optimizer` (from
-// make_linear_optimizer, possibly restored); `resumed` carries a resumed run's best (default:
-// none). on_epoch(stats, outcome so far) runs after every epoch on every process.
+// make_linear_optimizer, possibly restored) along the cosine from `base_lr` (scaled_lr);
+// `resumed` carries a resumed run's best (default: none). on_epoch(stats, outcome so far) runs
+// after every epoch on every process.
 LinearOutcome train_linear(
     LinearClassifier& classifier, train::Optimizer& optimizer, FeatureBatches& train,
-    FeatureBatches& val, const LinearSchedule& schedule, Communicator& comm, int64_t start_epoch,
-    LinearOutcome resumed,
+    FeatureBatches& val, const LinearSchedule& schedule, double base_lr, Communicator& comm,
+    int64_t start_epoch, LinearOutcome resumed,
     const std::function<void(const EpochStats&, const LinearOutcome&)>& on_epoch);
 
 // Cached features as batches: a DistributedSampler-style shard (shuffled per epoch with

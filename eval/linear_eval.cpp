@@ -83,7 +83,8 @@ std::string features_identity(const LinearEvalOptions& o) {
              ? "random weights (seed " + std::to_string(m.seed) + ")"
              : "weights " + file_identity(m.pretrained_weights) + " key '" + m.checkpoint_key + "'")
      << ", " << o.n_last_blocks << " last blocks" << (o.avgpool_patchtokens ? " + avgpool" : "")
-     << ", " << (o.cached_features ? "cached" : "augmented") << " at " << m.image_size << " px";
+     << ", " << (o.cached_features ? "cached" : "augmented") << " at " << o.input.image_size
+     << " px";
   return os.str();
 }
 
@@ -132,13 +133,9 @@ augment::DatasetPtr val_shard(const augment::DatasetPtr& val, const Communicator
 
 augment::LoaderOptions loader_options(const LinearEvalOptions& o, bool shuffle,
                                       torch::Device device) {
-  augment::LoaderOptions lo;
-  lo.batch_size = o.batch_size_per_gpu;
-  lo.num_workers = o.num_workers;
+  augment::LoaderOptions lo = o.input.loader(device);
   lo.shuffle = shuffle;
-  lo.drop_last = false;
   lo.seed = o.seed;
-  lo.pin_memory = device.is_cuda();
   return lo;
 }
 
@@ -185,36 +182,34 @@ struct ProbeInputs {
 // The official protocol: the frozen backbone on augmented training images (RandomResizedCrop +
 // flip) and centre-cropped validation images, every epoch.
 ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torch::Device device) {
-  const std::shared_ptr<models::Backbone> model = load_frozen_backbone(o.model, device);
+  const std::shared_ptr<models::Backbone> model = load_frozen_backbone(o.model, o.input, device);
+  ImageInput input = o.input;
+  input.in_chans = model->in_chans();  // known now: the weights' when the flag left it open
   augment::DatasetPtr train_data;
-  if (!o.evaluate) train_data = open_eval_split(o.data_path, "train", o.subset, model->in_chans());
-  const augment::DatasetPtr val_data =
-      open_eval_split(o.data_path, "val", o.subset, model->in_chans());
+  if (!o.evaluate) train_data = input.open(o.data_path, "train", o.subset.of("train"));
+  const augment::DatasetPtr val_data = input.open(o.data_path, "val", o.subset.of("val"));
   ProbeInputs in;
   in.classes = val_data->num_classes();
   if (train_data) in.classes = std::max(in.classes, train_data->num_classes());
   {
     torch::NoGradGuard no_grad;
     const auto probe =
-        torch::zeros({1, model->in_chans(), o.model.image_size, o.model.image_size}, device);
+        torch::zeros({1, model->in_chans(), input.image_size, input.image_size}, device);
     in.dim = model->linear_features(probe, o.n_last_blocks, o.avgpool_patchtokens).numel();
   }
   in.num_train = train_data ? train_data->size() : 0;
   in.num_val = val_data->size();
-  in.val_batches = [&o, &comm, device, model, val_data]() -> std::unique_ptr<FeatureBatches> {
-    const auto eval_tf = std::make_shared<const augment::EvalTransform>(
-        augment::EvalTransformOptions{o.model.image_size, 0, normalization_of(o.model, *model)});
+  in.val_batches = [&o, &comm, device, model, val_data,
+                    input]() -> std::unique_ptr<FeatureBatches> {
     return std::make_unique<BackboneBatches>(
-        val_shard(val_data, comm),
-        [eval_tf](const augment::Image& im, augment::Rng&) {
-          return std::vector<torch::Tensor>{(*eval_tf)(im)};
-        },
+        val_shard(val_data, comm), input.transform(model->in_chans()),
         loader_options(o, false, device), 0, 1, *model, o, device);
   };
-  in.train_batches = [&o, &comm, device, model, train_data]() -> std::unique_ptr<FeatureBatches> {
+  in.train_batches = [&o, &comm, device, model, train_data,
+                      input]() -> std::unique_ptr<FeatureBatches> {
     augment::LinearTrainOptions lt;
-    lt.crop_size = o.model.image_size;
-    lt.normalization = normalization_of(o.model, *model);
+    lt.crop_size = input.image_size;
+    lt.normalization = input.normalization(model->in_chans());
     const auto train_tf = std::make_shared<const augment::LinearTrainTransform>(lt);
     return std::make_unique<BackboneBatches>(
         train_data,
@@ -242,9 +237,11 @@ ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex, 
                       "true --dump_features DIR)");
     }
   } else {
-    const auto model = load_frozen_backbone(o.model, device);
-    const auto train_data = open_eval_split(o.data_path, "train", o.subset, model->in_chans());
-    const auto val_data = open_eval_split(o.data_path, "val", o.subset, model->in_chans());
+    const auto model = load_frozen_backbone(o.model, o.input, device);
+    ImageInput input = o.input;
+    input.in_chans = model->in_chans();
+    const auto train_data = input.open(o.data_path, "train", o.subset.of("train"));
+    const auto val_data = input.open(o.data_path, "val", o.subset.of("val"));
     train_set = extract_features(*model, train_data, ex, comm, device);
     val_set = extract_features(*model, val_data, ex, comm, device);
     if (comm.is_main() && !o.dump_features.empty()) {
@@ -263,12 +260,12 @@ ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex, 
   in.num_train = train->features.size(0);
   in.num_val = val->features.size(0);
   in.val_batches = [&o, &comm, device, val]() -> std::unique_ptr<FeatureBatches> {
-    return std::make_unique<CachedBatches>(val->features, val->labels, o.batch_size_per_gpu, false,
-                                           0, comm.rank(), comm.world_size(), device);
+    return std::make_unique<CachedBatches>(val->features, val->labels, o.input.batch_size, false, 0,
+                                           comm.rank(), comm.world_size(), device);
   };
   in.train_batches = [&o, &comm, device, train]() -> std::unique_ptr<FeatureBatches> {
-    return std::make_unique<CachedBatches>(train->features, train->labels, o.batch_size_per_gpu,
-                                           true, o.seed, comm.rank(), comm.world_size(), device);
+    return std::make_unique<CachedBatches>(train->features, train->labels, o.input.batch_size, true,
+                                           o.seed, comm.rank(), comm.world_size(), device);
   };
   return in;
 }
@@ -297,7 +294,7 @@ Json result_json(const LinearEvalOptions& o, const ExtractOptions& ex, const Pro
                  double seconds) {
   Json j = Json::object();
   j["protocol"] = protocol;
-  add_model_fields(j, o.model);
+  add_model_fields(j, o.model, o.input.image_size);
   j["feature"] = feature_description(ex);
   j["feature_dim"] = in.dim;
   j["num_labels"] = o.num_labels;
@@ -305,7 +302,7 @@ Json result_json(const LinearEvalOptions& o, const ExtractOptions& ex, const Pro
   j["num_val"] = in.num_val;
   j["epochs"] = o.epochs;
   j["lr"] = o.lr;
-  j["batch_size_per_gpu"] = o.batch_size_per_gpu;
+  j["batch_size_per_gpu"] = o.input.batch_size;
   j["world_size"] = world_size;
   j["scaled_lr"] = base_lr;
   j["best"] = Json{{"epoch", r.best_epoch}, {"acc1", r.best_acc}, {"acc5", nan_null(r.best_acc5)}};
@@ -334,7 +331,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
                   "--load_features needs --cached_features true (the official protocol "
                   "augments images, so it cannot start from stored features)");
   if (o.load_features.empty()) models::check_arch(o.model.arch);
-  check_in_chans(o.model);
+  o.input.check();
   const bool cached = o.cached_features;
   const char* protocol = cached ? kCachedLinearProtocol : kOfficialLinearProtocol;
   if (cached)
@@ -343,15 +340,11 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
         "This is a fast approximation, NOT the official linear protocol.");
 
   ExtractOptions ex;
-  ex.batch_size = o.batch_size_per_gpu;
-  ex.num_workers = o.num_workers;
-  ex.image_size = o.model.image_size;
+  ex.input = o.input;
   ex.normalize = false;
   ex.kind = FeatureKind::kLinear;
   ex.n_last_blocks = o.n_last_blocks;
   ex.avgpool_patchtokens = o.avgpool_patchtokens;
-  ex.mean = o.model.mean;
-  ex.std = o.model.std;
   const ProbeInputs in =
       cached ? cached_inputs(o, ex, comm, device) : official_inputs(o, comm, device);
   XDINO_CHECK_ARG(in.classes <= o.num_labels, "the data has ", in.classes,
@@ -376,7 +369,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
   const std::unique_ptr<FeatureBatches> train = in.train_batches();
 
   const LinearSchedule& schedule = o;
-  const double base_lr = scaled_lr(schedule, comm.world_size());
+  const double base_lr = scaled_lr(schedule, o.input.batch_size, comm.world_size());
   auto optimizer = make_linear_optimizer(classifier, base_lr);
   LinearCheckpointInfo info{o.epochs, base_lr, protocol, features_identity(o)};
 
@@ -405,7 +398,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
 
   LinearEvalResult result;
   result.outcome = train_linear(
-      classifier, *optimizer, *train, *val, schedule, comm, start_epoch, resumed,
+      classifier, *optimizer, *train, *val, schedule, base_lr, comm, start_epoch, resumed,
       [&](const EpochStats& e, const LinearOutcome& so_far) {
         if (!comm.is_main()) return;
         std::ofstream log_file(out_dir / "log.txt", std::ios::app);

@@ -44,14 +44,14 @@
 
 namespace xdino::eval {
 
-// The probe's schedule (epochs, lr, batch_size_per_gpu, val_freq) and its defaults are
-// LinearSchedule's (linear.h).
+// The probe's schedule (epochs, lr, val_freq) and its defaults are LinearSchedule's (linear.h);
+// its batch is the images' (input.batch_size, --batch_size_per_gpu).
 struct LinearEvalOptions : LinearSchedule {
   int64_t n_last_blocks = 4;
   bool avgpool_patchtokens = false;
   BackboneSpec model;
+  ImageInput input;  // --batch_size_per_gpu, --num_workers, --image_size, --in_chans, --mean/std
   std::string data_path = "/path/to/imagenet/";
-  int64_t num_workers = 10;
   std::string output_dir = ".";
   int64_t num_labels = 1000;
   bool evaluate = false;

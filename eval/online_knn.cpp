@@ -5,13 +5,13 @@
 #include <limits>
 #include <mutex>
 
-#include "augment/data/open_dataset.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "eval/batch_norm_stats.h"
 #include "eval/extract.h"
 #include "eval/knn.h"
 #include "models/pixels.h"
+#include "models/weights.h"
 
 namespace xdino::eval {
 
@@ -19,19 +19,13 @@ std::unique_ptr<OnlineKnn> OnlineKnn::open(const OnlineKnnOptions& o) {
   XDINO_CHECK_ARG(o.train_samples >= o.k, "--knn_train_samples must be at least k = ", o.k,
                   ", got ", o.train_samples);
   XDINO_CHECK_ARG(o.val_samples >= 1, "--knn_val_samples must be positive, got ", o.val_samples);
-  augment::DatasetOptions train_options;
-  train_options.max_samples = o.train_samples;
-  train_options.decode = augment::float_pixels_if_needed(o.in_chans);
-  auto train = augment::open_dataset(o.data_path, "train", train_options);
+  auto train = o.input.open(o.data_path, "train", o.train_samples);
   if (train->num_classes() == 0) {
     log::info("online k-NN skipped: ", train->describe(),
               " has no labels (it needs a labelled train and val split)");
     return nullptr;
   }
-  augment::DatasetOptions val_options;
-  val_options.max_samples = o.val_samples;
-  val_options.decode = augment::float_pixels_if_needed(o.in_chans);
-  auto val = augment::open_dataset(o.data_path, "val", val_options);
+  auto val = o.input.open(o.data_path, "val", o.val_samples);
   XDINO_CHECK_ARG(val->num_classes() == train->num_classes(), "online k-NN: the val split of ",
                   o.data_path, " has ", val->num_classes(), " classes and its train split ",
                   train->num_classes());
@@ -47,11 +41,7 @@ OnlineKnnResult OnlineKnn::measure(models::Backbone& backbone, Communicator& com
   const bool was_training = backbone.is_training();
   backbone.eval();
   ExtractOptions e;
-  e.batch_size = options_.batch_size;
-  e.num_workers = options_.num_workers;
-  e.image_size = options_.image_size;
-  e.mean = options_.mean;
-  e.std = options_.std;
+  e.input = options_.input;
   FeatureSet train, val;
   try {
     train = extract_features(backbone, train_, e, comm, device);
@@ -97,33 +87,13 @@ std::optional<OnlineKnnResult> OnlineKnn::measure_with_data_batch_norm(
     generator.set_state(state);
   }
   copy->to(device);
-  {
-    torch::NoGradGuard no_grad;
-    const auto copy_named = [&](const auto& from, auto to, const char* what) {
-      XDINO_CHECK(from.size() == to.size(), "copy of ", model.arch(), " has ", to.size(), " ", what,
-                  ", the model ", from.size());
-      for (const auto& item : from) {
-        torch::Tensor* dst = to.find(item.key());
-        XDINO_CHECK(dst && dst->sizes() == item.value().sizes(), "copy of ", model.arch(),
-                    " has no ", what, " '", item.key(), "' of shape ", item.value().sizes());
-        dst->copy_(item.value());
-      }
-    };
-    copy_named(model.named_parameters(), copy->named_parameters(), "parameters");
-    copy_named(model.named_buffers(), copy->named_buffers(), "buffers");
-  }
-  RecalibrationOptions r;
-  r.batch_size = options_.batch_size;
-  r.num_workers = options_.num_workers;
-  r.image_size = options_.image_size;
-  r.mean = options_.mean;
-  r.std = options_.std;
-  recalibrate_batch_norm(*copy, train_, r, comm, device);
+  models::load_state_dict(*copy, models::state_dict(model), /*strict=*/true, "the teacher");
+  recalibrate_batch_norm(*copy, train_, options_.input, comm, device);
   return measure(*copy, comm, device);
 }
 
 OnlineKnnResult OnlineKnn::pixels(Communicator& comm) {
-  models::Pixels pixels(options_.image_size, options_.in_chans);
+  models::Pixels pixels(options_.input.image_size, options_.input.in_chans);
   return measure(pixels, comm, torch::kCPU);
 }
 

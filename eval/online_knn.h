@@ -37,6 +37,7 @@
 
 #include "augment/data/dataset.h"
 #include "distributed/communicator.h"
+#include "eval/image_input.h"
 #include "eval/knn.h"
 #include "models/backbone.h"
 #include "models/registry.h"
@@ -47,13 +48,11 @@ struct OnlineKnnOptions {
   std::string data_path;
   int64_t train_samples = 5000;
   int64_t val_samples = 1000;
-  int64_t image_size = 224;
-  int64_t in_chans = 3;  // of pixels(); measure() reads as many channels as the model takes
-  std::vector<double> mean, std;  // the normalisation (augment/ops/tensor.h, normalization_for)
+  // The images (eval/image_input.h): in_chans is pixels()'s; measure() reads as many channels
+  // as the model takes.
+  ImageInput input{256, 2, 224, 3};
   int64_t k = kReportedK;
   double temperature = KnnParams{}.temperature;
-  int64_t batch_size = 256;
-  int64_t num_workers = 2;
 };
 
 struct OnlineKnnResult {

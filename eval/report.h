@@ -92,12 +92,16 @@ enum class ReportFormat { kMarkdown, kLatex, kCsv, kJson };
 
 ReportFormat format_for(const std::string& output);
 
-// The run's row, and after it the row with the BatchNorm statistics of the data if measured.
+// The reading half (report_runs.cpp). The run's row, and after it the row with the BatchNorm
+// statistics of the data if measured.
 std::vector<ReportRow> read_run(const std::string& dir, const ModelFactsFn& facts);
+// The SSL Method of random weights, by what their BatchNorms hold (ReportRow::batch_norm).
+std::string random_init_method(const std::string& batch_norm);
 std::vector<ReportRow> published_rows();
 // "XCiT-S12/16", "ViT-B/8", "Pixels", with "↑384" for other resolutions.
 std::string display_model_name(const std::string& arch, int64_t patch_size, int64_t image_size);
 
+// The rendering half (report_render.cpp).
 std::string render_report(const std::vector<ReportRow>& rows, ReportFormat format);
 
 // Reads every run, renders, writes `options.output` atomically (or prints for "-"); returns

@@ -45,8 +45,8 @@ namespace xdino::eval {
 
 struct VisualizeOptions {
   // The scripts' model (ViT-S/8 by default), built and loaded as the evaluations load theirs
-  // (eval/frozen_backbone.h); its image_size is unused: the resize is image_size below.
-  BackboneSpec model{"vit_small", 8, "", "teacher", 224, 0};
+  // (eval/frozen_backbone.h); the pictures' size is image_size below.
+  BackboneSpec model{"vit_small", 8, "", "teacher", 0};
   // visualize_attention.py's input.
   std::vector<std::string> image_path;
   // Or images of a dataset (any layout open_dataset reads, e.g. Fashion-MNIST's IDX files):

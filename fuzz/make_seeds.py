@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Seeds of the fuzz targets that take arguments or a structured description rather than a
-file format (fuzz/targets.h): normalization (NUL-separated flags), patch_tokens (the writer's
+"""Seeds of the fuzz targets made by hand (fuzz/targets.h): safetensors (a valid file and one
+of each malformation the reader refuses), normalization (NUL-separated flags), patch_tokens (the writer's
 calls), warm_start (a key byte, then a torch.save checkpoint of the tiny student's keys, which
 needs Python torch). Files whose name starts with "valid" must be accepted by their target
 (tests/test_fuzz_regressions.cpp replays tests/data/fuzz/<target>/).
@@ -19,6 +19,58 @@ def write(root, target, name, data):
 
 def flags(*args):
     return b"\0".join(a.encode() for a in args)
+
+
+def safetensors(root):
+    import json
+    import struct
+
+    def file(header_text, data):
+        header = header_text.encode()
+        header += b" " * ((8 - len(header) % 8) % 8)
+        return struct.pack("<Q", len(header)) + header + data
+
+    def of(entries, data, metadata=None):
+        h = {}
+        if metadata:
+            h["__metadata__"] = metadata
+        h.update(entries)
+        return file(json.dumps(h), data)
+
+    f32 = struct.pack("<4f", 1.0, -2.5, 0.0, 3.25)
+    i64 = struct.pack("<q", 7)
+    write(root, "safetensors", "valid_two_tensors",
+          of({"a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+              "b": {"dtype": "I64", "shape": [], "data_offsets": [16, 24]}},
+             f32 + i64, {"format": "pt"}))
+    write(root, "safetensors", "valid_empty_tensor",
+          of({"e": {"dtype": "BF16", "shape": [0, 3], "data_offsets": [0, 0]}}, b""))
+    write(root, "safetensors", "negative_offset",
+          of({"a": {"dtype": "F32", "shape": [4], "data_offsets": [-4, 12]}}, f32))
+    write(root, "safetensors", "huge_offset",
+          of({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 2 ** 63]}}, f32))
+    write(root, "safetensors", "overlapping",
+          of({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+              "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, f32))
+    write(root, "safetensors", "gap",
+          of({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+              "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}, f32[:12]))
+    write(root, "safetensors", "unknown_dtype",
+          of({"a": {"dtype": "Q4", "shape": [4], "data_offsets": [0, 16]}}, f32))
+    write(root, "safetensors", "shape_disagrees",
+          of({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}}, f32))
+    write(root, "safetensors", "huge_shape",
+          of({"a": {"dtype": "F32", "shape": [2 ** 40, 2 ** 40], "data_offsets": [0, 16]}}, f32))
+    write(root, "safetensors", "duplicate_name",
+          file('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+               '"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}', f32))
+    write(root, "safetensors", "header_past_end", struct.pack("<Q", 10 ** 6) + b'{"a": 1}')
+    write(root, "safetensors", "header_over_the_bound", struct.pack("<Q", 100_000_001) + b"{}")
+    write(root, "safetensors", "trailing_bytes",
+          of({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, f32))
+    write(root, "safetensors", "not_json", file("{not json", f32))
+    write(root, "safetensors", "metadata_not_strings",
+          of({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, f32, {"n": 3}))
 
 
 def normalization(root):
@@ -106,6 +158,7 @@ def warm_start(root):
 
 if __name__ == "__main__":
     out = sys.argv[1]
+    safetensors(out)
     normalization(out)
     patch_tokens(out)
     warm_start(out)

@@ -26,6 +26,9 @@ void fuzz_json(const uint8_t* data, size_t size);
 void fuzz_pth_zip(const uint8_t* data, size_t size);
 // core/pth.h: load_pth on the bytes as a file (zip container + unpickler + tensor records).
 void fuzz_pth(const uint8_t* data, size_t size);
+// core/safetensors.h: read_safetensors on the bytes as a file; what it accepts survives
+// write_safetensors + read_safetensors unchanged.
+void fuzz_safetensors(const uint8_t* data, size_t size);
 // augment/data/idx_dataset: IdxDataset on a labels file (input bytes 1..data[0]) and an
 // images file (the rest), gzipped when the input's byte 1 is 0x1f; then its first and last
 // image and label.

@@ -1,7 +1,7 @@
 // `dino copy_detection`: eval_copy_detection.py (eval/retrieval/copy_detection.h).
 #include "eval/retrieval/copy_detection.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {

@@ -4,7 +4,7 @@
 #include "augment/data/open_dataset.h"
 #include "eval/extract.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {
@@ -13,8 +13,8 @@ class FeaturesCommand : public Command {
  public:
   void declare(Flags& f) override {
     eval::FeaturesOptions& o = opt_;
-    declare_backbone_flags(f, o.model);
-    f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
+    declare_model_flags(f, o.model);
+    declare_image_input_flags(f, o.input);
     f.add("data_path", &o.data_path, "dataset root: " + augment::dataset_layouts())
         .add("split", &o.split, "which split: train or val")
         .add("output", &o.output,
@@ -22,9 +22,7 @@ class FeaturesCommand : public Command {
              "to it")
         .add_switch("patch_tokens", &o.patch_tokens,
                     "also write each image's patch tokens from the last block, /patch_tokens "
-                    "[N, T, D] float32, streamed to the file batch by batch (dense tasks)")
-        .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
-        .add("num_workers", &o.num_workers, "data loading threads per process");
+                    "[N, T, D] float32, streamed to the file batch by batch (dense tasks)");
     declare_dist_flags(f, dist_);
   }
 

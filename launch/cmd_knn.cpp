@@ -2,7 +2,8 @@
 #include "augment/data/open_dataset.h"
 #include "eval/knn_eval.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_board.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {
@@ -11,18 +12,16 @@ class KnnCommand : public Command {
  public:
   void declare(Flags& f) override {
     eval::KnnEvalOptions& o = opt_;
-    f.add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
-        .add("nb_knn", &o.nb_knn, "numbers of nearest neighbours (20 is usually the best)")
+    f.add("nb_knn", &o.nb_knn, "numbers of nearest neighbours (20 is usually the best)")
         .add("temperature", &o.temperature, "temperature of the voting weights exp(sim / T)");
     declare_use_cuda_flag(f, o.use_cuda);
-    declare_backbone_flags(f, o.model);
+    declare_model_flags(f, o.model);
+    declare_image_input_flags(f, o.input);
     declare_subset_flags(f, o.subset);
-    f.add("seed", &o.model.seed, "seed of the random initial weights (no --pretrained_weights)");
     f.add("dump_features", &o.dump_features,
           "folder to save the computed features to (trainfeat.h5, testfeat.h5); empty: none")
         .add("load_features", &o.load_features,
              "folder of features computed before (our .h5 dumps or eval_knn.py's .pth dumps)")
-        .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("data_path", &o.data_path,
              "dataset root with both splits: " + augment::dataset_layouts())
         .add("output_dir", &o.output_dir, "where knn.json and config.ini go")
@@ -32,18 +31,22 @@ class KnnCommand : public Command {
              "random weights only: also measure them with the BatchNorm running statistics of "
              "this many train images (a class-balanced subset), the reference that a DINO "
              "teacher's margin must beat to show learning (docs/evaluation.md); 0: off");
+    declare_tensorboard_flag(f, tensorboard_);
     declare_dist_flags(f, dist_);
   }
 
   int run(const Flags& flags) override {
-    return run_in_session(
-        flags, dist_, opt_.output_dir,
-        [&](Communicator& comm, torch::Device device) { eval::run_knn_eval(opt_, comm, device); });
+    return run_in_session(flags, dist_, opt_.output_dir,
+                          [&](Communicator& comm, torch::Device device) {
+                            const eval::KnnEvalResult r = eval::run_knn_eval(opt_, comm, device);
+                            if (tensorboard_ && comm.is_main()) write_knn_board(opt_.output_dir, r);
+                          });
   }
 
  private:
   eval::KnnEvalOptions opt_;
   distributed::DistOptions dist_;
+  bool tensorboard_ = true;
 };
 
 }  // namespace

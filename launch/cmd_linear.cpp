@@ -3,7 +3,8 @@
 #include "augment/data/open_dataset.h"
 #include "eval/linear_eval.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_board.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {
@@ -17,14 +18,13 @@ class LinearCommand : public Command {
           "XCiT ignores it")
         .add("avgpool_patchtokens", &o.avgpool_patchtokens,
              "ViT: also the average of the patch tokens (true for ViT-B); XCiT ignores it");
-    declare_backbone_flags(f, o.model);
+    declare_weights_flags(f, o.model);
+    declare_image_input_flags(f, o.input);
     declare_subset_flags(f, o.subset);
     f.add("epochs", &o.epochs, "training epochs")
         .add("lr", &o.lr, "learning rate per 256 images (scaled by the total batch size)")
-        .add("batch_size_per_gpu", &o.batch_size_per_gpu, "images per process and batch")
         .add("data_path", &o.data_path,
              "dataset root with both splits: " + augment::dataset_layouts())
-        .add("num_workers", &o.num_workers, "data loading threads per process")
         .add("val_freq", &o.val_freq, "validate every this many epochs (and at the last)")
         .add("output_dir", &o.output_dir, "where log.txt, checkpoint.pth and linear.json go")
         .add("num_labels", &o.num_labels, "outputs of the linear classifier")
@@ -40,6 +40,7 @@ class LinearCommand : public Command {
         .add("linear_weights", &o.linear_weights,
              "--evaluate: classifier checkpoint (default <output_dir>/checkpoint.pth)")
         .add("seed", &o.seed, "seed of the training shuffle and augmentation");
+    declare_tensorboard_flag(f, tensorboard_);
     declare_dist_flags(f, dist_);
   }
 
@@ -48,12 +49,15 @@ class LinearCommand : public Command {
     return run_in_session(flags, dist_, opt_.evaluate ? "" : opt_.output_dir,
                           [&](Communicator& comm, torch::Device device) {
                             eval::run_linear_eval(opt_, comm, device);
+                            if (tensorboard_ && !opt_.evaluate && comm.is_main())
+                              write_linear_board(opt_.output_dir);
                           });
   }
 
  private:
   eval::LinearEvalOptions opt_;
   distributed::DistOptions dist_;
+  bool tensorboard_ = true;
 };
 
 }  // namespace

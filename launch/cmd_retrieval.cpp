@@ -1,7 +1,7 @@
 // `dino retrieval`: eval_image_retrieval.py (eval/retrieval/image_retrieval.h).
 #include "eval/retrieval/image_retrieval.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {

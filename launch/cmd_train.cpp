@@ -6,6 +6,7 @@
 #include "launch/session.h"
 #include "launch/train_data.h"
 #include "launch/train_flags.h"
+#include "launch/training_board.h"
 #include "models/registry.h"
 #include "ssl/trainer.h"
 
@@ -40,7 +41,11 @@ class TrainCommand : public Command {
     // config.ini behind (nor an output folder).
     write_config(flags, o.output_dir, *comm);
     monitor.measure_reference(*trainer.teacher()->backbone);
-    trainer.set_epoch_callbacks(monitor.callbacks());
+    ssl::EpochCallbacks callbacks = monitor.callbacks();
+    TrainingBoard board(o.output_dir, monitor_.tensorboard, trainer.images_per_step(),
+                        trainer.iterations_per_epoch(), *comm);
+    board.attach(callbacks);
+    trainer.set_epoch_callbacks(callbacks);
     trainer.train();
     comm->finalize();
     return 0;

@@ -3,7 +3,7 @@
 #include "core/check.h"
 #include "eval/video/video_segmentation.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {

@@ -7,7 +7,8 @@
 #include "core/log.h"
 #include "eval/visualize.h"
 #include "launch/command.h"
-#include "launch/eval_common.h"
+#include "launch/eval_board.h"
+#include "launch/eval_flags.h"
 
 namespace xdino::launch {
 namespace {
@@ -50,6 +51,7 @@ class VisualizeCommand : public Command {
         .add("video_format", &o.video_format, "attention video format: mp4 or avi")
         .add_switch("video_only", &o.video_only,
                     "the input is a folder of attn-*.jpg pictures: only make the video");
+    declare_tensorboard_flag(f, tensorboard_);
   }
 
   int run(const Flags& flags) override {
@@ -67,6 +69,7 @@ class VisualizeCommand : public Command {
     }
     log::info(blas_summary());
     const int64_t n = eval::visualize(opt_);
+    if (tensorboard_ && opt_.input_path.empty()) write_picture_board(opt_.output_dir);
     log::info("visualised ", n, " image(s) in ",
               opt_.input_path.empty() ? opt_.output_dir : opt_.output_path);
     return 0;
@@ -74,6 +77,7 @@ class VisualizeCommand : public Command {
 
  private:
   eval::VisualizeOptions opt_;
+  bool tensorboard_ = true;
 };
 
 }  // namespace

@@ -55,6 +55,7 @@ std::unique_ptr<Command> make_preview_command();
 std::unique_ptr<Command> make_info_command();
 std::unique_ptr<Command> make_launch_command();
 std::unique_ptr<Command> make_report_command();
+std::unique_ptr<Command> make_export_command();
 std::unique_ptr<Command> make_features_command();
 std::unique_ptr<Command> make_copy_detection_command();
 std::unique_ptr<Command> make_retrieval_command();

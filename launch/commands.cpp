@@ -29,6 +29,10 @@ const std::vector<CommandInfo>& commands() {
       {"report", "Table 3-style report (#params, FLOPs, Linear, k-NN) from run folders",
        make_report_command},
       {"info", "parameter count and FLOPs of an architecture at a resolution", make_info_command},
+      {"export",
+       "a trained backbone as timm's folder (config.json + model.safetensors) or as "
+       "safetensors",
+       make_export_command},
       {"launch", "start N local processes of a multi-process run (like torchrun)",
        make_launch_command},
       {"pipeline", "run the stages a config lists: train, evaluations, report, pictures",

@@ -25,11 +25,11 @@ LearningMonitor::LearningMonitor(const ssl::DinoOptions& o, const MonitorOptions
   ko.data_path = m.knn_data_path.empty() ? o.data_path : m.knn_data_path;
   ko.train_samples = m.knn_train_samples;
   ko.val_samples = m.knn_val_samples;
-  ko.image_size = o.global_crops_size;
-  ko.in_chans = o.in_chans;
-  ko.mean = o.mean;
-  ko.std = o.std;
-  ko.num_workers = o.num_workers;
+  ko.input.image_size = o.global_crops_size;
+  ko.input.in_chans = o.in_chans;
+  ko.input.mean = o.mean;
+  ko.input.std = o.std;
+  ko.input.num_workers = o.num_workers;
   knn_ = eval::OnlineKnn::open(ko);
 }
 

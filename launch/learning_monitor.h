@@ -49,6 +49,7 @@ struct MonitorOptions {
   int64_t knn_train_samples = 5000;
   int64_t knn_val_samples = 1000;
   std::string knn_data_path;  // "": --data_path
+  bool tensorboard = true;    // event files beside log.txt (launch/training_board.h)
 };
 
 class LearningMonitor {

@@ -108,7 +108,10 @@ void declare_monitor_flags(Flags& f, MonitorOptions& m) {
       .add("knn_val_samples", &m.knn_val_samples,
            "online k-NN: class-balanced val images it classifies")
       .add("knn_data_path", &m.knn_data_path,
-           "online k-NN: labelled data with train and val splits (default: --data_path)");
+           "online k-NN: labelled data with train and val splits (default: --data_path)")
+      .add("tensorboard", &m.tensorboard,
+           "write TensorBoard event files beside log.txt (train/ every 10 iterations, epoch/ "
+           "and knn/ per epoch; tensorboard --logdir)");
 }
 
 void declare_train_flags(Flags& f, ssl::DinoOptions& o, MonitorOptions& m) {

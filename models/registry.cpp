@@ -41,12 +41,13 @@ std::shared_ptr<Backbone> make_xvit(XViTConfig config, const BackboneOptions& op
   return std::make_shared<XViT>(std::move(config));
 }
 
-// One registered name: how to build it, what the papers call it, where its patch size is.
+// One registered name: everything the rest of the code asks of a family, in one place.
 struct Entry {
   Factory make;
   std::function<std::string(int64_t patch_flag)> paper_name;
-  bool patch_from_flag = false;  // DINO's ViTs: --patch_size; the others: in the name
-  bool patch_tokens = true;      // false: a convolutional network (check_arch)
+  int64_t patch_size = 0;         // 0: DINO's ViTs, from --patch_size; the others: their own
+  std::string input_conv_weight;  // the state_dict key of the input conv ("": none)
+  bool patch_tokens = true;       // false: a convolutional network (check_arch)
 };
 
 const std::map<std::string, Entry>& entries() {
@@ -55,15 +56,17 @@ const std::map<std::string, Entry>& entries() {
     for (const auto* table : {&xcit_variants(), &xcit_small_image_variants()})
       for (const XCiTConfig& c : *table)
         t[c.name] = {[c](const BackboneOptions& o) { return make_xcit(c, o); },
-                     [c](int64_t) { return c.paper_name; }};
+                     [c](int64_t) { return c.paper_name; }, c.patch_size,
+                     "patch_embed.proj.0.0.weight"};
     for (const XViTConfig& c : xvit_variants())
       t[c.name] = {[c](const BackboneOptions& o) { return make_xvit(c, o); },
-                   [c](int64_t) { return c.paper_name; }};
+                   [c](int64_t) { return c.paper_name; }, c.patch_size,
+                   "patch_embed.proj.0.0.weight"};
     for (const char* name : {"vit_tiny", "vit_small", "vit_base"}) {
       const std::string n = name;
       t[n] = {[n](const BackboneOptions& o) { return make_vit(n, o); },
               [n](int64_t patch) { return find_vit_variant(n, patch)->paper_name; },
-              /*patch_from_flag=*/true};
+              /*patch_size=*/0, "patch_embed.proj.weight"};
     }
     for (const ResNetConfig& c : resnet_variants())
       t[c.name] = {[c](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
@@ -73,11 +76,12 @@ const std::map<std::string, Entry>& entries() {
                      return std::make_shared<ResNet>(std::move(config));
                    },
                    [c](int64_t) { return c.paper_name; },
-                   /*patch_from_flag=*/false, /*patch_tokens=*/false};
+                   /*patch_size=*/32,  // the output stride (models/resnet.h)
+                   "conv1.weight", /*patch_tokens=*/false};
     t["pixels"] = {[](const BackboneOptions& o) -> std::shared_ptr<Backbone> {
                      return std::make_shared<Pixels>(o.img_size, o.in_chans);
                    },
-                   [](int64_t) { return std::string("Pixels"); }};
+                   [](int64_t) { return std::string("Pixels"); }, /*patch_size=*/1, ""};
     return t;
   }();
   return table;
@@ -86,18 +90,13 @@ const std::map<std::string, Entry>& entries() {
 }  // namespace
 
 int64_t patch_size_of(const std::string& arch, int64_t flag) {
-  if (const auto c = find_xcit_variant(arch)) return c->patch_size;
-  if (const auto c = find_xvit_variant(arch)) return c->patch_size;
-  if (find_resnet_variant(arch)) return 32;  // the output stride (models/resnet.h)
-  if (arch == "pixels") return 1;
-  return flag;
+  const auto it = entries().find(arch);
+  return it == entries().end() || it->second.patch_size == 0 ? flag : it->second.patch_size;
 }
 
 std::string input_conv_weight_of(const std::string& arch) {
-  if (find_xcit_variant(arch) || find_xvit_variant(arch)) return "patch_embed.proj.0.0.weight";
-  if (find_resnet_variant(arch)) return "conv1.weight";
-  if (entries().count(arch) && entries().at(arch).patch_from_flag) return "patch_embed.proj.weight";
-  return "";
+  const auto it = entries().find(arch);
+  return it == entries().end() ? std::string() : it->second.input_conv_weight;
 }
 
 std::vector<std::string> backbone_names() {
@@ -114,7 +113,7 @@ std::string paper_name(const std::string& arch, int64_t patch_flag) {
 std::string patch_size_help() {
   std::string flag_takers;
   for (const auto& [name, entry] : entries())
-    if (entry.patch_from_flag) flag_takers += (flag_takers.empty() ? "" : ", ") + name;
+    if (entry.patch_size == 0) flag_takers += (flag_takers.empty() ? "" : ", ") + name;
   return "patch size of " + flag_takers +
          " (DINO's --patch_size); every other --arch carries "
          "its patch size in its name";

@@ -6,7 +6,9 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/pth.h"
+#include "core/safetensors.h"
 #include "models/backbone.h"
+#include "models/timm_names.h"
 
 namespace xdino::models {
 namespace {
@@ -181,6 +183,14 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
 PretrainedWeights read_pretrained(const std::filesystem::path& path,
                                   const std::string& checkpoint_key) {
   const std::string where = "'" + path.string() + "'";
+  // A safetensors file (timm's, the hub's, `dino export`'s) is one flat dict of tensors, in
+  // the official layout or timm's (models/timm_names.h): no key to take.
+  if (is_safetensors(path)) {
+    const StateDict state = from_timm_layout(read_safetensors(path).tensors);
+    c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+    for (const auto& item : state) dict.insert(item.key(), item.value());
+    return {dict, where, false};
+  }
   const c10::IValue file = load_pth(path);
   XDINO_CHECK(file.isGenericDict(), where, " holds a ", file.tagKind(), ", not a dict of weights");
   const auto top = file.toGenericDict();

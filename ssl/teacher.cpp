@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/fused_cpu.h"
+#include "models/weights.h"
 
 namespace xdino::ssl {
 
@@ -9,29 +10,9 @@ using kernels::fused_cpu_applies;
 using kernels::fused_ema;
 using train::UpdatePath;
 
-namespace {
-
-void copy_named(const torch::OrderedDict<std::string, torch::Tensor>& from,
-                torch::OrderedDict<std::string, torch::Tensor>& to, const char* what) {
-  XDINO_CHECK(from.size() == to.size(), "teacher has ", to.size(), " ", what, ", the student ",
-              from.size(), ": build both from the same architecture");
-  for (const auto& item : from) {
-    torch::Tensor* dst = to.find(item.key());
-    XDINO_CHECK(dst != nullptr, "teacher has no ", what, " '", item.key(), "' the student has");
-    XDINO_CHECK(dst->sizes() == item.value().sizes(), "teacher ", what, " '", item.key(),
-                "' has shape ", dst->sizes(), ", the student's ", item.value().sizes());
-    dst->copy_(item.value());
-  }
-}
-
-}  // namespace
-
 void init_teacher(const torch::nn::Module& student, torch::nn::Module& teacher) {
-  torch::NoGradGuard no_grad;
-  auto params = teacher.named_parameters();
-  copy_named(student.named_parameters(), params, "parameters");
-  auto buffers = teacher.named_buffers();
-  copy_named(student.named_buffers(), buffers, "buffers");
+  // Every parameter and buffer by name, strictly (models/weights.h): the same architecture.
+  models::load_state_dict(teacher, models::state_dict(student), /*strict=*/true, "the student");
   for (auto& p : teacher.parameters()) p.set_requires_grad(false);
 }
 

@@ -185,6 +185,7 @@ TrainOutcome Trainer::train() {
   StopSignalGuard signals;
   Position pos = resume();
   last_save_ = Clock::now();
+  if (epoch_callbacks_.started) epoch_callbacks_.started(pos.epoch, pos.epoch * niter_ + pos.batch);
   // Redraw what the last epoch's log line feeds (curves.png): a kill may have come first.
   if (pos.batch == 0 && pos.epoch > 0 && epoch_callbacks_.logged)
     epoch_callbacks_.logged(pos.epoch - 1);
@@ -204,6 +205,7 @@ TrainOutcome Trainer::train() {
       for (int64_t i = first; i < niter_ && !stop; ++i) {
         const StepEnd end = train_step(epoch, i);
         stop = end.stop;
+        if (epoch_callbacks_.iteration) epoch_callbacks_.iteration(epoch * niter_ + i, last_);
         char status[200];
         std::snprintf(status, sizeof status, "loss %.4f lr %.3g wd %.3g m %.5f T %.3g | %.1f img/s",
                       last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
@@ -233,103 +235,133 @@ TrainOutcome Trainer::train() {
   return TrainOutcome::kCompleted;
 }
 
+// One iteration in three acts, as marian's SyncGraphGroup::update: the gradients of every
+// micro-batch with the flags every process agrees on, then the student's update, then the
+// teacher's EMA and the statistics (docs/dino.md, "Gradient accumulation").
 Trainer::StepEnd Trainer::train_step(int64_t epoch, int64_t batch) {
   const int64_t it = epoch * niter_ + batch;
+  set_schedules(it);
+  StepFlags flags;
+  auto t = Clock::now();
+  const double loss = accumulate_gradients(epoch, it, flags, t);
+  update_student(epoch, t);
+  update_teacher_and_stats(epoch, it, loss, t);
+  return {flags.stop, flags.save_due};
+}
+
+void Trainer::set_schedules(int64_t it) {
   auto& groups = optimizer_->param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     groups[g].lr = lr_schedule_[static_cast<size_t>(it)];
     if (g == 0) groups[g].weight_decay = wd_schedule_[static_cast<size_t>(it)];
   }
-  // Forward, loss and backward of each micro-batch (accum_iter of them, docs/dino.md,
-  // "Gradient accumulation"), on every replica's share of its images at once. Gradients add up
-  // in .grad; the center is updated once, after the last micro-batch's loss.
-  const int replicas = replicas_ ? replicas_->count() : 1;
-  const int64_t share = o_.batch_size_per_gpu / replicas;
-  const int64_t micro_batches = o_.accum_iter;
-  struct Pass {
-    double loss = 0;
-    torch::Tensor student_out, teacher_out;
-  };
-  std::vector<Pass> passes(static_cast<size_t>(replicas));
-  std::vector<CenterSums> center_sums(static_cast<size_t>(replicas));
-  bool nonfinite = false, stop = false, save_due = false;
-  // Rank 0's clock alone decides a timed save, and the flags below carry it to every rank.
-  const bool my_save_due =
+}
+
+// Act 1. Forward, loss and backward of each micro-batch (accum_iter of them), on every
+// replica's share of its images at once. Gradients add up in .grad; the center is updated
+// once, after the last micro-batch's loss; the gradients are all-reduced at the end. Returns
+// the step's loss: the mean over its images, as one batch of them would give.
+double Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags,
+                                     Clock::time_point& t) {
+  MicroBatch mb;
+  mb.epoch = epoch;
+  mb.iteration = it;
+  mb.replicas = replicas_ ? replicas_->count() : 1;
+  mb.share = o_.batch_size_per_gpu / mb.replicas;
+  mb.count = o_.accum_iter;
+  // Rank 0's clock alone decides a timed save, and the flags carry it to every rank.
+  mb.save_due_here =
       comm_->is_main() && o_.saveckp_minutes > 0 &&
       std::chrono::duration<double>(Clock::now() - last_save_).count() >= o_.saveckp_minutes * 60;
-  double loss_value = 0;  // the mean over the step's images, as one batch of them would give
+  std::vector<ReplicaPass> passes(static_cast<size_t>(mb.replicas));
+  std::vector<CenterSums> center_sums(static_cast<size_t>(mb.replicas));
+  double loss_value = 0;
   optimizer_->zero_grad();
   grad_sync_->begin();
-  auto t = Clock::now();
-  for (int64_t micro = 0; micro < micro_batches; ++micro) {
+  t = Clock::now();
+  for (int64_t micro = 0; micro < mb.count; ++micro) {
     std::vector<torch::Tensor> crops = data_->next_batch();
     XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2,
                 "the data source gave ", crops.size(), " crops, expected 2 global + ",
                 o_.local_crops_number, " local");
     for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
     times_.data += seconds_since(t);
-    const bool last_micro = micro + 1 == micro_batches;
-
-    auto pass = [&](int r) {
-      std::vector<torch::Tensor> mine;
-      for (const auto& c : crops) mine.push_back(replicas == 1 ? c : c.narrow(0, r * share, share));
-      torch::Tensor student_out, teacher_out, loss;
-      CenterSums& sums = center_sums[static_cast<size_t>(r)];
-      {
-        compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
-        {
-          // The teacher has no trainable parameters; no graph is recorded either way.
-          torch::NoGradGuard no_grad;
-          teacher_out = teacher_->forward({mine[0], mine[1]});
-        }
-        student_out = student_->forward(mine);
-        if (hooks_.after_forward && r == 0) hooks_.after_forward(it, student_out, teacher_out);
-        loss = loss_->forward_micro(student_out, teacher_out, epoch, sums);
-      }
-      if (last_micro) loss_->update_center(sums);
-      const double value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
-      // One collective per micro-batch: did any process see a non-finite loss or a stop
-      // signal, and is a timed checkpoint due?
-      auto flags = torch::tensor({std::isfinite(value) ? 0.0f : 1.0f,
-                                  r == 0 && stop_requested() ? 1.0f : 0.0f,
-                                  r == 0 && my_save_due ? 1.0f : 0.0f})
-                       .to(plan_.device);
-      step_comm_->all_reduce_sum(flags);
-      flags = flags.cpu();
-      passes[static_cast<size_t>(r)] = {value, student_out, teacher_out};
-      const bool bad = flags[0].item<float>() > 0;
-      if (r == 0) {
-        nonfinite = bad;
-        stop = stop || flags[1].item<float>() > 0;
-        save_due = save_due || flags[2].item<float>() > 0;
-        times_.forward += seconds_since(t);
-      }
-      if (bad) return;  // every replica and process agrees: no backward
-      torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
-      // The step's loss is the mean of the replicas' and micro-batches' (each a mean over its
-      // images).
-      const int64_t parts = replicas * micro_batches;
-      if (parts > 1) objective = objective / static_cast<double>(parts);
-      objective.backward();
+    mb.last = micro + 1 == mb.count;
+    const auto pass = [&](int r) {
+      passes[static_cast<size_t>(r)] =
+          replica_pass(crops, r, mb, center_sums[static_cast<size_t>(r)], flags, t);
     };
     if (replicas_)
-      replicas_->run(pass, share);
+      replicas_->run(pass, mb.share);
     else
       pass(0);
-    if (nonfinite) {
-      for (const Pass& p : passes)
+    if (flags.nonfinite) {
+      for (const ReplicaPass& p : passes)
         if (!std::isfinite(p.loss)) fail_nonfinite(it, p.loss, p.student_out, p.teacher_out);
       fail_nonfinite(it, passes[0].loss, passes[0].student_out, passes[0].teacher_out);
     }
-    for (const Pass& p : passes)
-      loss_value += p.loss / static_cast<double>(replicas * micro_batches);
-    if (!last_micro) times_.backward += seconds_since(t);
+    for (const ReplicaPass& p : passes)
+      loss_value += p.loss / static_cast<double>(mb.replicas * mb.count);
+    if (!mb.last) times_.backward += seconds_since(t);
   }
   auto waiting = Clock::now();
   grad_sync_->finish();
   times_.grad_wait += seconds_since(waiting);
   times_.backward += seconds_since(t);
+  return loss_value;
+}
 
+// One replica's forward, loss and backward of one micro-batch. Replica 0 alone writes `flags`
+// and the times; every replica sees the same flags, from one collective per micro-batch.
+Trainer::ReplicaPass Trainer::replica_pass(const std::vector<torch::Tensor>& crops, int r,
+                                           const MicroBatch& mb, CenterSums& sums, StepFlags& flags,
+                                           Clock::time_point& t) {
+  std::vector<torch::Tensor> mine;
+  for (const auto& c : crops)
+    mine.push_back(mb.replicas == 1 ? c : c.narrow(0, r * mb.share, mb.share));
+  torch::Tensor student_out, teacher_out, loss;
+  {
+    compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
+    {
+      // The teacher has no trainable parameters; no graph is recorded either way.
+      torch::NoGradGuard no_grad;
+      teacher_out = teacher_->forward({mine[0], mine[1]});
+    }
+    student_out = student_->forward(mine);
+    if (hooks_.after_forward && r == 0)
+      hooks_.after_forward(mb.iteration, student_out, teacher_out);
+    loss = loss_->forward_micro(student_out, teacher_out, mb.epoch, sums);
+  }
+  if (mb.last) loss_->update_center(sums);
+  const double value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
+  // The three flags, summed over every replica and process: a non-finite loss anywhere, a
+  // stop signal, a timed checkpoint due on rank 0.
+  auto sums_of_flags =
+      torch::tensor({std::isfinite(value) ? 0.0f : 1.0f, r == 0 && stop_requested() ? 1.0f : 0.0f,
+                     r == 0 && mb.save_due_here ? 1.0f : 0.0f})
+          .to(plan_.device);
+  step_comm_->all_reduce_sum(sums_of_flags);
+  sums_of_flags = sums_of_flags.cpu();
+  const bool bad = sums_of_flags[0].item<float>() > 0;
+  if (r == 0) {
+    flags.nonfinite = bad;
+    flags.stop = flags.stop || sums_of_flags[1].item<float>() > 0;
+    flags.save_due = flags.save_due || sums_of_flags[2].item<float>() > 0;
+    times_.forward += seconds_since(t);
+  }
+  if (bad) return {value, student_out, teacher_out};  // every replica and process agrees
+  torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
+  // The step's loss is the mean of the replicas' and micro-batches' (each a mean over its
+  // images).
+  const int64_t parts = mb.replicas * mb.count;
+  if (parts > 1) objective = objective / static_cast<double>(parts);
+  objective.backward();
+  return {value, student_out, teacher_out};
+}
+
+// Act 2. The student's update: clipping (after unscaling), the frozen last layer, the
+// optimiser step (through the loss scaler in fp16).
+void Trainer::update_student(int64_t epoch, Clock::time_point& t) {
   if (o_.clip_grad > 0) {
     if (scaler_) scaler_->unscale(*optimizer_);
     clip_gradients(student_params_, o_.clip_grad, o_.update_path);
@@ -342,13 +374,18 @@ Trainer::StepEnd Trainer::train_step(int64_t epoch, int64_t batch) {
     optimizer_->step();
   }
   times_.optimizer += seconds_since(t);
+}
 
+// Act 3. The teacher's EMA, then the iteration's statistics (the epoch's meters, log.txt).
+void Trainer::update_teacher_and_stats(int64_t epoch, int64_t it, double loss,
+                                       Clock::time_point& t) {
   const double m = momentum_schedule_[static_cast<size_t>(it)];
   ema_update(*student_, *teacher_, m, o_.update_path);
   times_.ema += seconds_since(t);
   ++times_.steps;
 
-  last_.loss = loss_value;
+  const auto& groups = optimizer_->param_groups();
+  last_.loss = loss;
   last_.lr = groups[0].lr;
   last_.wd = groups[0].weight_decay;
   last_.momentum = m;
@@ -360,7 +397,6 @@ Trainer::StepEnd Trainer::train_step(int64_t epoch, int64_t batch) {
   last_.kl_uniform = stats[1].item<double>();
   meters_.add(last_);
   if (hooks_.after_step) hooks_.after_step(it);
-  return {stop, save_due};
 }
 
 CheckpointParts Trainer::parts() {

@@ -78,9 +78,14 @@ struct StepTimes {
   int64_t steps = 0;
 };
 
-// What launch/ adds at the end of an epoch (the online k-NN monitor and curves.png,
-// launch/learning_monitor.h).
+// What launch/ adds to the loop: the online k-NN monitor and curves.png at the end of an epoch
+// (launch/learning_monitor.h), the TensorBoard files (launch/training_board.h). Every process
+// calls them; each may be empty.
 struct EpochCallbacks {
+  // When train() starts: the epoch and global iteration it starts from (0, 0, or a resume's).
+  std::function<void(int64_t epoch, int64_t iteration)> started;
+  // After every iteration: its global index and statistics.
+  std::function<void(int64_t iteration, const IterationStats& stats)> iteration;
   // After the epoch's checkpoint is saved, before its log.txt line: extra fields for that line,
   // measured on the teacher's backbone (every process calls it; rank 0's fields are written).
   std::function<Json(models::Backbone& teacher_backbone, int64_t epoch)> measure;
@@ -123,6 +128,31 @@ class Trainer {
     bool stop = false, save_due = false;
   };
   StepEnd train_step(int64_t epoch, int64_t batch);
+  // train_step's acts (trainer.cpp).
+  using Clock = std::chrono::steady_clock;
+  struct StepFlags {
+    bool nonfinite = false, stop = false, save_due = false;
+  };
+  struct MicroBatch {  // what every replica's pass of one micro-batch shares
+    int64_t epoch = 0, iteration = 0;
+    int replicas = 1;
+    int64_t share = 0, count = 1;  // images per replica; micro-batches per step
+    bool last = false;             // the step's last micro-batch: the center is updated
+    bool save_due_here = false;    // rank 0's clock says a timed save is due
+  };
+  struct ReplicaPass {
+    double loss = 0;
+    torch::Tensor student_out, teacher_out;
+  };
+  void set_schedules(int64_t iteration);
+  double accumulate_gradients(int64_t epoch, int64_t iteration, StepFlags& flags,
+                              Clock::time_point& t);
+  ReplicaPass replica_pass(const std::vector<torch::Tensor>& crops, int replica,
+                           const MicroBatch& micro_batch, CenterSums& sums, StepFlags& flags,
+                           Clock::time_point& t);
+  void update_student(int64_t epoch, Clock::time_point& t);
+  void update_teacher_and_stats(int64_t epoch, int64_t iteration, double loss,
+                                Clock::time_point& t);
   void save(int64_t next_epoch, int64_t next_iteration);
   void save_timed(int64_t next_iteration);
   void finish_epoch(int64_t epoch);

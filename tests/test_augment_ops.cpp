@@ -7,6 +7,7 @@
 
 #include "augment/eval_transforms.h"
 #include "augment/ops/blur.h"
+#include "augment/ops/box_blur_radius.h"
 #include "augment/ops/color.h"
 #include "augment/ops/crop.h"
 #include "augment/ops/hue.h"

@@ -49,9 +49,11 @@ fs::path make_image_folder(const std::string& name, int per_class_train, int per
 BackboneSpec tiny_xcit() {
   BackboneSpec s;
   s.arch = "xcit_nano_12_p16";
-  s.image_size = 32;
   return s;
 }
+
+// 32-pixel evaluation crops, `batch` images per batch.
+ImageInput at_32(int64_t batch = 4, int64_t workers = 2) { return ImageInput(batch, workers, 32); }
 
 Json read_json_file(const fs::path& p) {
   return xdino::parse_json(xdino::read_file(p), p.string());
@@ -68,12 +70,10 @@ std::vector<std::string> keys(const Json& j) {
 TEST(EvalEndToEnd, ExtractionEqualsPerImageForward) {
   const fs::path root = make_image_folder("extract", 3, 4);
   torch::manual_seed(0);
-  const auto model = load_frozen_backbone(tiny_xcit(), torch::kCPU);
+  const auto model = load_frozen_backbone(tiny_xcit(), at_32(), torch::kCPU);
   const auto data = xdino::augment::open_dataset(root.string(), "val");
   ExtractOptions o;
-  o.batch_size = 3;  // batches that do not divide the 8 images
-  o.num_workers = 2;
-  o.image_size = 32;
+  o.input = at_32(3);  // batches that do not divide the 8 images
   const FeatureSet f = extract_features(*model, data, o, *xdino::local_communicator(), torch::kCPU);
   ASSERT_EQ(f.features.sizes(), (std::vector<int64_t>{8, 128}));
   EXPECT_EQ(f.labels.sum().item<int64_t>(), 4);  // "blue" = 0, "red" = 1: four of each
@@ -103,8 +103,7 @@ TEST(EvalEndToEnd, PatchTokensStreamToTheFileRowForRow) {
   o.model = tiny_xcit();
   o.data_path = root.string();
   o.split = "val";
-  o.batch_size_per_gpu = 3;
-  o.num_workers = 1;
+  o.input = at_32(3, 1);
   o.output = (root / "plain.h5").string();
   run_features(o, *xdino::local_communicator(), torch::kCPU);
   o.patch_tokens = true;
@@ -120,7 +119,7 @@ TEST(EvalEndToEnd, PatchTokensStreamToTheFileRowForRow) {
   EXPECT_TRUE(torch::allclose(plain.features, with_tokens.features, 1e-6, 1e-6));
   EXPECT_EQ(plain.paths, with_tokens.paths);
 
-  const auto model = load_frozen_backbone(tiny_xcit(), torch::kCPU);
+  const auto model = load_frozen_backbone(tiny_xcit(), at_32(), torch::kCPU);
   xdino::augment::EvalTransformOptions eo;
   eo.crop_size = 32;
   const xdino::augment::EvalTransform transform(eo);
@@ -141,8 +140,7 @@ TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
   o.model = tiny_xcit();
   o.data_path = root.string();
   o.nb_knn = {1, 3, 20};
-  o.batch_size_per_gpu = 4;
-  o.num_workers = 2;
+  o.input = at_32();
   o.output_dir = out.string();
   o.dump_features = (root / "dump").string();
   torch::manual_seed(0);
@@ -170,6 +168,7 @@ TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
   again.load_features = (root / "dump").string();
   again.output_dir = (root / "out2").string();
   again.model = BackboneSpec{};  // the model comes from the files' attributes
+  again.input = ImageInput{};
   run_knn_eval(again, *xdino::local_communicator(), torch::kCPU);
   const Json j2 = read_json_file(root / "out2/knn.json");
   EXPECT_EQ(j2.at("results"), j.at("results"));
@@ -206,14 +205,14 @@ TEST(EvalEndToEnd, LoadsDinoCheckpointsLikeTheOfficialLoader) {
     BackboneSpec spec = tiny_xcit();
     spec.pretrained_weights = (dir / "checkpoint.pth").string();
     spec.checkpoint_key = key;
-    const auto model = load_frozen_backbone(spec, torch::kCPU);
+    const auto model = load_frozen_backbone(spec, at_32(), torch::kCPU);
     EXPECT_TRUE(torch::allclose(model->forward(x), expected, 1e-5, 1e-6)) << key;
     EXPECT_FALSE(model->is_training());
     for (const auto& p : model->parameters()) EXPECT_FALSE(p.requires_grad());
   }
   BackboneSpec missing = tiny_xcit();
   missing.pretrained_weights = (dir / "nope.pth").string();
-  EXPECT_THROW(load_frozen_backbone(missing, torch::kCPU), xdino::UsageError);
+  EXPECT_THROW(load_frozen_backbone(missing, at_32(), torch::kCPU), xdino::UsageError);
   fs::remove_all(dir);
 }
 
@@ -242,7 +241,7 @@ TEST(EvalEndToEnd, LoadsAViTTrainedAtAnotherCropSize) {
   spec.arch = "vit_tiny";
   spec.patch_size = 16;
   spec.pretrained_weights = (dir / "checkpoint.pth").string();
-  const auto model = load_frozen_backbone(spec, torch::kCPU);
+  const auto model = load_frozen_backbone(spec, ImageInput(), torch::kCPU);
   torch::NoGradGuard no_grad;
   for (const int64_t side : {32, 64}) {  // the training size and a larger one (interpolated)
     const torch::Tensor x = torch::randn({2, 3, side, side});

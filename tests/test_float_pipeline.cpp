@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <opencv2/imgcodecs.hpp>
 #include <random>
 #include <string>
@@ -429,6 +430,15 @@ TEST(FloatPipeline, NormalisationFlags) {
             std::string::npos);
   EXPECT_NE(usage([] {
               xa::Normalizer(xa::normalization_for(2, {0.5}, {0.0}));
-            }).find("std must be non-zero"),
+            }).find("--std 0 is not a positive finite number"),
+            std::string::npos);
+  EXPECT_NE(usage([] {
+              xa::normalization_for(2, {std::numeric_limits<double>::infinity()}, {1.0});
+            }).find("--mean inf is not a finite number"),
+            std::string::npos);
+  // No image read here holds more than 4 channels (OpenCV's TIFF and PNG codecs).
+  EXPECT_NE(usage([] {
+              xa::normalization_for(5, {0.5}, {0.5});
+            }).find("--in_chans 5: the images read here hold at most 4 channels"),
             std::string::npos);
 }

@@ -72,14 +72,15 @@ TEST(Linear, TrainingStepsMatchPyTorch) {
   LinearSchedule s;
   s.epochs = g.at("epochs").get<int64_t>();
   s.lr = g.at("lr").get<double>();
-  s.batch_size_per_gpu = g.at("batch").get<int64_t>();
+  const int64_t batch = g.at("batch").get<int64_t>();
   // In order, no shuffle: the batches of the Python loop.
-  CachedBatches train(x, y, s.batch_size_per_gpu, false, 0, 0, 1, torch::kCPU);
+  CachedBatches train(x, y, batch, false, 0, 0, 1, torch::kCPU);
   CachedBatches val(x, y, 5, false, 0, 0, 1, torch::kCPU);
-  auto opt = make_linear_optimizer(clf, scaled_lr(s, 1));
+  const double lr = scaled_lr(s, batch, 1);
+  auto opt = make_linear_optimizer(clf, lr);
   std::vector<double> losses;
   const LinearOutcome out = train_linear(
-      clf, *opt, train, val, s, *xdino::local_communicator(), 0, {},
+      clf, *opt, train, val, s, lr, *xdino::local_communicator(), 0, {},
       [&](const EpochStats& e, const LinearOutcome&) { losses.push_back(e.train_loss); });
   EXPECT_TRUE(
       torch::allclose(clf->linear->weight, tensor_of(g.at("w")).view({labels, dim}), 1e-5, 1e-7));
@@ -135,13 +136,13 @@ TEST(Linear, SeparableSetReachesFullAccuracy) {
   LinearSchedule s;
   s.epochs = 15;
   s.lr = 10.0;  // per 256 images; features are O(1), unlike ImageNet backbone outputs
-  s.batch_size_per_gpu = 32;
   CachedBatches train(xtr, ytr, 32, true, 0, 0, 1, torch::kCPU);
   CachedBatches val(xte, yte, 64, false, 0, 0, 1, torch::kCPU);
-  auto opt = make_linear_optimizer(clf, scaled_lr(s, 1));
+  const double lr = scaled_lr(s, 32, 1);
+  auto opt = make_linear_optimizer(clf, lr);
   std::vector<double> lrs;
   const LinearOutcome out =
-      train_linear(clf, *opt, train, val, s, *xdino::local_communicator(), 0, {},
+      train_linear(clf, *opt, train, val, s, lr, *xdino::local_communicator(), 0, {},
                    [&](const EpochStats& e, const LinearOutcome&) { lrs.push_back(e.train_lr); });
   EXPECT_GE(out.best_acc, 99.9);
   EXPECT_GE(out.best_acc5, 99.9);
@@ -161,14 +162,14 @@ TEST(Linear, ValidationFrequencyAndBestEpoch) {
   s.epochs = 8;
   s.val_freq = 3;
   s.lr = 50.0;
-  s.batch_size_per_gpu = 8;
   CachedBatches train(x, y, 8, true, 0, 0, 1, torch::kCPU);
   CachedBatches val(x, y, 8, false, 0, 0, 1, torch::kCPU);
-  auto opt = make_linear_optimizer(clf, scaled_lr(s, 1));
+  const double lr = scaled_lr(s, 8, 1);
+  auto opt = make_linear_optimizer(clf, lr);
   std::vector<int64_t> validated;
   double best_seen = 0;
-  const LinearOutcome out = train_linear(clf, *opt, train, val, s, *xdino::local_communicator(), 0,
-                                         {}, [&](const EpochStats& e, const LinearOutcome&) {
+  const LinearOutcome out = train_linear(clf, *opt, train, val, s, lr, *xdino::local_communicator(),
+                                         0, {}, [&](const EpochStats& e, const LinearOutcome&) {
                                            if (e.test) {
                                              validated.push_back(e.epoch);
                                              best_seen = std::max(best_seen, e.test->acc1);

@@ -58,8 +58,8 @@ class OnlineKnnTest : public ::testing::Test {
     o.data_path = root_->string();
     o.train_samples = 100;  // class-balanced: 25 per class
     o.val_samples = 20;
-    o.image_size = 32;
-    o.num_workers = 1;
+    o.input.image_size = 32;
+    o.input.num_workers = 1;
     return o;
   }
   static fs::path* root_;
@@ -70,12 +70,12 @@ eval::KnnEvalOptions dino_knn_options(const eval::OnlineKnnOptions& o, const std
                                       const fs::path& out) {
   eval::KnnEvalOptions k;
   k.model.arch = arch;
-  k.model.image_size = o.image_size;
+  k.input.image_size = o.input.image_size;
   k.data_path = o.data_path;
   k.subset.max_train_samples = o.train_samples;
   k.subset.max_val_samples = o.val_samples;
   k.nb_knn = {o.k};
-  k.num_workers = 1;
+  k.input.num_workers = 1;
   k.output_dir = out.string();
   return k;
 }
@@ -137,8 +137,8 @@ TEST_F(OnlineKnnTest, DataBatchNormReferenceEqualsDinoKnnRecalibrateBnAndTeacher
 
   const fs::path out = xdino::testing::fresh_dir("online_knn_random_bn");
   eval::KnnEvalOptions k = dino_knn_options(options(), "xcit_nano_4_p4", out);
-  k.recalibrate_bn = options().train_samples;   // the monitor's images: its train subset
-  k.batch_size_per_gpu = options().batch_size;  // the same batches, so the same average
+  k.recalibrate_bn = options().train_samples;       // the monitor's images: its train subset
+  k.input.batch_size = options().input.batch_size;  // the same batches, so the same average
   const eval::KnnEvalResult want = eval::run_knn_eval(k, *local_communicator(), torch::kCPU);
   ASSERT_TRUE(want.knn_data_batch_norm.has_value());
   EXPECT_NEAR(r->top1, want.knn_data_batch_norm->per_k[0].top1, 1e-9);

@@ -93,7 +93,7 @@ TEST(Pipeline, AStageWhoseInputChangedRunsAgain) {
 // More epochs of pretraining rewrite the checkpoint that the linear stage reads. The stage
 // reran, but `dino linear` resumed the probe in its output folder (eval_linear.py's restart),
 // found its epochs done and reported the old backbone's accuracy as the new one's (seen on a
-// GPU, bench/RESULTS.md "The main job on a GPU").
+// GPU, bench/results/gpu.md "The main job on a GPU").
 TEST(Pipeline, ALinearStageOnRetrainedWeightsTrainsItsProbeAgain) {
   const fs::path dir = xdino::testing::fresh_dir("pipeline_linear");
   fs::create_directories(dir / "data");

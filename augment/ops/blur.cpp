@@ -5,7 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "augment/ops/float_image.h"
+#include "augment/ops/box_blur_radius.h"
+#include "augment/ops/float_blur.h"
 #include "augment/ops/simd.h"
 #include "core/check.h"
 
@@ -72,16 +73,6 @@ void blur_columns(Image& image, const BoxWeights& b, int passes) {
 }
 
 }  // namespace
-
-float box_blur_radius(float sigma, int passes) {
-  // Pillow's _gaussian_blur_radius, with its mix of float and double arithmetic.
-  const float sigma2 = sigma * sigma / passes;
-  const float box_length = static_cast<float>(std::sqrt(12.0 * sigma2 + 1.0));
-  const float l = static_cast<float>(std::floor((box_length - 1.0) / 2.0));
-  float a = (2 * l + 1) * (l * (l + 1) - 3 * sigma2);
-  a /= 6 * (sigma2 - (l + 1) * (l + 1));
-  return l + a;
-}
 
 void gaussian_blur(Image& image, double sigma) {
   if (is_float_image(image)) return gaussian_blur_float(image, sigma);

@@ -9,7 +9,8 @@
 //  - sigma is rounded to float first, as Pillow's C API takes it. sigma < 0 or non-finite
 //    throws xdino::Error; sigma = 0 leaves the image unchanged.
 //  - The image (CV_8UC3; a float image takes the float pipeline's exact-weight version,
-//    augment/ops/float_image.h) is blurred in place; thread-safe (per-thread scratch buffers).
+//    augment/ops/float_blur.h) is blurred in place; thread-safe (per-thread scratch buffers).
+//  - The box radius is box_blur_radius.h's.
 #pragma once
 
 #include "augment/ops/image.h"
@@ -17,8 +18,5 @@
 namespace xdino::augment {
 
 void gaussian_blur(Image& image, double sigma);
-
-// The fractional box radius Pillow uses for one of `passes` passes (exposed for tests).
-float box_blur_radius(float sigma, int passes);
 
 }  // namespace xdino::augment

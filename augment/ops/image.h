@@ -9,9 +9,21 @@
 #include <cstdint>
 #include <opencv2/core.hpp>
 
+#include "core/check.h"
+
 namespace xdino::augment {
 
 using Image = cv::Mat;
+
+// A float image of the float pipeline (augment/ops/float_image.h): depth CV_32F, any channel
+// count; the 8-bit Image above is CV_8UC3.
+inline bool is_float_image(const Image& image) { return image.depth() == CV_32F; }
+
+// Throws xdino::Error naming `what` unless `image` is a continuous float image.
+inline void check_float_image(const Image& image, const char* what) {
+  XDINO_CHECK(is_float_image(image) && image.isContinuous(), what,
+              " expects a continuous float32 image, got cv type ", image.type());
+}
 
 // The most channels an image read here can have: OpenCV's TIFF and PNG codecs stop at 4 (its
 // imencode refuses 5), and the float pipeline makes no channels an image does not hold

@@ -20,14 +20,11 @@
 //  - reduce(src, fx, fy) is Pillow's Image.reduce((fx, fy)): the mean of each fx x fy block
 //    (partial blocks at the right and bottom edges average what they have), rounded with
 //    Pillow's fixed-point multiplier; output ceil(W/fx) x ceil(H/fy).
-//  - resize and resize_window also take float images of any channel count (the float pipeline,
-//    augment/ops/float_image.h): the same separable filter with the weights of
-//    compute_filter_weights in double, applied in float32 without rounding between the passes:
-//    what torch.nn.functional.interpolate(antialias=True) computes on the cropped tensor.
+//  - The weights are resample.h's. resize and resize_window also take float images of any
+//    channel count (the float pipeline, augment/ops/float_resize.h).
 //  - Otherwise src and dst are Images (CV_8UC3, continuous); dst is (re)allocated to `size` and
-//  must not
-//    share memory with src. box must lie inside src and be non-empty, size positive, window
-//    inside size: violations throw xdino::Error.
+//    must not share memory with src. box must lie inside src and be non-empty, size positive,
+//    window inside size: violations throw xdino::Error.
 //  - Thread-safe: scratch buffers are per thread.
 #pragma once
 
@@ -36,25 +33,9 @@
 #include <vector>
 
 #include "augment/ops/image.h"
+#include "augment/ops/resample.h"
 
 namespace xdino::augment {
-
-// Pillow's filter ids: LANCZOS (ANTIALIAS) = 1, BILINEAR = 2, BICUBIC = 3.
-enum class Interpolation { kBilinear, kBicubic, kLanczos };
-
-// Pillow's resampling weights of one dimension: output index i reads count[i] inputs from
-// start[i] with weights w[i * ksize ..] (normalised to sum 1, zero-padded to ksize). The input
-// span is [in0, in1) of in_size samples.
-template <typename Weight>
-struct ResampleTaps {
-  int ksize = 0;
-  std::vector<int> start;
-  std::vector<int> count;
-  std::vector<Weight> w;
-};
-using FilterWeights = ResampleTaps<double>;
-void compute_filter_weights(int in_size, double in0, double in1, int out_size, Interpolation filter,
-                            FilterWeights& weights);
 
 void resize(const Image& src, const cv::Rect& box, cv::Size size, Interpolation filter, Image& dst);
 

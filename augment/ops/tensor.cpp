@@ -28,8 +28,8 @@ Normalization default_normalization(int64_t channels) {
                   "16-bit values / 65535); only RGB and grayscale have a default");
   Normalization n;
   if (channels == 1) {
-    n.mean = {(0.485 + 0.456 + 0.406) / 3};  // 0.449
-    n.std = {(0.229 + 0.224 + 0.225) / 3};   // 0.226
+    n.mean = {(kImageNetMean[0] + kImageNetMean[1] + kImageNetMean[2]) / 3};  // 0.449
+    n.std = {(kImageNetStd[0] + kImageNetStd[1] + kImageNetStd[2]) / 3};      // 0.226
     n.channels = 1;
   }
   return n;

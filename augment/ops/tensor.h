@@ -40,9 +40,13 @@
 
 namespace xdino::augment {
 
+// ImageNet's per-channel statistics as torchvision gives them: the one place they are written.
+inline const std::vector<double> kImageNetMean{0.485, 0.456, 0.406};
+inline const std::vector<double> kImageNetStd{0.229, 0.224, 0.225};
+
 struct Normalization {
-  std::vector<double> mean{0.485, 0.456, 0.406};  // ImageNet
-  std::vector<double> std{0.229, 0.224, 0.225};
+  std::vector<double> mean = kImageNetMean;
+  std::vector<double> std = kImageNetStd;
   int64_t channels = 3;  // 3: RGB; 1: grayscale; others: float images only
 };
 

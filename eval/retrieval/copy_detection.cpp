@@ -164,9 +164,9 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
                     "' is not a folder (--whitening_path / --distractors_path: a folder of "
                     "images, or empty for none)");
   }
-  BackboneSpec spec = o.model;
-  spec.image_size = o.imsize;
-  const auto model = load_frozen_backbone(spec, device, "copy detection");
+  const BackboneSpec& spec = o.model;
+  const auto model = load_frozen_backbone(
+      spec, ImageInput(o.batch_size_per_gpu, o.num_workers, o.imsize), device, "copy detection");
   const ListExtraction x{o.batch_size_per_gpu, o.num_workers, o.imsize};
   const fs::path dump = fs::path(o.output_dir) / "copy_detection_features";
 
@@ -227,7 +227,7 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
               100.0 * s.overall_map);
     j = Json::object();
     j["protocol"] = "copy detection (eval_copy_detection.py)";
-    add_model_fields(j, spec);
+    add_model_fields(j, spec, o.imsize);
     j["imsize"] = o.imsize;
     j["num_queries"] = queries.size(0);
     j["num_database"] = database.size(0);

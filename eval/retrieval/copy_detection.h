@@ -74,7 +74,7 @@ torch::Tensor search_copies(torch::Tensor queries, torch::Tensor database,
 std::vector<std::string> list_image_files(const std::string& folder);
 
 struct CopyDetectionOptions {
-  BackboneSpec model{"vit_base", 8, "", "teacher", 320, 0};
+  BackboneSpec model{"vit_base", 8, "", "teacher", 0};
   std::string data_path = "/path/to/copydays/";
   std::string whitening_path;
   std::string distractors_path;

@@ -33,9 +33,7 @@ FeatureSet extract_list(models::Backbone& model, const std::vector<std::string>&
 ExtractOptions list_options(const ListExtraction& options, int64_t batch_size) {
   XDINO_CHECK_ARG(options.imsize >= 1, "--imsize must be >= 1, got ", options.imsize);
   ExtractOptions e;
-  e.batch_size = batch_size;
-  e.num_workers = options.num_workers;
-  e.image_size = options.imsize;
+  e.input = ImageInput(batch_size, options.num_workers, options.imsize);
   e.normalize = false;
   return e;
 }

@@ -146,9 +146,9 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     return paths;
   };
   log::info("train: ", g.imlist.size(), " imgs / query: ", g.qimlist.size(), " imgs");
-  BackboneSpec spec = o.model;
-  spec.image_size = o.imsize;
-  const auto model = load_frozen_backbone(spec, device, "image retrieval");
+  const BackboneSpec& spec = o.model;
+  const auto model =
+      load_frozen_backbone(spec, ImageInput(1, o.num_workers, o.imsize), device, "image retrieval");
   const ListExtraction x{1, o.num_workers, o.imsize};
   FeatureSet database = retrieval_features(*model, image_paths(g.imlist), o.dataset + " database",
                                            x, o.multiscale, comm, device);
@@ -183,7 +183,7 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     j = Json::object();
     j["protocol"] = "image retrieval (eval_image_retrieval.py)";
     j["dataset"] = o.dataset;
-    add_model_fields(j, spec);
+    add_model_fields(j, spec, o.imsize);
     j["imsize"] = o.imsize;
     j["multiscale"] = o.multiscale;
     j["num_database"] = static_cast<int64_t>(g.imlist.size());

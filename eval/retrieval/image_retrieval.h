@@ -60,7 +60,7 @@ struct RetrievalScores {
 RetrievalScores evaluate_retrieval(const torch::Tensor& ranks, const RevisitedGround& ground);
 
 struct RetrievalOptions {
-  BackboneSpec model{"vit_small", 16, "", "teacher", 224, 0};
+  BackboneSpec model{"vit_small", 16, "", "teacher", 0};
   std::string data_path = "/path/to/revisited_paris_oxford/";
   std::string dataset = "roxford5k";
   bool multiscale = false;

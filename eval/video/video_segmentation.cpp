@@ -7,6 +7,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "augment/ops/tensor.h"
 #include "core/atomic_file.h"
 #include "core/check.h"
 #include "core/log.h"
@@ -34,8 +35,11 @@ Frame read_frame(const fs::path& path, torch::Device device) {
   rgb.convertTo(f, CV_32FC3, 1.0 / 255.0);
   torch::Tensor t =
       torch::from_blob(f.data, {th, tw, 3}, torch::kFloat32).permute({2, 0, 1}).clone();
-  const torch::Tensor mean = torch::tensor({0.485f, 0.456f, 0.406f}).view({3, 1, 1});
-  const torch::Tensor std = torch::tensor({0.228f, 0.224f, 0.225f}).view({3, 1, 1});
+  const torch::Tensor mean = torch::tensor(augment::kImageNetMean, torch::kFloat32).view({3, 1, 1});
+  // eval_video_segmentation.py's own std: 0.228 where ImageNet's is 0.229 (kept, to match it).
+  const torch::Tensor std =
+      torch::tensor({0.228, augment::kImageNetStd[1], augment::kImageNetStd[2]}, torch::kFloat32)
+          .view({3, 1, 1});
   t = (t - mean) / std;
   return {t.unsqueeze(0).to(device), bgr.rows, bgr.cols};
 }
@@ -98,7 +102,10 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
                      "eval_video_segmentation.py takes ViTs only)");
   const fs::path root(o.data_path);
   const std::vector<std::string> videos = read_list(root / "ImageSets" / "2017" / "val.txt");
-  const auto model = load_frozen_backbone(o.model, device, "video segmentation");
+  // The frames keep their size: the input's image_size only builds the model (a ViT's position
+  // table) and is recorded.
+  const ImageInput input;
+  const auto model = load_frozen_backbone(o.model, input, device, "video segmentation");
   const int64_t p = model->patch_size();
   torch::NoGradGuard no_grad;
   const Palette& palette = davis_palette();
@@ -195,7 +202,7 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
   }
   Json j = Json::object();
   j["protocol"] = "video object segmentation (eval_video_segmentation.py, DAVIS 2017 J&F)";
-  add_model_fields(j, o.model);
+  add_model_fields(j, o.model, input.image_size);
   j["n_last_frames"] = o.n_last_frames;
   j["size_mask_neighborhood"] = o.size_mask_neighborhood;
   j["topk"] = o.topk;

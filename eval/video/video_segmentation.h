@@ -34,7 +34,7 @@
 namespace xdino::eval::video {
 
 struct VideoSegmentationOptions {
-  BackboneSpec model{"vit_small", 16, "", "teacher", 224, 0};
+  BackboneSpec model{"vit_small", 16, "", "teacher", 0};
   std::string output_dir = ".";
   std::string data_path = "/path/to/davis/";
   int64_t n_last_frames = 7;

@@ -229,7 +229,7 @@ wait_for $a 120; code_a=$code; took=$((SECONDS - started))
 [[ $code_b == 2 ]] || fail "the node with the missing data exited $code_b: $(tail -3 "$work/b8.log")"
 [[ $code_a == 1 ]] || fail "the other node exited $code_a: $(tail -3 "$work/a8.log")"
 ((took < rdzv_timeout)) || fail "node 0 took $took s to stop (--rdzv_timeout $rdzv_timeout)"
-[[ $(grep -c "dino launch: error: stopped: the rendezvous at node01:$port was closed: node02/.* gave up: " \
+[[ $(grep -c "dino launch: error: stopped: the rendezvous at node01:$port was closed: node02 (launcher pid [0-9]*) gave up: " \
   "$work/a8.log") == 1 ]] || fail "node 0 does not say, once, who closed it: $(tail -3 "$work/a8.log")"
 echo "ok: a usage error on node 1 closed the rendezvous; node 0 stopped after $took s: $(grep -h "was closed" "$work/a8.log")"
 rm -rf "$run"

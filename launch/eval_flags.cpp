@@ -1,11 +1,9 @@
-#include "launch/eval_common.h"
+#include "launch/eval_flags.h"
 
 #include "models/registry.h"
 
 namespace xdino::launch {
-namespace {
 
-// --arch, --patch_size, --pretrained_weights, --checkpoint_key.
 void declare_weights_flags(Flags& f, eval::BackboneSpec& s) {
   f.add("arch", &s.arch, "backbone: " + models::backbone_list())
       .add("patch_size", &s.patch_size, models::patch_size_help())
@@ -16,27 +14,26 @@ void declare_weights_flags(Flags& f, eval::BackboneSpec& s) {
            "key of the state dict inside the checkpoint (teacher, student)");
 }
 
-}  // namespace
-
-void declare_backbone_flags(Flags& f, eval::BackboneSpec& s) {
-  declare_weights_flags(f, s);
-  f.add("in_chans", &s.in_chans,
-        "channels of the images: 3 (RGB), 1 (grayscale, converted to L as Pillow's "
-        "convert(\"L\") does) or any other (multispectral TIFF/PNG, the float pipeline); timm's "
-        "in_chans, which the official scripts lack. 0: those of --pretrained_weights' input "
-        "conv, 3 for random weights. 3-channel weights are adapted as timm's adapt_input_conv "
-        "does");
-  f.add("mean", &s.mean,
-        "normalisation mean per channel, on the [0, 1] scale (one value or one per channel; "
-        "timm's --mean); default ImageNet's, needed for other than 1 or 3 channels");
-  f.add("std", &s.std, "normalisation std per channel, as --mean");
-  f.add("image_size", &s.image_size,
-        "evaluation resolution: CenterCrop size, the resize is image_size*256/224");
-}
-
 void declare_model_flags(Flags& f, eval::BackboneSpec& s) {
   declare_weights_flags(f, s);
   f.add("seed", &s.seed, "seed of the random initial weights (no --pretrained_weights)");
+}
+
+void declare_image_input_flags(Flags& f, eval::ImageInput& in) {
+  f.add("batch_size_per_gpu", &in.batch_size, "images per process and batch")
+      .add("num_workers", &in.num_workers, "data loading threads per process")
+      .add("image_size", &in.image_size,
+           "evaluation resolution: CenterCrop size, the resize is image_size*256/224")
+      .add("in_chans", &in.in_chans,
+           "channels of the images: 3 (RGB), 1 (grayscale, converted to L as Pillow's "
+           "convert(\"L\") does) or up to 4 (16-bit or multispectral TIFF/PNG, the float "
+           "pipeline); timm's in_chans, which the official scripts lack. 0: those of "
+           "--pretrained_weights' input conv, 3 for random weights. 3-channel weights are "
+           "adapted as timm's adapt_input_conv does")
+      .add("mean", &in.mean,
+           "normalisation mean per channel, on the [0, 1] scale (one value or one per channel; "
+           "timm's --mean); default ImageNet's, needed for other than 1 or 3 channels")
+      .add("std", &in.std, "normalisation std per channel, as --mean");
 }
 
 void declare_use_cuda_flag(Flags& f, bool& use_cuda) {

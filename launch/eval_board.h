@@ -1,0 +1,26 @@
+// The evaluations' TensorBoard files (core/tensorboard.h), each in its own --output_dir, so
+// that `tensorboard --logdir runs/<job>` sets pixels, random and DINO side by side; rank 0
+// writes; each function first removes what an earlier run of the same evaluation wrote.
+//  - write_knn_board: knn/top1 and knn/top5 at step k, for every k (and
+//    knn/top1_data_batch_norm with --recalibrate_bn).
+//  - write_linear_board: every number of the probe's log.txt lines as linear/<key> at step
+//    epoch.
+//  - write_picture_board: each <name>/overview.png of `dir` (dino visualize's) as the image
+//    summary pictures/<name>.
+#pragma once
+
+#include <filesystem>
+
+#include "eval/knn_eval.h"
+#include "launch/flags.h"
+
+namespace xdino::launch {
+
+// --tensorboard of the evaluations (on by default).
+void declare_tensorboard_flag(Flags& flags, bool& tensorboard);
+
+void write_knn_board(const std::filesystem::path& dir, const eval::KnnEvalResult& result);
+void write_linear_board(const std::filesystem::path& dir);
+void write_picture_board(const std::filesystem::path& dir);
+
+}  // namespace xdino::launch
