@@ -76,7 +76,7 @@ TimmFamily timm_family(const models::Backbone& model) {
 
 std::string model_card(const ExportOptions& o, const std::string& arch, int64_t patch_size,
                        const models::Backbone& model, const std::string& timm_name,
-                       const IDict& args) {
+                       const IDict& args, const fs::path& folder) {
   std::ostringstream md;
   const std::string name = models::paper_name(arch, patch_size);
   md << "---\n"
@@ -108,6 +108,16 @@ std::string model_card(const ExportOptions& o, const std::string& arch, int64_t 
     std::vector<ReportRow> rows;
     for (const std::string& run : o.runs)
       for (ReportRow& r : read_run(run, registry_facts)) rows.push_back(std::move(r));
+    // The curves travel with the card (the folder is uploaded whole): curves.png, curves_1.png...
+    std::map<std::string, std::string> copied;
+    for (ReportRow& r : rows) {
+      if (r.curves.empty()) continue;
+      auto [it, added] = copied.try_emplace(
+          r.curves,
+          copied.empty() ? "curves.png" : "curves_" + std::to_string(copied.size()) + ".png");
+      if (added) fs::copy_file(r.curves, folder / it->second, fs::copy_options::overwrite_existing);
+      r.curves = it->second;
+    }
     md << render_report(rows, ReportFormat::kMarkdown) << "\n";
   }
   md << "## Training\n\n";
@@ -115,8 +125,11 @@ std::string model_card(const ExportOptions& o, const std::string& arch, int64_t 
     md << "The weights file records no training flags.\n";
   } else {
     md << "The flags of the run, as the checkpoint records them:\n\n| flag | value |\n|---|---|\n";
-    for (const auto& item : args)
-      md << "| " << item.key().toStringRef() << " | `" << text_of(item.value()) << "` |\n";
+    for (const auto& item : args) {
+      const std::string value = text_of(item.value());
+      md << "| " << item.key().toStringRef() << " | "
+         << (value.empty() ? "(not set)" : "`" + value + "`") << " |\n";
+    }
   }
   return md.str();
 }
@@ -235,7 +248,7 @@ std::string export_weights(const ExportOptions& o) {
     }
     if (!head.is_empty()) write_safetensors(tmp / "dino_head.safetensors", head);
     write_file_atomically(tmp / "README.md",
-                          model_card(o, arch, patch_size, *model, timm_name, args));
+                          model_card(o, arch, patch_size, *model, timm_name, args, tmp));
     // Replace the old folder whole: aside, the new one in, the old one gone.
     const fs::path old = parent / (out.filename().string() + ".old-" + std::to_string(getpid()));
     if (fs::exists(out)) fs::rename(out, old);

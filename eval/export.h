@@ -14,8 +14,10 @@
 //    num_features, global_pool, model_args with in_chans and img_size, pretrained_cfg with
 //    input_size, mean, std, interpolation bicubic, crop_pct 0.875 as DINO's evaluations crop,
 //    first_conv, classifier), DIR/README.md (a model card: how to load it, the evaluation table
-//    of `runs` as `dino report` renders it, the training flags the checkpoint records), and
-//    with with_head DIR/dino_head.safetensors (timm's model has no DINO head to load it into).
+//    of `runs` as `dino report` renders it, with the training curves it links copied in as
+//    curves.png (curves_1.png, ... for other runs), the training flags the checkpoint
+//    records), and with with_head DIR/dino_head.safetensors (timm's model has no DINO head to
+//    load it into).
 //  - format "safetensors": DIR/model.safetensors in the official layout (what
 //    --pretrained_weights reads back), with arch, patch_size, in_chans, mean and std in its
 //    metadata; README.md as above.

@@ -4,7 +4,10 @@
 #                              Boost (program_options, property_tree), GoogleTest, Fashion-MNIST,
 #                              cmake, g++)
 #   scripts/setup.sh --tests   the same, plus what the tests compare against (Python torch/h5py)
-#                              and iproute2 (the multi-host tests' network namespaces)
+#                              and iproute2 (the multi-host tests' network namespaces), and a
+#                              virtual environment XDINO_PYENV (default build/pyenv) over
+#                              Debian's python3 with the pinned timm, safetensors and
+#                              tensorboard that tests read `dino export` and the event files with
 #   scripts/setup.sh --cuda [VENV]
 #                              the --tests packages, plus LibTorch 2.15 with CUDA from pip's torch
 #                              wheel in a virtual environment VENV (default build-cuda/venv), not
@@ -53,8 +56,8 @@ if [[ "$mode" == "--tests" || "$mode" == "--cuda" ]]; then
   packages+=(iproute2)
   # scripts/check_format.sh, which .ci/run runs: the tree is kept in clang-format 14's layout
   packages+=(clang-format)
-  # Debian's python3 makes the virtual environment of --cuda
-  [[ "$mode" == "--cuda" ]] && packages+=(python3-venv python3-pip)
+  # Debian's python3 makes the virtual environments (the tests' packages; --cuda's torch)
+  packages+=(python3-venv python3-pip)
 elif [[ -n "$mode" ]]; then
   echo "usage: scripts/setup.sh [--tests | --cuda [VENV]]" >&2
   exit 2
@@ -93,6 +96,19 @@ case "$blas" in
           "'update-alternatives --config libblas.so.3-x86_64-linux-gnu' and pick OpenBLAS" >&2 ;;
 esac
 
+if [[ "$mode" == "--tests" || "$mode" == "--cuda" ]]; then
+  # What Debian does not package, pinned, in a virtual environment that sees Debian's torch,
+  # torchvision and numpy (timm runs on them; numpy stays Debian's: torch 1.13 is built for it).
+  pyenv="${XDINO_PYENV:-build/pyenv}"
+  [[ -x "$pyenv/bin/python" ]] || /usr/bin/python3 -m venv --system-site-packages "$pyenv"
+  pins=(timm==1.0.31 safetensors==0.8.0 huggingface_hub==2.4.0 tensorboard==2.21.0)
+  if ! "$pyenv/bin/python" -c 'import timm, safetensors, huggingface_hub, tensorboard' 2>/dev/null; then
+    echo "setup: installing ${pins[*]} into $pyenv"
+    numpy=$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')
+    "$pyenv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}" \
+      "numpy==$numpy"
+  fi
+fi
 if [[ "$mode" == "--cuda" ]]; then
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv"

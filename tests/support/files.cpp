@@ -29,16 +29,18 @@ std::string repo_file(const std::string& rel) {
   return (fs::path(test_data_dir()) / ".." / ".." / rel).string();
 }
 
-bool python_has(const std::string& module) {
-  if (!fs::exists(kPython)) return false;
-  return run_process({kPython, "-c", "import " + module}, {}, 60).exit_code == 0;
+bool python_has(const std::string& module, const std::string& python) {
+  if (!fs::exists(python)) return false;
+  return run_process({python, "-c", "import " + module}, {}, 60).exit_code == 0;
 }
 
-std::string python_lacks(const std::vector<std::string>& modules) {
+std::string python_lacks(const std::vector<std::string>& modules, const std::string& python) {
   for (const auto& m : modules)
-    if (!python_has(m)) return std::string(kPython) + " cannot import " + m;
+    if (!python_has(m, python)) return python + " cannot import " + m;
   return "";
 }
+
+std::string pyenv_python() { return std::string(XDINO_PYENV_DIR) + "/bin/python"; }
 
 namespace {
 
@@ -84,13 +86,22 @@ void write_ppm_folder(const fs::path& root, int per_class, int width, int height
 
 std::string differences_from(const std::filesystem::path& ref, const std::filesystem::path& run) {
   std::string out;
+  const auto is_events = [](const std::filesystem::path& name) {
+    return name.string().rfind("events.out.tfevents.", 0) == 0;
+  };
+  bool ref_events = false, run_events = false;
+  for (const auto& e : std::filesystem::directory_iterator(run))
+    run_events = run_events || is_events(e.path().filename());
   for (const auto& e : std::filesystem::directory_iterator(ref)) {
     const auto name = e.path().filename();
-    if (!std::filesystem::exists(run / name))
+    if (is_events(name))
+      ref_events = true;
+    else if (!std::filesystem::exists(run / name))
       out += name.string() + ": missing\n";
     else if (xdino::read_file(run / name) != xdino::read_file(e.path()))
       out += name.string() + ": differs from the uninterrupted run's\n";
   }
+  if (ref_events && !run_events) out += "events.out.tfevents.*: missing\n";
   for (const auto& e : std::filesystem::directory_iterator(run))
     if (e.path().filename().string().find(".tmp-") != std::string::npos)
       out += e.path().filename().string() + ": temporary file left\n";

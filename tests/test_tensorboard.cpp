@@ -1,0 +1,241 @@
+// TensorBoard event files (core/tensorboard.h, launch/training_board.h, launch/eval_board.h),
+// read back by the tensorboard package's own reader (tests/support/tensorboard_read.py):
+//  - CRC-32C against its published check value, the masking against the formula written
+//    out again here;
+//  - EventWriter's scalars and images come back as written; a flipped byte in a record makes
+//    the reader drop it and what follows (so the checksums are what it verifies);
+//  - prune_events keeps exactly what it is told, in order, and leaves other files alone;
+//  - `dino train`: epoch/<key> holds every number of log.txt at step epoch; a run resumed
+//    from epoch 0 leaves the same (tag, step) set as the uninterrupted run, none twice, with
+//    the same values; --tensorboard false writes no file;
+//  - `dino knn`: knn/top1 and knn/top5 at step k equal knn.json's, once each after a rerun.
+// The reader needs scripts/setup.sh --tests' environment (pyenv_python); without it the tests
+// that read skip (fail under XDINO_REQUIRE_ALL).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "core/json.h"
+#include "core/tensorboard.h"
+#include "tests/support/cli_args.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+#include "tests/support/require.h"
+
+namespace fs = std::filesystem;
+namespace cli = xdino::testing::cli;
+using xdino::testing::dino_binary;
+using xdino::testing::pyenv_python;
+using xdino::testing::run_process;
+
+namespace {
+
+std::string reader_missing() {
+  return xdino::testing::python_lacks({"tensorboard"}, pyenv_python());
+}
+
+std::vector<fs::path> event_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+xdino::Json read_events(const std::vector<fs::path>& files) {
+  std::vector<std::string> argv{pyenv_python(),
+                                xdino::testing::repo_file("tests/support/tensorboard_read.py")};
+  for (const fs::path& f : files) argv.push_back(f.string());
+  const auto r = run_process(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return xdino::Json::parse(r.exit_code == 0 ? r.out : R"({"scalars": [], "images": []})");
+}
+
+using Point = std::pair<std::string, int64_t>;  // (tag, step)
+
+// The scalars as (tag, step) -> value; a (tag, step) seen twice is a failure.
+std::map<Point, double> scalars_of(const xdino::Json& events) {
+  std::map<Point, double> out;
+  for (const auto& s : events["scalars"]) {
+    const Point p{s[0].get<std::string>(), s[1].get<int64_t>()};
+    EXPECT_TRUE(out.emplace(p, s[2].get<double>()).second)
+        << p.first << " at step " << p.second << " twice";
+  }
+  return out;
+}
+
+// Masked CRC as the TFRecord format defines it, written out independently of the library.
+uint32_t mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
+
+}  // namespace
+
+TEST(TensorBoard, Crc32cMatchesItsCheckValue) {
+  // The CRC-32C (Castagnoli) check value of "123456789" (RFC 3720, appendix B.4).
+  EXPECT_EQ(xdino::crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(xdino::crc32c(""), 0u);
+  EXPECT_EQ(xdino::crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4: 32 zeros
+  EXPECT_EQ(xdino::masked_crc32c("123456789"), mask(0xE3069283u));
+}
+
+TEST(TensorBoard, WrittenEventsReadBackAndCorruptionIsDetected) {
+  if (const std::string why = reader_missing(); !why.empty()) XDINO_SKIP_MISSING() << why;
+  const fs::path dir = xdino::testing::fresh_dir("tb_writer");
+  const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(100, 'x');
+  fs::path file;
+  {
+    xdino::EventWriter w(dir / "run");
+    file = w.path();
+    for (int64_t step = 0; step < 5; ++step) w.scalar("a/loss", 1.0 / (step + 1), step * 10);
+    w.image("pictures/attention", png, 7, 5, 3, 3);
+    w.scalar("b/top1", 73.5, 20);
+  }
+  const xdino::Json events = read_events({file});
+  const auto scalars = scalars_of(events);
+  ASSERT_EQ(scalars.size(), 6u) << events.dump();
+  for (int64_t step = 0; step < 5; ++step)
+    EXPECT_EQ(scalars.at({"a/loss", step * 10}), static_cast<float>(1.0 / (step + 1)));
+  EXPECT_EQ(scalars.at({"b/top1", 20}), 73.5);
+  ASSERT_EQ(events["images"].size(), 1u);
+  EXPECT_EQ(events["images"][0], xdino::Json::parse(R"(["pictures/attention", 3, 7, 5, 108])"));
+
+  // A flipped bit in the image record's data: that record and the one after are lost.
+  std::string bytes = xdino::read_file(file);
+  const size_t at = bytes.find("xxxxxxxxxx");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] ^= 0x40;
+  const fs::path broken = dir / "events.out.tfevents.broken";
+  std::ofstream(broken, std::ios::binary) << bytes;
+  const xdino::Json partial = read_events({broken});
+  EXPECT_EQ(partial["scalars"].size(), 5u) << partial.dump();
+  EXPECT_EQ(partial["images"].size(), 0u) << partial.dump();
+}
+
+TEST(TensorBoard, PruneKeepsExactlyWhatItIsTold) {
+  if (const std::string why = reader_missing(); !why.empty()) XDINO_SKIP_MISSING() << why;
+  const fs::path dir = xdino::testing::fresh_dir("tb_prune");
+  fs::path file;
+  {
+    xdino::EventWriter w(dir);
+    file = w.path();
+    for (int64_t step = 0; step < 10; ++step) {
+      w.scalar("train/loss", static_cast<double>(step), step);
+      w.scalar("epoch/loss", static_cast<double>(-step), step);
+    }
+  }
+  std::ofstream(dir / "notes.txt") << "not an event file";
+  xdino::prune_events(
+      dir, [](const std::string& tag, int64_t step) { return tag != "train/loss" || step < 4; });
+  EXPECT_EQ(xdino::read_file(dir / "notes.txt"), "not an event file");
+  const xdino::Json events = read_events({file});
+  std::vector<Point> order;
+  for (const auto& s : events["scalars"]) order.emplace_back(s[0], s[1]);
+  std::vector<Point> expected;
+  for (int64_t step = 0; step < 10; ++step) {
+    if (step < 4) expected.emplace_back("train/loss", step);
+    expected.emplace_back("epoch/loss", step);
+  }
+  EXPECT_EQ(order, expected);
+  xdino::prune_events(dir / "missing", [](const std::string&, int64_t) { return false; });
+}
+
+namespace {
+
+std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int epochs = 2) {
+  return cli::concat(
+      {{dino_binary()},
+       cli::train(data, out, "xcit_nano_12_p16"),
+       cli::epochs(epochs, 1),
+       cli::multi_crop(32, 16, 2),
+       {"--batch_size_per_gpu", "4", "--out_dim", "64", "--num_workers", "1", "--device", "cpu",
+        "--use_fp16", "false", "--saveckp_freq", "1", "--replicas", "1"}});
+}
+
+}  // namespace
+
+TEST(TensorBoard, TrainingCurvesFollowLogAndResumeWritesNoStepTwice) {
+  if (const std::string why = reader_missing(); !why.empty()) XDINO_SKIP_MISSING() << why;
+  const fs::path root = xdino::testing::fresh_dir("tb_train");
+  xdino::testing::write_ppm_folder(root / "img", 4, 32, 32);
+  const fs::path data = root / "img" / "train", run = root / "run", ref = root / "ref";
+  const auto full = run_process(train_args(data, run));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  fs::rename(run, ref);
+  const auto reference = scalars_of(read_events(event_files(ref)));
+
+  // Every number of every log.txt line, at step epoch.
+  std::istringstream log(xdino::read_file(ref / "log.txt"));
+  std::string line;
+  int lines = 0;
+  while (std::getline(log, line)) {
+    const xdino::Json j = xdino::Json::parse(line);
+    const int64_t epoch = j["epoch"];
+    for (const auto& [key, value] : j.items()) {
+      if (key == "epoch" || !value.is_number()) continue;
+      const auto it = reference.find({"epoch/" + key, epoch});
+      ASSERT_NE(it, reference.end()) << key << " at epoch " << epoch;
+      EXPECT_EQ(it->second, static_cast<float>(value.get<double>())) << key;
+    }
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2);
+  EXPECT_TRUE(reference.count({"train/loss", 1}) && reference.count({"train/loss", 3}));
+
+  // Interrupted after epoch 0, with epoch 1's events already in the file (a crash after the
+  // writer flushed them): the resumed run removes them and writes them again, once.
+  fs::create_directories(run);
+  fs::copy_file(ref / "checkpoint0000.pth", run / "checkpoint.pth");
+  for (const fs::path& f : event_files(ref)) fs::copy_file(f, run / f.filename());
+  const std::string text = xdino::read_file(ref / "log.txt");
+  std::ofstream(run / "log.txt") << text.substr(0, text.find('\n') + 1);
+  const auto resumed = run_process(train_args(data, run));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const auto after = scalars_of(read_events(event_files(run)));
+  ASSERT_EQ(after.size(), reference.size());
+  for (const auto& [point, value] : reference) {
+    const auto it = after.find(point);
+    ASSERT_NE(it, after.end()) << point.first << " at " << point.second;
+    // Resume is exact (tests/test_train_cli.cpp); images_per_second is a clock reading.
+    if (point.first != "train/images_per_second") {
+      EXPECT_EQ(it->second, value) << point.first << " at " << point.second;
+    }
+  }
+
+  const fs::path off = root / "off";
+  std::vector<std::string> args = train_args(data, off, 1);
+  args.insert(args.end(), {"--tensorboard", "false"});
+  ASSERT_EQ(run_process(args).exit_code, 0);
+  EXPECT_TRUE(event_files(off).empty());
+}
+
+TEST(TensorBoard, KnnBoardHoldsEveryKOnceAfterARerun) {
+  if (const std::string why = reader_missing(); !why.empty()) XDINO_SKIP_MISSING() << why;
+  const fs::path root = xdino::testing::fresh_dir("tb_knn");
+  xdino::testing::write_ppm_folder(root / "img", 4, 32, 32);
+  std::vector<std::string> args{dino_binary(),      "knn",         "--arch",
+                                "xcit_nano_12_p16", "--data_path", (root / "img").string()};
+  args.insert(args.end(), {"--image_size", "32", "--nb_knn", "1", "3", "--output_dir",
+                           (root / "knn").string(), "--num_workers", "1"});
+  for (int run = 0; run < 2; ++run) {
+    const auto r = run_process(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const auto scalars = scalars_of(read_events(event_files(root / "knn")));
+  const xdino::Json knn = xdino::Json::parse(xdino::read_file(root / "knn" / "knn.json"));
+  ASSERT_EQ(knn["results"].size(), 2u);
+  EXPECT_EQ(scalars.size(), 4u);
+  for (const auto& row : knn["results"]) {
+    const int64_t k = row["k"];
+    EXPECT_EQ(scalars.at({"knn/top1", k}), static_cast<float>(row["top1"].get<double>()));
+    EXPECT_EQ(scalars.at({"knn/top5", k}), static_cast<float>(row["top5"].get<double>()));
+  }
+}
