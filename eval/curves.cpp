@@ -56,10 +56,28 @@ void dashed_hline(cv::Mat& img, int x0, int x1, int y, const cv::Scalar& color) 
   for (int x = x0; x < x1; x += 10) cv::line(img, {x, y}, {std::min(x + 5, x1), y}, color, 2);
 }
 
-// One panel in `area`: axes, ticks, the curve with markers, reference lines with labels.
+// Under the panels, a legend strip: one row per entry (the curve, then each reference line),
+// so no label is drawn over a line or over another label, however close the lines run.
+constexpr int kPanelWidth = 420, kPanelHeight = 320, kLegendRow = 16;
+constexpr int kLegendHeight = 4 * kLegendRow + 8;  // the k-NN panel's curve + 3 references
+
+void legend_entry(cv::Mat& img, cv::Point at, const std::string& text, const cv::Scalar& color,
+                  bool dashed) {
+  const int y = at.y - 4;
+  if (dashed)
+    dashed_hline(img, at.x, at.x + 30, y, color);
+  else {
+    cv::line(img, {at.x, y}, {at.x + 30, y}, color, 2, cv::LINE_AA);
+    cv::circle(img, {at.x + 15, y}, 3, color, cv::FILLED, cv::LINE_AA);
+  }
+  cv::putText(img, text, {at.x + 38, at.y}, cv::FONT_HERSHEY_SIMPLEX, 0.4, color, 1, cv::LINE_AA);
+}
+
+// One panel in `area`: axes, ticks, the curve with markers, reference lines; their legend in
+// the strip below `area`.
 void draw_panel(cv::Mat& img, const cv::Rect& area, const std::string& title,
-                const std::vector<CurvePoint>& points, const std::vector<Line>& refs,
-                double x_max) {
+                const std::string& curve_name, const std::vector<CurvePoint>& points,
+                const std::vector<Line>& refs, double x_max) {
   const int font = cv::FONT_HERSHEY_SIMPLEX;
   cv::putText(img, title, {area.x + 10, area.y + 22}, font, 0.55, kInk, 1, cv::LINE_AA);
   const cv::Rect plot(area.x + 60, area.y + 40, area.width - 80, area.height - 85);
@@ -92,15 +110,7 @@ void draw_panel(cv::Mat& img, const cv::Rect& area, const std::string& title,
   cv::rectangle(img, plot, kInk, 1);
   cv::putText(img, "images seen", {plot.x + plot.width / 2 - 40, plot.y + plot.height + 38}, font,
               0.42, kInk, 1, cv::LINE_AA);
-  // Reference labels in the bottom-left corner, clear of the lines and of each other.
-  int label_y = plot.y + plot.height - 8 - 15 * static_cast<int>(refs.size() - 1);
-  for (const auto& r : refs) {
-    dashed_hline(img, plot.x, plot.x + plot.width, py(r.y), r.color);
-    char text[96];
-    std::snprintf(text, sizeof text, "- - %s %.2f", r.label.c_str(), r.y);
-    cv::putText(img, text, {plot.x + 6, label_y}, font, 0.4, r.color, 1, cv::LINE_AA);
-    label_y += 15;
-  }
+  for (const auto& r : refs) dashed_hline(img, plot.x, plot.x + plot.width, py(r.y), r.color);
   for (size_t i = 0; i < points.size(); ++i) {
     const cv::Point p(px(points[i].images_seen), py(points[i].value));
     if (i > 0)
@@ -108,11 +118,18 @@ void draw_panel(cv::Mat& img, const cv::Rect& area, const std::string& title,
                cv::LINE_AA);
     cv::circle(img, p, 3, kCurve, cv::FILLED, cv::LINE_AA);
   }
+  cv::Point row(plot.x, area.y + area.height + kLegendRow);
   if (!points.empty()) {
-    char text[64];
-    std::snprintf(text, sizeof text, "last %.4g", points.back().value);
-    cv::putText(img, text, {plot.x + plot.width - 90, plot.y + plot.height - 8}, font, 0.4, kCurve,
-                1, cv::LINE_AA);
+    char text[96];
+    std::snprintf(text, sizeof text, "%s, last %.4g", curve_name.c_str(), points.back().value);
+    legend_entry(img, row, text, kCurve, false);
+    row.y += kLegendRow;
+  }
+  for (const auto& r : refs) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%s %.2f", r.label.c_str(), r.y);
+    legend_entry(img, row, text, r.color, true);
+    row.y += kLegendRow;
   }
 }
 
@@ -168,10 +185,10 @@ void write_training_curves(const fs::path& dir) {
   double x_max = 1;
   for (const auto* series : {&c.loss, &c.teacher_entropy, &c.knn_top1})
     for (const auto& p : *series) x_max = std::max(x_max, p.images_seen);
-  const int w = 420, h = 320;
-  cv::Mat img(h, 3 * w, CV_8UC3, cv::Scalar(255, 255, 255));
-  draw_panel(img, {0, 0, w, h}, "DINO loss", c.loss, {}, x_max);
-  draw_panel(img, {w, 0, w, h}, "teacher entropy (nats)", c.teacher_entropy, {}, x_max);
+  const int w = kPanelWidth, h = kPanelHeight;
+  cv::Mat img(h + kLegendHeight, 3 * w, CV_8UC3, cv::Scalar(255, 255, 255));
+  draw_panel(img, {0, 0, w, h}, "DINO loss", "loss", c.loss, {}, x_max);
+  draw_panel(img, {w, 0, w, h}, "teacher entropy (nats)", "entropy", c.teacher_entropy, {}, x_max);
   std::vector<Line> refs;
   if (c.knn_pixels) refs.push_back({*c.knn_pixels, "raw pixels", cv::Scalar(30, 120, 30)});
   if (c.knn_random)
@@ -183,7 +200,7 @@ void write_training_curves(const fs::path& dir) {
   std::string title = "online 20-NN top-1 (%)";
   if (c.knn_train > 0)
     title += ", " + std::to_string(c.knn_train) + "/" + std::to_string(c.knn_val) + " images";
-  draw_panel(img, {2 * w, 0, w, h}, title, c.knn_top1, refs, x_max);
+  draw_panel(img, {2 * w, 0, w, h}, title, "teacher", c.knn_top1, refs, x_max);
   augment::write_png(dir / "curves.png", img);
 }
 

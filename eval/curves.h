@@ -12,8 +12,10 @@
 //    with horizontal reference lines: raw pixels, random init, and random init with the
 //    BatchNorm statistics of the data (the line learning must clear; docs/evaluation.md,
 //    "The random-weights reference"). A backbone without BatchNorm has one random-init line,
-//    labelled so. Writes <dir>/curves.png atomically. Panels without data say so. Rank 0's
-//    job.
+//    labelled so. Every label (the curve's last value, each reference line's name and value)
+//    is a row of a legend strip under its panel, never drawn over the plot, so close lines
+//    leave them legible. Writes <dir>/curves.png (1260 x 392) atomically. Panels without data
+//    say so. Rank 0's job.
 #pragma once
 
 #include <filesystem>

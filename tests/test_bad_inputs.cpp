@@ -17,9 +17,11 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
+namespace cli = xdino::testing::cli;
 namespace fs = std::filesystem;
 using xdino::read_file;
 using xdino::testing::count_lines;
@@ -57,6 +59,15 @@ void gzip_file(const fs::path& from, const fs::path& to) {
   gzclose(f);
 }
 
+// `train` of xcit_nano_12_p16 on the image folder root/img/train for one epoch, no warm-up, at
+// batch 2: what the checkpoint SetUpTestSuite makes and the rows that train share.
+std::vector<std::string> train_on_images(const fs::path& root) {
+  return cli::concat(
+      {{"train", "--arch", "xcit_nano_12_p16", "--data_path", (root / "img" / "train").string()},
+       cli::epochs(1, 0),
+       {"--batch_size_per_gpu", "2"}});
+}
+
 // Files every row reads, made once: an image folder, a small DINO checkpoint of
 // xcit_nano_12_p16 trained on it, and IDX folders with one defect each.
 class BadInputs : public ::testing::Test {
@@ -64,38 +75,12 @@ class BadInputs : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = xdino::testing::fresh_dir("bad_inputs");
     xdino::testing::write_ppm_folder(root_ / "img", 3, 36, 30);
-    const auto r = run_process({dino_binary(),
-                                "train",
-                                "--arch",
-                                "xcit_nano_12_p16",
-                                "--data_path",
-                                (root_ / "img" / "train").string(),
-                                "--epochs",
-                                "1",
-                                "--warmup_epochs",
-                                "0",
-                                "--batch_size_per_gpu",
-                                "2",
-                                "--out_dim",
-                                "64",
-                                "--head_hidden_dim",
-                                "32",
-                                "--head_bottleneck_dim",
-                                "16",
-                                "--global_crops_size",
-                                "32",
-                                "--local_crops_size",
-                                "16",
-                                "--local_crops_number",
-                                "1",
-                                "--num_workers",
-                                "0",
-                                "--device",
-                                "cpu",
-                                "--use_fp16",
-                                "false",
-                                "--output_dir",
-                                (root_ / "run").string()});
+    const auto r = run_process(cli::concat({{dino_binary()},
+                                            train_on_images(root_),
+                                            cli::dino_head(64, 32, 16),
+                                            cli::multi_crop(32, 16, 1),
+                                            {"--num_workers", "0", "--device", "cpu", "--use_fp16",
+                                             "false", "--output_dir", (root_ / "run").string()}}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
     fs::create_directories(root_ / "a_dir");
@@ -224,25 +209,10 @@ std::vector<std::string> float_features(const fs::path& root, const fs::path& ou
 
 // `dino train` for one tiny epoch on the image folder, with `more` after it.
 std::vector<std::string> train_with(const fs::path& root, const std::vector<std::string>& more) {
-  std::vector<std::string> a{"train",
-                             "--arch",
-                             "xcit_nano_12_p16",
-                             "--data_path",
-                             (root / "img" / "train").string(),
-                             "--epochs",
-                             "1",
-                             "--warmup_epochs",
-                             "0",
-                             "--batch_size_per_gpu",
-                             "2",
-                             "--out_dim",
-                             "64",
-                             "--device",
-                             "cpu",
-                             "--output_dir",
-                             (root / "train_out").string()};
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
+  return cli::concat(
+      {train_on_images(root),
+       {"--out_dim", "64", "--device", "cpu", "--output_dir", (root / "train_out").string()},
+       more});
 }
 
 const std::vector<BadInput>& table() {

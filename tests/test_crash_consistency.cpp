@@ -17,9 +17,11 @@
 
 #include "core/atomic_file.h"
 #include "core/pth.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
+namespace cli = xdino::testing::cli;
 namespace fs = std::filesystem;
 using xdino::testing::dino_binary;
 using xdino::testing::run_process;
@@ -27,44 +29,15 @@ using xdino::testing::run_process;
 namespace {
 
 std::vector<std::string> train_argv(const fs::path& data, const fs::path& out, int epochs) {
-  return {dino_binary(),
-          "train",
-          "--arch",
-          "xcit_nano_12_p16",
-          "--data_path",
-          (data / "train").string(),
-          "--epochs",
-          std::to_string(epochs),
-          "--warmup_epochs",
-          "1",
-          "--batch_size_per_gpu",
-          "4",
-          "--out_dim",
-          "64",
-          "--head_hidden_dim",
-          "32",
-          "--head_bottleneck_dim",
-          "16",
-          "--global_crops_size",
-          "32",
-          "--local_crops_size",
-          "16",
-          "--local_crops_number",
-          "1",
-          "--num_workers",
-          "1",
-          "--device",
-          "cpu",
-          "--use_fp16",
-          "false",
-          "--saveckp_freq",
-          "2",
-          "--knn_every",
-          "1",
-          "--knn_data_path",
-          data.string(),
-          "--output_dir",
-          out.string()};
+  return cli::concat(
+      {{dino_binary(), "train", "--arch", "xcit_nano_12_p16", "--data_path",
+        (data / "train").string()},
+       cli::epochs(epochs, 1),
+       {"--batch_size_per_gpu", "4"},
+       cli::dino_head(64, 32, 16),
+       cli::multi_crop(32, 16, 1),
+       {"--num_workers", "1", "--device", "cpu", "--use_fp16", "false", "--saveckp_freq", "2",
+        "--knn_every", "1", "--knn_data_path", data.string(), "--output_dir", out.string()}});
 }
 
 std::vector<std::string> temporaries(const fs::path& dir) {

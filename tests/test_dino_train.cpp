@@ -151,6 +151,22 @@ void expect_sigterm_resume_is_exact(xdino::ssl::DinoOptions opt) {
             xdino::read_file(split.path() / "log.txt"));
 }
 
+namespace {
+
+// tiny_options with the registry's backbone `arch`, a 64-wide head and global / local crops of
+// `global_px` / `local_px`: the real backbones' mid-epoch resume tests.
+DinoOptions registry_backbone_options(const fs::path& dir, const std::string& arch, int global_px,
+                                      int local_px) {
+  auto opt = tiny_options(dir);
+  opt.arch = arch;
+  opt.head.out_dim = 64;
+  opt.global_crops_size = global_px;
+  opt.local_crops_size = local_px;
+  return opt;
+}
+
+}  // namespace
+
 TEST(DinoTrain, SigtermMidEpochSavesAndResumeContinuesExactly) {
   TempDir unused;
   expect_sigterm_resume_is_exact(tiny_options(unused.path()));
@@ -159,35 +175,22 @@ TEST(DinoTrain, SigtermMidEpochSavesAndResumeContinuesExactly) {
 TEST(DinoTrain, XCiTNanoResumesExactlyMidEpoch) {
   // The real backbone: XCiT BatchNorm buffers, drop path in every XCA block.
   TempDir unused;
-  auto opt = tiny_options(unused.path());
-  opt.arch = "xcit_nano_12_p16";
-  opt.head.out_dim = 64;
-  opt.global_crops_size = 32;
-  opt.local_crops_size = 16;
-  expect_sigterm_resume_is_exact(opt);
+  expect_sigterm_resume_is_exact(
+      registry_backbone_options(unused.path(), "xcit_nano_12_p16", 32, 16));
 }
 
 TEST(DinoTrain, ResNetResumesExactlyMidEpoch) {
   // A ResNet: every layer's BatchNorm running statistics (buffers the checkpoint carries, in
   // the student and the teacher) must come back as they were mid-epoch.
   TempDir unused;
-  auto opt = tiny_options(unused.path());
-  opt.arch = "resnet18";
-  opt.head.out_dim = 64;
-  opt.global_crops_size = 32;
-  opt.local_crops_size = 16;
-  expect_sigterm_resume_is_exact(opt);
+  expect_sigterm_resume_is_exact(registry_backbone_options(unused.path(), "resnet18", 32, 16));
 }
 
 TEST(DinoTrain, ReplicasResumeExactlyMidEpoch) {
   // Two replicas (docs/dino.md, "Replicas"): the generator state a checkpoint saves is the one
   // the split step leaves, and the step does not depend on thread timing.
   TempDir unused;
-  auto opt = tiny_options(unused.path());
-  opt.arch = "xcit_nano_4_p4";
-  opt.head.out_dim = 64;
-  opt.global_crops_size = 28;
-  opt.local_crops_size = 12;
+  auto opt = registry_backbone_options(unused.path(), "xcit_nano_4_p4", 28, 12);
   opt.replicas = 2;
   expect_sigterm_resume_is_exact(opt);
 }

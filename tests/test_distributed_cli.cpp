@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -21,10 +22,12 @@
 #include "core/pth.h"
 #include "distributed/distributed.h"
 #include "distributed/rendezvous.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 
+namespace cli = xdino::testing::cli;
 namespace fs = std::filesystem;
 using xdino::read_file;
 using xdino::testing::count_of;
@@ -35,33 +38,12 @@ namespace {
 
 std::vector<std::string> dist_train_args(const fs::path& data, const fs::path& out, int epochs,
                                          int batch) {
-  return {"train",
-          "--data_path",
-          data.string(),
-          "--output_dir",
-          out.string(),
-          "--arch",
-          "xcit_nano_12_p16",
-          "--out_dim",
-          "64",
-          "--global_crops_size",
-          "32",
-          "--local_crops_size",
-          "16",
-          "--local_crops_number",
-          "2",
-          "--batch_size_per_gpu",
-          std::to_string(batch),
-          "--epochs",
-          std::to_string(epochs),
-          "--warmup_epochs",
-          "0",
-          "--num_workers",
-          "1",
-          "--saveckp_freq",
-          "1",
-          "--device",
-          "cpu"};
+  return cli::concat({cli::train(data, out, "xcit_nano_12_p16"),
+                      {"--out_dim", "64"},
+                      cli::multi_crop(32, 16, 2),
+                      {"--batch_size_per_gpu", std::to_string(batch)},
+                      cli::epochs(epochs, 0),
+                      {"--num_workers", "1", "--saveckp_freq", "1", "--device", "cpu"}});
 }
 
 std::vector<std::string> launch(int nproc, std::vector<std::string> child,
@@ -228,10 +210,15 @@ TEST_F(DistributedCli, OnlyRankZeroWritesAndOneProcessResumesTheRun) {
       << r.err;
   EXPECT_EQ(r.err.find("[rank 1]"), std::string::npos) << r.err;
   // Exactly what one process writes: no second log line, no stray temporary files.
+  // and one TensorBoard file, events.out.tfevents.<time>.<host>.<pid>.0 (rank 0's).
   std::set<std::string> files;
-  for (const auto& e : fs::directory_iterator(out_)) files.insert(e.path().filename());
+  for (const auto& e : fs::directory_iterator(out_)) {
+    const std::string name = e.path().filename();
+    files.insert(name.rfind("events.out.tfevents.", 0) == 0 ? "events" : name);
+  }
   EXPECT_EQ(files, (std::set<std::string>{"config.ini", "log.txt", "curves.png", "checkpoint.pth",
-                                          "checkpoint0000.pth"}));
+                                          "checkpoint0000.pth", "events"}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(out_), fs::directory_iterator()), 6);  // one each
   EXPECT_EQ(count_of(read_file(out_ / "log.txt"), "\n"), 1u);
   EXPECT_EQ(count_of(r.out, "Averaged stats"), 1u) << r.out;
   EXPECT_NE(r.out.find("total batch 16"), std::string::npos) << r.out;

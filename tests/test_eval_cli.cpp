@@ -55,6 +55,17 @@ xdino::Json results_of(const fs::path& knn_json) {
   return xdino::parse_json(text, knn_json.string()).at("results");
 }
 
+// `knn` of a random xcit_nano_12_p16 at 32 px on the ImageFolder `root`, one loader worker, with
+// --nb_knn `nb_knn` and --batch_size_per_gpu `batch`: what the two-process tests run both ways.
+std::vector<std::string> nano_knn_args(const fs::path& root, const std::vector<std::string>& nb_knn,
+                                       int batch) {
+  std::vector<std::string> args{"knn", "--arch",      "xcit_nano_12_p16", "--image_size",
+                                "32",  "--data_path", root.string(),      "--nb_knn"};
+  args.insert(args.end(), nb_knn.begin(), nb_knn.end());
+  args.insert(args.end(), {"--num_workers", "1", "--batch_size_per_gpu", std::to_string(batch)});
+  return args;
+}
+
 // `dino <common>` as one process and under `dino launch --nproc 2`, writing to root/one and
 // root/two, the features dumped to root/one_dump and root/two_dump; both must succeed.
 void run_on_one_and_two_processes(const std::vector<std::string>& common, const fs::path& root) {
@@ -105,22 +116,7 @@ TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
   // 9 train images on 2 processes: the DistributedSampler pads one duplicate.
   const fs::path root = make_ppm_folder("knn_dist", 5, 3);
   fs::remove(root / "train/b/x4.ppm");
-  const std::vector<std::string> common = {"knn",
-                                           "--arch",
-                                           "xcit_nano_12_p16",
-                                           "--image_size",
-                                           "32",
-                                           "--data_path",
-                                           root.string(),
-                                           "--nb_knn",
-                                           "1",
-                                           "3",
-                                           "5",
-                                           "--num_workers",
-                                           "1",
-                                           "--batch_size_per_gpu",
-                                           "2"};
-  run_on_one_and_two_processes(common, root);
+  run_on_one_and_two_processes(nano_knn_args(root, {"1", "3", "5"}, 2), root);
   if (HasFatalFailure()) return;
   EXPECT_EQ(results_of(root / "two/knn.json"), results_of(root / "one/knn.json"));
   const auto a = xdino::eval::read_features(root / "one_dump/trainfeat.h5");
@@ -136,22 +132,8 @@ TEST(EvalCli, KnnOnTwoProcessesEqualsOneProcess) {
 // process and 4 + 4 on two give the same statistics, the same features and the same k-NN.
 TEST(EvalCli, KnnRecalibrateBnOnTwoProcessesEqualsOneProcess) {
   const fs::path root = make_ppm_folder("knn_dist_bn", 4, 10);
-  const std::vector<std::string> common = {"knn",
-                                           "--arch",
-                                           "xcit_nano_12_p16",
-                                           "--image_size",
-                                           "32",
-                                           "--data_path",
-                                           root.string(),
-                                           "--nb_knn",
-                                           "1",
-                                           "3",
-                                           "--num_workers",
-                                           "1",
-                                           "--batch_size_per_gpu",
-                                           "8",
-                                           "--recalibrate_bn",
-                                           "8"};
+  std::vector<std::string> common = nano_knn_args(root, {"1", "3"}, 8);
+  common.insert(common.end(), {"--recalibrate_bn", "8"});
   run_on_one_and_two_processes(common, root);
   if (HasFatalFailure()) return;
   for (const char* file : {"trainfeat_data_bn.h5", "testfeat_data_bn.h5"}) {

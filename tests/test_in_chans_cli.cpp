@@ -12,11 +12,13 @@
 #include "core/atomic_file.h"
 #include "core/ivalue.h"
 #include "core/pth.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 #include "tests/support/train_fixture.h"
 
+namespace cli = xdino::testing::cli;
 namespace fs = std::filesystem;
 using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
@@ -27,40 +29,14 @@ using xdino::testing::TempDir;
 namespace {
 
 std::vector<std::string> gray_train_args(const fs::path& data, const fs::path& out) {
-  return {dino_binary(),
-          "train",
-          "--data_path",
-          data.string(),
-          "--output_dir",
-          out.string(),
-          "--arch",
-          "xcit_nano_4_p4",
-          "--in_chans",
-          "1",
-          "--max_samples",
-          "64",
-          "--out_dim",
-          "64",
-          "--head_hidden_dim",
-          "64",
-          "--head_bottleneck_dim",
-          "32",
-          "--global_crops_size",
-          "28",
-          "--local_crops_size",
-          "12",
-          "--local_crops_number",
-          "2",
-          "--batch_size_per_gpu",
-          "16",
-          "--epochs",
-          "1",
-          "--warmup_epochs",
-          "0",
-          "--num_workers",
-          "1",
-          "--device",
-          "cpu"};
+  return cli::concat({{dino_binary()},
+                      cli::train(data, out, "xcit_nano_4_p4"),
+                      {"--in_chans", "1", "--max_samples", "64"},
+                      cli::dino_head(64, 64, 32),
+                      cli::multi_crop(28, 12, 2),
+                      {"--batch_size_per_gpu", "16"},
+                      cli::epochs(1, 0),
+                      {"--num_workers", "1", "--device", "cpu"}});
 }
 
 std::vector<std::string> knn_args(const fs::path& weights, const fs::path& out) {

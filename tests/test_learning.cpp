@@ -24,10 +24,12 @@
 
 #include "core/atomic_file.h"
 #include "core/json.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/textures.h"
 
+namespace cli = xdino::testing::cli;
 namespace fs = std::filesystem;
 using namespace xdino;
 using xdino::testing::dino_binary;
@@ -49,50 +51,17 @@ TEST(Learning, DinoLowersItsLossAndKeepsItsKnnNearTheBatchNormReference) {
   const fs::path root = xdino::testing::fresh_dir("learning");
   const fs::path data = root / "data", out = root / "train";
   xdino::testing::write_textures(data, kTrainPerClass, kValPerClass);
-  const auto r = run_process({dino_binary(),
-                              "train",
-                              "--data_path",
-                              data.string(),
-                              "--output_dir",
-                              out.string(),
-                              "--arch",
-                              "xcit_nano_4_p4",
-                              "--out_dim",
-                              "256",
-                              "--head_hidden_dim",
-                              "256",
-                              "--head_bottleneck_dim",
-                              "64",
-                              "--global_crops_size",
-                              "32",
-                              "--local_crops_size",
-                              "16",
-                              "--local_crops_number",
-                              "2",
-                              "--blur_sigma",
-                              "0.02",
-                              "0.3",
-                              "--batch_size_per_gpu",
-                              "32",
-                              "--epochs",
-                              std::to_string(kEpochs),
-                              "--warmup_epochs",
-                              "1",
-                              "--lr",
-                              "0.002",
-                              "--momentum_teacher",
-                              "0.99",
-                              "--knn_every",
-                              "1",
-                              "--knn_train_samples",
-                              std::to_string(4 * kTrainPerClass),
-                              "--knn_val_samples",
-                              std::to_string(4 * kValPerClass),
-                              "--num_workers",
-                              "1",
-                              "--device",
-                              "cpu"},
-                             {{"OMP_NUM_THREADS", "2"}});
+  const auto r = run_process(
+      cli::concat({{dino_binary()},
+                   cli::train(data, out, "xcit_nano_4_p4"),
+                   cli::dino_head(256, 256, 64),
+                   cli::multi_crop(32, 16, 2),
+                   {"--blur_sigma", "0.02", "0.3", "--batch_size_per_gpu", "32"},
+                   cli::epochs(kEpochs, 1),
+                   {"--lr", "0.002", "--momentum_teacher", "0.99", "--knn_every", "1",
+                    "--knn_train_samples", std::to_string(4 * kTrainPerClass), "--knn_val_samples",
+                    std::to_string(4 * kValPerClass), "--num_workers", "1", "--device", "cpu"}}),
+      {{"OMP_NUM_THREADS", "2"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   const Json ref = parse_json(read_file(out / "knn_reference.json"), "knn_reference.json");

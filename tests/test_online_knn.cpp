@@ -243,7 +243,7 @@ TEST(TrainingCurves, ReadsTheLogAndTheReferenceAndDrawsThreePanels) {
   const cv::Mat png = cv::imread((dir / "curves.png").string());
   ASSERT_FALSE(png.empty());
   EXPECT_EQ(png.cols, 3 * 420);
-  EXPECT_EQ(png.rows, 320);
+  EXPECT_EQ(png.rows, 320 + 72);  // the panels, then the legend strip
   // The curve colour appears in each panel (something was drawn, not just axes).
   for (int panel = 0; panel < 3; ++panel) {
     int orange = 0;
@@ -256,17 +256,21 @@ TEST(TrainingCurves, ReadsTheLogAndTheReferenceAndDrawsThreePanels) {
   }
   // The reference line with the data's BatchNorm statistics, in its own colour, in the k-NN
   // panel only.
-  const auto purple = [&](int panel) {
+  const auto purple = [&](int panel, int y0 = 0, int y1 = 320 + 72) {
     int n = 0;
-    for (int y = 0; y < png.rows; ++y)
+    for (int y = y0; y < y1; ++y)
       for (int x = panel * 420; x < (panel + 1) * 420; ++x) {
         const cv::Vec3b p = png.at<cv::Vec3b>(y, x);
         n += p[2] == 150 && p[1] == 60 && p[0] == 150;
       }
     return n;
   };
-  EXPECT_GT(purple(2), 100);
+  EXPECT_GT(purple(2, 0, 320), 100);
   EXPECT_EQ(purple(0) + purple(1), 0);
+  // Its label is a row of the legend strip: the k-NN panel's fourth (curve, pixels, random,
+  // random with the data's BatchNorm), not drawn over the plot.
+  EXPECT_GT(purple(2, 320 + 3 * 16, 320 + 4 * 16 + 4), 20);
+  EXPECT_EQ(purple(2, 320, 320 + 3 * 16), 0);
 
   // A backbone without BatchNorm: null, and no such line.
   write_file_atomically(dir / "knn_reference.json",

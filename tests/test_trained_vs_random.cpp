@@ -25,10 +25,12 @@
 #include "core/ivalue.h"
 #include "core/json.h"
 #include "core/pth.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 
+namespace cli = xdino::testing::cli;
 namespace fs = std::filesystem;
 using xdino::testing::dino_binary;
 using xdino::testing::kPython;
@@ -68,48 +70,17 @@ TEST(TrainedVsRandom, DinoTrainedViTFindsCroppedCopiesBetterThanRandomWeights) {
 
   const std::vector<std::string> model = {"--arch", "vit_tiny", "--patch_size",
                                           "16",     "--seed",   "0"};
-  std::vector<std::string> train = {dino_binary(),   "train",
-                                    "--data_path",   (dir / "photos").string(),
-                                    "--output_dir",  (dir / "train").string(),
-                                    "--num_workers", "1",
-                                    "--device",      "cpu"};
-  train.insert(train.end(), model.begin(), model.end());
-  for (const char* a : {"--global_crops_size",
-                        "64",
-                        "--local_crops_size",
-                        "32",
-                        "--local_crops_number",
-                        "2",
-                        "--blur_sigma",
-                        "0.05",
-                        "0.6",
-                        "--out_dim",
-                        "256",
-                        "--head_hidden_dim",
-                        "256",
-                        "--head_bottleneck_dim",
-                        "64",
-                        "--batch_size_per_gpu",
-                        "32",
-                        "--freeze_last_layer",
-                        "0",
-                        "--drop_path_rate",
-                        "0",
-                        "--epochs",
-                        "3",
-                        "--warmup_epochs",
-                        "1",
-                        "--lr",
-                        "0.008",
-                        "--momentum_teacher",
-                        "0.95",
-                        "--teacher_temp",
-                        "0.02",
-                        "--warmup_teacher_temp",
-                        "0.02",
-                        "--weight_decay_end",
-                        "0.04"})
-    train.push_back(a);
+  const std::vector<std::string> train = cli::concat(
+      {{dino_binary(), "train", "--data_path", (dir / "photos").string(), "--output_dir",
+        (dir / "train").string(), "--num_workers", "1", "--device", "cpu"},
+       model,
+       cli::multi_crop(64, 32, 2),
+       {"--blur_sigma", "0.05", "0.6"},
+       cli::dino_head(256, 256, 64),
+       {"--batch_size_per_gpu", "32", "--freeze_last_layer", "0", "--drop_path_rate", "0"},
+       cli::epochs(3, 1),
+       {"--lr", "0.008", "--momentum_teacher", "0.95", "--teacher_temp", "0.02",
+        "--warmup_teacher_temp", "0.02", "--weight_decay_end", "0.04"}});
   r = run_process(train);
   ASSERT_EQ(r.exit_code, 0) << r.err;
 

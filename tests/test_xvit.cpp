@@ -18,6 +18,7 @@
 #ifdef XDINO_TEST_XVIT_CLI
 #include "core/atomic_file.h"
 #include "eval/report.h"
+#include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #endif
@@ -331,32 +332,15 @@ TEST(XViTCli, DinoTrainSmoke) {
   const fs::path data = xdino::testing::fresh_temp_dir("xvit_data");
   const fs::path out = xdino::testing::fresh_temp_dir("xvit_out");
   xdino::testing::write_random_idx(data, 16);
-  const auto r = xdino::testing::run_process({xdino::testing::dino_binary(),
-                                              "train",
-                                              "--data_path",
-                                              data.string(),
-                                              "--output_dir",
-                                              out.string(),
-                                              "--arch",
-                                              "xvit_tiny",
-                                              "--out_dim",
-                                              "32",
-                                              "--global_crops_size",
-                                              "32",
-                                              "--local_crops_size",
-                                              "16",
-                                              "--local_crops_number",
-                                              "1",
-                                              "--batch_size_per_gpu",
-                                              "8",
-                                              "--epochs",
-                                              "1",
-                                              "--warmup_epochs",
-                                              "0",
-                                              "--num_workers",
-                                              "1",
-                                              "--device",
-                                              "cpu"});
+  namespace cli = xdino::testing::cli;
+  const auto r =
+      xdino::testing::run_process(cli::concat({{xdino::testing::dino_binary()},
+                                               cli::train(data, out, "xvit_tiny"),
+                                               {"--out_dim", "32"},
+                                               cli::multi_crop(32, 16, 1),
+                                               {"--batch_size_per_gpu", "8"},
+                                               cli::epochs(1, 0),
+                                               {"--num_workers", "1", "--device", "cpu"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out / "checkpoint.pth"));
   EXPECT_NE(xdino::read_file(out / "config.ini").find("arch = xvit_tiny"), std::string::npos);

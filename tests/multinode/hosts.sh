@@ -17,9 +17,17 @@
 #    netem can make).
 #  - hosts_down: kills every process left in the namespaces, deletes them and their
 #    /etc/netns folders. Idempotent; runs on every exit path.
+#  - hosts_test_start NAME DINO_BINARY: the opening of a two-host test: sets $dino to the
+#    binary's absolute path, skips or fails as hosts_require and require_fashion_mnist do (then
+#    $fashion_mnist is the data), brings the hosts up (hosts_up) and makes $work, a fresh folder
+#    /tmp/xdino_NAME.XXXXXX for the logs; on EXIT, hosts_down, and $work is removed, or kept
+#    and named on stderr when the test has set $failed.
+# Also brings tests/support/wait.sh (wait_for, wait_for_line, pid_of_rank): a host test waits
+# on the ranks it starts in the background.
 # Traffic never leaves the two namespaces: no address outside them is used.
 
 source "$(dirname "${BASH_SOURCE[0]}")/../support/require.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../support/wait.sh"
 
 hosts_require() {
   require_root "network namespaces"
@@ -97,6 +105,16 @@ cut_link() { ip -n "$HOST_A" link set eth0 down; }
 restore_link() {
   ip -n "$HOST_A" link set eth0 up
   ip -n "$HOST_A" addr replace "$ADDR_A/24" dev eth0
+}
+
+hosts_test_start() {  # NAME DINO_BINARY
+  dino=$(readlink -f "$2")
+  hosts_require
+  require_fashion_mnist
+  hosts_up
+  work=$(mktemp -d "/tmp/xdino_$1.XXXXXX")
+  # On a failure the logs stay, and the line says where.
+  trap 'hosts_down; if [[ -n ${failed:-} ]]; then echo "logs: $work" >&2; else rm -rf "$work"; fi' EXIT
 }
 
 tbf_link() {

@@ -28,13 +28,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/hosts.sh"
-source "$here/../support/wait.sh"
-dino=$(readlink -f "$1")
-hosts_require
-require_fashion_mnist
-hosts_up
-work=$(mktemp -d /tmp/xdino_healing.XXXXXX)
-trap 'hosts_down; if [[ -n ${failed:-} ]]; then echo "logs: $work" >&2; else rm -rf "$work"; fi' EXIT
+source "$here/small_run.sh"
+hosts_test_start healing "$1"
 port=29600
 rdzv_timeout=20
 heartbeat=8
@@ -46,10 +41,7 @@ fail() { echo "FAIL: $*" >&2; failed=1; exit 1; }
 run=$work/run  # every run writes here: its path is in the checkpoint's args
 # 128 images, 4 ranks x 8 = 4 iterations per epoch, 4 epochs.
 train_args() {
-  echo train --data_path "${data:-$fashion_mnist}" --max_samples 128 --arch xcit_nano_4_p4 \
-    --global_crops_size 28 --local_crops_size 12 --local_crops_number 2 --out_dim 64 \
-    --head_hidden_dim 64 --head_bottleneck_dim 32 --batch_size_per_gpu 8 --epochs 4 \
-    --warmup_epochs 1 --num_workers 1 --saveckp_freq 100 --seed 0 --output_dir "$run" \
+  small_train_args "${data:-$fashion_mnist}" "$run" 4 \
     --saveckp_minutes 0.001 --dist_timeout 600 --dist_heartbeat_timeout $heartbeat
 }
 # Node N's launcher, healing, in the background: pid in $a (node 0) or $b (node 1).

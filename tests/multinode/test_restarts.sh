@@ -15,6 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../support/require.sh"
 source "$here/../support/wait.sh"
+source "$here/small_run.sh"
 dino=$(readlink -f "$1")
 require_fashion_mnist
 work=$(mktemp -d /tmp/xdino_restarts.XXXXXX)
@@ -27,10 +28,7 @@ run=$work/run  # every run writes here: its path is in the checkpoint's args
 # 128 images, 2 ranks x 8 = 8 iterations per epoch, 3 epochs; a checkpoint after (nearly)
 # every iteration.
 train_args() {
-  echo train --data_path "$fashion_mnist" --max_samples 128 --arch xcit_nano_4_p4 \
-    --global_crops_size 28 --local_crops_size 12 --local_crops_number 2 --out_dim 64 \
-    --head_hidden_dim 64 --head_bottleneck_dim 32 --batch_size_per_gpu 8 --epochs 3 \
-    --warmup_epochs 1 --num_workers 1 --saveckp_freq 100 --seed 0 --output_dir "$run" \
+  small_train_args "$fashion_mnist" "$run" 3 \
     --saveckp_minutes 0.001 --dist_timeout 120 --dist_heartbeat_timeout 8
 }
 

@@ -18,25 +18,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 source "$here/hosts.sh"
-source "$here/../support/wait.sh"
-dino=$(readlink -f "$1")
-hosts_require
-require_fashion_mnist
+source "$here/small_run.sh"
+hosts_test_start two_hosts "$1"
 data=$fashion_mnist
-hosts_up
-work=$(mktemp -d /tmp/xdino_two_hosts.XXXXXX)
-# On a failure the logs stay, and the line says where.
-trap 'hosts_down; if [[ -n ${failed:-} ]]; then echo "logs: $work" >&2; else rm -rf "$work"; fi' EXIT
 port=29500
 
 fail() { echo "FAIL: $*" >&2; failed=1; exit 1; }
 # A small run: 128 images, 4 ranks x 8 = 4 iterations per epoch.
 train_args() {  # OUTPUT_DIR EPOCHS
-  echo train --data_path "$data" --max_samples 128 --arch xcit_nano_4_p4 \
-    --global_crops_size 28 --local_crops_size 12 --local_crops_number 2 --out_dim 64 \
-    --head_hidden_dim 64 --head_bottleneck_dim 32 --batch_size_per_gpu 8 --epochs "$2" \
-    --warmup_epochs 1 --num_workers 1 --saveckp_freq 100 --seed 0 --output_dir "$1" \
-    --dist_timeout 600 --dist_heartbeat_timeout 8
+  small_train_args "$data" "$1" "$2" --dist_timeout 600 --dist_heartbeat_timeout 8
 }
 # Node N of the 2-host run through `dino launch`, in the background; its pid in $! .
 launch_node() {  # A|B NODE_RANK OUTPUT_DIR EPOCHS LOG
