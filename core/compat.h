@@ -12,6 +12,10 @@
 //    of allocated bytes since the last reset; -1 (and no-op) for a CPU device or a build
 //    without CUDA.
 //  - C10dBackend is the type of one backend's process group (Gloo, NCCL).
+//  - kHaveSdpa: at::scaled_dot_product_attention with a `scale` argument exists (2.1 and
+//    later). sdpa_unscaled(q, k, v) is softmax(q k^T) v through it with scale 1 (LibTorch
+//    picks the backend: flash, memory-efficient, cuDNN or math); without it, it throws
+//    xdino::UsageError saying which LibTorch it needs.
 // Everything else in the project uses APIs that are the same in both.
 //
 // Every difference we know, with the version that brought it (checked by building both in CI):
@@ -28,12 +32,14 @@
 // | 2.x pip | TorchConfig finds a system Caffe2 first      | CMakeLists.txt stops, one line    |
 // | 2.x pip | BLAS (MKL) inside libtorch_cpu               | core/blas.cpp reads build config  |
 // | 2.x pip | ships libgomp.so.1, no Gloo headers          | Debian's libgloo-dev headers      |
+// | 2.1     | scaled_dot_product_attention takes `scale`   | kHaveSdpa, sdpa_unscaled, below   |
 // | 2.4     | TCPStore asks for libuv by default; Debian   | distributed.cpp make_store: retry |
 // |         | 13's 2.6 is built without it and refuses     | with useLibUV = false             |
 // Not differences (same in 1.13 and 2.15, though often asked): c10::optional (an alias of
 // std::optional in 2.x), torch::jit::pickle_save/pickle_load.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -42,6 +48,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
+
+#include "core/check.h"
 
 #define XDINO_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||        \
@@ -63,6 +71,20 @@ using C10dBackend = c10d::ProcessGroup;
 // What tests/test_pth and tests/test_libtorch_limits expect of LibTorch's own serialisation.
 constexpr bool kWriterAddsSerializationId = XDINO_TORCH_AT_LEAST(2, 1);
 constexpr bool kUnpicklerReadsSetitem = XDINO_TORCH_AT_LEAST(2, 0);
+
+constexpr bool kHaveSdpa = XDINO_TORCH_AT_LEAST(2, 1);
+
+inline at::Tensor sdpa_unscaled(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+#if XDINO_TORCH_AT_LEAST(2, 1)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/false, /*scale=*/1.0);
+#else
+  (void)q, (void)k, (void)v;
+  throw UsageError(
+      "attention through scaled_dot_product_attention needs LibTorch 2.1 or later (this "
+      "is " TORCH_VERSION "); use the op path");
+#endif
+}
 
 inline bool cuda_available() { return torch::cuda::is_available(); }
 

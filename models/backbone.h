@@ -50,6 +50,15 @@
 
 namespace xdino::models {
 
+// How XCA computes its d x d attention per head (models/xcit_layers.h, docs/flops.md):
+//  - kOps: matmul, softmax, matmul, as xcit.py writes it: the reference, and the path of
+//    LibTorch 1.13;
+//  - kSdpa: one at::scaled_dot_product_attention call on q^ (times the temperature), k^ and v
+//    laid out (B, h, d, N) with unit stride along the tokens, so that LibTorch's fused kernels
+//    can take it (LibTorch 2.1 and later; core/compat.h);
+//  - kAuto: kSdpa where LibTorch has it and the input is on a CUDA device, else kOps.
+enum class XcaAttention { kAuto, kOps, kSdpa };
+
 struct QKNorms {
   torch::Tensor q_raw, k_raw;  // ||q_n||, ||k_n|| per head before normalisation, (B, h, N)
   torch::Tensor q_hat, k_hat;  // the same after L2 normalisation over tokens, (B, h, N)

@@ -20,6 +20,7 @@ std::shared_ptr<Backbone> make_xcit(XCiTConfig config, const BackboneOptions& op
   config.num_classes = options.num_classes;
   config.drop_path_rate = options.drop_path_rate;
   config.in_chans = options.in_chans;
+  config.xca_attention = options.xca_attention;
   return std::make_shared<XCiT>(std::move(config));
 }
 

@@ -126,8 +126,10 @@ XCiT::XCiT(XCiTConfig config)
   register_stem();
   register_blocks(
       [&] {
-        return XCABlock(
-            XCABlockOptions(C, c.num_heads).eta(c.eta).drop_path_rate(c.drop_path_rate));
+        return XCABlock(XCABlockOptions(C, c.num_heads)
+                            .eta(c.eta)
+                            .drop_path_rate(c.drop_path_rate)
+                            .attention(c.xca_attention));
       },
       [&] {
         return ClassAttentionBlock(

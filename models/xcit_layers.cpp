@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/compat.h"
 
 namespace xdino::models {
 
@@ -95,15 +96,35 @@ Tensor FourierPositionalEncodingImpl::forward(int64_t rows, int64_t cols) {
 
 // ------------------------------------------------------------------------------------------
 
-XCAImpl::XCAImpl(int64_t dim, int64_t heads) : num_heads(heads) {
+XCAImpl::XCAImpl(int64_t dim, int64_t heads, XcaAttention path)
+    : num_heads(heads), attention(path) {
   XDINO_CHECK_ARG(dim % heads == 0, "embed_dim ", dim, " is not divisible by ", heads, " heads");
   temperature = register_parameter("temperature", torch::ones({heads, 1, 1}));
   qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(true)));
   proj = register_module("proj", nn::Linear(dim, dim));
 }
 
+bool XCAImpl::uses_sdpa(const Tensor& x) const {
+  return attention == XcaAttention::kSdpa ||
+         (attention == XcaAttention::kAuto && compat::kHaveSdpa && x.is_cuda());
+}
+
 Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   const int64_t B = x.size(0), N = x.size(1), C = x.size(2), h = num_heads, d = C / h;
+  if (norms == nullptr && uses_sdpa(x)) {
+    // XCA is attention with the channels as the sequence and the tokens as the embedding:
+    // softmax((t q^)(k^)^T) v on (B, h, d, N) tensors, with scale 1 (the temperature is per
+    // head, so it goes into q^). One transposed copy of the qkv output gives q, k and v unit
+    // stride along N, which every fused backend requires (docs/flops.md has the shapes).
+    const Tensor parts = qkv(x).transpose(1, 2).contiguous().view({B, 3, h, d, N});
+    const Tensor q = parts.select(1, 0), k = parts.select(1, 1), v = parts.select(1, 2);
+    const auto acc = accumulation_dtype(q.scalar_type());
+    const Tensor q_hat = q.to(acc) / token_norm(q, acc) * temperature.to(acc);
+    const Tensor k_hat = k.to(acc) / token_norm(k, acc);
+    const Tensor out =
+        compat::sdpa_unscaled(q_hat.to(v.scalar_type()), k_hat.to(v.scalar_type()), v);
+    return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}).contiguous());
+  }
   // (B, h, d, N) views of the qkv output; matmul reads them through strides. unbind (not
   // three selects) keeps the backward pass to one gradient buffer instead of three.
   const auto parts = qkv(x).view({B, N, 3, h, d}).unbind(2);
@@ -179,7 +200,7 @@ XCABlockImpl::XCABlockImpl(const XCABlockOptions& o) : drop_path_rate(o.drop_pat
   gamma2 = register_parameter("gamma2", torch::full({dim}, eta));
   gamma3 = register_parameter("gamma3", torch::full({dim}, eta));
   norm1 = register_module("norm1", layer_norm(dim));
-  attn = register_module("attn", XCA(dim, heads));
+  attn = register_module("attn", XCA(dim, heads, o.attention()));
   norm2 = register_module("norm2", layer_norm(dim));
   mlp = register_module("mlp", Mlp(dim, 4 * dim));
   norm3 = register_module("norm3", layer_norm(dim));

@@ -52,11 +52,17 @@ TORCH_MODULE(FourierPositionalEncoding);
 
 // Cross-covariance attention (`attn` of an XCA block): d x d attention per head between
 // channels, q and k L2-normalised over the token axis, logits times `temperature` (h,1,1).
+// `attention` chooses the path (XcaAttention, models/backbone.h); both compute the same
+// function, to float rounding (tests/test_xcit_layers.cpp). kSdpa on LibTorch 1.13 throws
+// xdino::UsageError at forward; a call with `norms` takes the op path, which computes them.
 struct XCAImpl : torch::nn::Module {
-  XCAImpl(int64_t dim, int64_t num_heads);
+  XCAImpl(int64_t dim, int64_t num_heads, XcaAttention attention = XcaAttention::kAuto);
   // x (B, N, C) -> (B, N, C). `norms`: per-token |q|, |k| per head, raw and normalised.
   torch::Tensor forward(const torch::Tensor& x, QKNorms* norms = nullptr);
+  // Whether forward(x) runs scaled_dot_product_attention.
+  bool uses_sdpa(const torch::Tensor& x) const;
   int64_t num_heads;
+  XcaAttention attention;
   torch::Tensor temperature;
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
 };
@@ -83,6 +89,7 @@ struct XCABlockOptions {
   TORCH_ARG(int64_t, num_heads);
   TORCH_ARG(double, eta) = 1.0;             // initial value of the layer scales gamma1..3
   TORCH_ARG(double, drop_path_rate) = 0.0;  // stochastic depth of the three residuals
+  TORCH_ARG(XcaAttention, attention) = XcaAttention::kAuto;  // XCA's path
 };
 
 struct XCABlockImpl : torch::nn::Module {

@@ -198,6 +198,8 @@ TrainOutcome Trainer::train() {
   for (int64_t epoch = pos.epoch; epoch < o_.epochs; ++epoch) {
     const int64_t first = epoch == pos.epoch ? pos.batch : 0;
     data_->start_epoch(epoch, first * o_.accum_iter);
+    epoch_start_times_ = times_;
+    epoch_start_ = Clock::now();
     bool stop = false;
     {
       Progress progress("Epoch [" + std::to_string(epoch) + "/" + std::to_string(o_.epochs) + "]",
@@ -455,7 +457,35 @@ void Trainer::save_timed(int64_t next_iteration) {
 // The order makes a kill at any point recoverable: everything the epoch's files say is
 // computed first, then checkpoint.pth is replaced (it carries the log line), then the numbered
 // copy and log.txt follow from it (a resume writes them if they are missing).
+StepTimes StepTimes::since(const StepTimes& e) const {
+  StepTimes d;
+  d.data = data - e.data;
+  d.forward = forward - e.forward;
+  d.backward = backward - e.backward;
+  d.optimizer = optimizer - e.optimizer;
+  d.ema = ema - e.ema;
+  d.grad_wait = grad_wait - e.grad_wait;
+  d.checkpoint = checkpoint - e.checkpoint;
+  d.steps = steps - e.steps;
+  return d;
+}
+
 void Trainer::finish_epoch(int64_t epoch) {
+  // Where this epoch's time went, before the checkpoint and the monitor add their own.
+  const StepTimes spent = times_.since(epoch_start_times_);
+  const double wall = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+  if (comm_->is_main() && spent.steps > 0 && wall > 0) {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "Epoch %ld: %ld steps in %.1f s, %.1f img/s; waiting for data %.1f%% of it "
+                  "(data %.1f s, forward %.1f s, backward %.1f s, optimizer %.1f s, EMA %.1f s)",
+                  static_cast<long>(epoch), static_cast<long>(spent.steps), wall,
+                  static_cast<double>(spent.steps * images_per_step()) / wall,
+                  100.0 * spent.data / wall, spent.data, spent.forward, spent.backward,
+                  spent.optimizer, spent.ema);
+    const int64_t peak = compat::peak_allocated_bytes(plan_.device);
+    log::info(line, peak >= 0 ? "; peak GPU memory " + std::to_string(peak >> 20) + " MiB" : "");
+  }
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
   Json extra = Json::object();

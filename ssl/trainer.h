@@ -72,10 +72,14 @@ struct TrainerHooks {
 // asynchronous and lands in whichever phase synchronises). grad_wait is the part of backward
 // spent waiting for the gradient all-reduce after autograd is done: the communication that
 // the bucketed overlap did not hide (0 in a single process).
+// After each epoch rank 0 logs one line of them: the epoch's steps, wall time, images/s and the
+// share of it the loop waited for the data loader (docs/dino.md, "Where the time goes").
 struct StepTimes {
   double data = 0, forward = 0, backward = 0, optimizer = 0, ema = 0, grad_wait = 0;
   double checkpoint = 0;  // timed mid-epoch checkpoints (options.saveckp_minutes)
   int64_t steps = 0;
+  // Phase by phase, what was spent between `earlier` and this.
+  StepTimes since(const StepTimes& earlier) const;
 };
 
 // What launch/ adds to the loop: the online k-NN monitor and curves.png at the end of an epoch
@@ -181,6 +185,8 @@ class Trainer {
   TrainerHooks hooks_;
   EpochCallbacks epoch_callbacks_;
   StepTimes times_;
+  StepTimes epoch_start_times_;  // times_ when this epoch's first step began
+  std::chrono::steady_clock::time_point epoch_start_;
   std::chrono::steady_clock::time_point last_save_;  // for options.saveckp_minutes
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
+#include "core/compat.h"
 #include "models/xcit_layers.h"
 #include "tests/support/grad_check.h"
 #include "tests/support/module_testing.h"
@@ -78,6 +79,62 @@ TEST(XCA, ZeroChannelHasFiniteGradientsLikeFNormalize) {
     for (const auto& p : xca->named_parameters())
       EXPECT_TRUE(p.value().grad().isfinite().all().item<bool>()) << p.key();
   }
+}
+
+// XCA through scaled_dot_product_attention (LibTorch 2.1+) against the op path and the naive
+// reference: the same function, forward and backward, and a finite-difference check of its
+// own backward; with LibTorch 1.13, the request fails with one line naming what it needs.
+TEST(XCA, SdpaPathEqualsOpPathForwardAndBackward) {
+  if (!xdino::compat::kHaveSdpa) {
+    XCA xca = prepared(XCA(16, 4, XcaAttention::kSdpa), torch::kFloat, 1);
+    try {
+      xca(torch::randn({2, 12, 16}));
+      ADD_FAILURE() << "kSdpa ran on a LibTorch without scaled_dot_product_attention";
+    } catch (const xdino::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("LibTorch 2.1"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  for (const auto& [dtype, tol] : kPrecisions) {
+    SCOPED_TRACE(c10::toString(dtype));
+    XCA ops = prepared(XCA(16, 4, XcaAttention::kOps), dtype, 1);
+    XCA sdpa = prepared(XCA(16, 4, XcaAttention::kSdpa), dtype, 1);  // the same weights
+    torch::manual_seed(3);
+    const Tensor x = torch::randn({2, 12, 16}, dtype);
+    EXPECT_TRUE(sdpa->uses_sdpa(x));
+    EXPECT_FALSE(ops->uses_sdpa(x));
+    {
+      torch::NoGradGuard no_grad;
+      expect_close(sdpa(x), naive::xca(x, naive::params_of(*ops), "", 4), tol, "SDPA vs naive");
+    }
+    const Tensor r = torch::randn({2, 12, 16}, dtype);
+    const Tensor xa = x.clone().requires_grad_(true), xb = x.clone().requires_grad_(true);
+    (ops(xa) * r).sum().backward();
+    (sdpa(xb) * r).sum().backward();
+    expect_close(xb.grad(), xa.grad(), tol, "input gradient");
+    for (const char* name : {"temperature", "qkv.weight", "qkv.bias", "proj.weight"})
+      expect_close(sdpa->named_parameters()[name].grad(), ops->named_parameters()[name].grad(), tol,
+                   name);
+  }
+  // Its own backward, by finite differences (float64: the math backend).
+  XCA sdpa = prepared(XCA(8, 2, XcaAttention::kSdpa), torch::kDouble, 5);
+  const Tensor x = torch::randn({2, 6, 8}, torch::kDouble).requires_grad_(true);
+  const Tensor r = torch::randn({2, 6, 8}, torch::kDouble);
+  xdino::testing::NamedTensors checked = xdino::testing::trainable_parameters(*sdpa);
+  checked.emplace_back("input", x);
+  xdino::testing::expect_gradients_match([&] { return (sdpa(x) * r).sum(); }, checked);
+}
+
+TEST(XCA, AutoTakesSdpaOnCudaOnlyAndNormsTakeTheOpPath) {
+  XCA xca = prepared(XCA(16, 4), torch::kFloat, 1);  // kAuto
+  EXPECT_FALSE(xca->uses_sdpa(torch::zeros({1, 4, 16})));
+  // Asked for the norms, even kSdpa computes through the ops that produce them.
+  XCA sdpa = prepared(XCA(16, 4, XcaAttention::kSdpa), torch::kDouble, 1);
+  const Tensor x = torch::randn({2, 12, 16}, torch::kDouble);
+  QKNorms norms;
+  torch::NoGradGuard no_grad;
+  expect_close(sdpa(x, &norms), naive::xca(x, naive::params_of(*sdpa), "", 4), 1e-6, "XCA");
+  EXPECT_TRUE(norms.q_hat.defined());
 }
 
 TEST(LPI, MatchesNaiveInFloat64AndFloat32) {

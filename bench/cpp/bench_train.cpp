@@ -6,12 +6,17 @@
 //                           [--global_size 224] [--local_size 96] [--locals 8]
 //                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
 //                           [--precision auto|fp32|bf16|fp16] [--replicas N]
+//                           [--xca auto|ops|sdpa]
 // --device and --precision mean what they mean for `dino train` (train/precision.h), with the
 // same one-line errors (exit 2). The crops are made once, on the training device, so the
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
 // data pipeline). On CUDA every step ends with a device synchronise, so the phase split is
 // only indicative there but the step time is exact, and the JSON adds the peak allocated
 // device memory; on the CPU it adds the heap memory the forward leaves alive for backward.
+// The JSON also gives the step's work, "tflop_per_step" (ssl/step_flops.h, docs/flops.md), and
+// "tflops_per_sec" achieved: MFU is the latter over the device's peak.
+// --xca picks XCA's path (models/backbone.h, XcaAttention): the op path, or one
+// scaled_dot_product_attention call (LibTorch 2.1+), for an A/B of the two.
 // --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
 // which operators the time goes to.
 // bench/reference/official_dino_step.py times the official PyTorch step with the same settings,
@@ -48,6 +53,7 @@
 #include "core/log.h"
 #include "distributed/rendezvous.h"
 #include "models/registry.h"
+#include "ssl/step_flops.h"
 #include "ssl/trainer.h"
 
 namespace {
@@ -104,23 +110,11 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-StepTimes minus(const StepTimes& a, const StepTimes& b) {
-  StepTimes d;
-  d.data = a.data - b.data;
-  d.forward = a.forward - b.forward;
-  d.backward = a.backward - b.backward;
-  d.optimizer = a.optimizer - b.optimizer;
-  d.ema = a.ema - b.ema;
-  d.grad_wait = a.grad_wait - b.grad_wait;
-  d.steps = a.steps - b.steps;
-  return d;
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
   std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
-  std::string device = "auto", precision = "auto";
+  std::string device = "auto", precision = "auto", xca = "auto";
   int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
   int64_t head_hidden = 2048, replicas = 1;
   std::string profile;
@@ -156,11 +150,18 @@ int run(int argc, char** argv) {
       device = v;
     else if (k == "--precision")
       precision = v;
+    else if (k == "--xca")
+      xca = v;
     else
       XDINO_FAIL_ARG("unknown option ", k,
                      " (see the comment at the top of bench/cpp/bench_train.cpp)");
   }
   // dino train's own resolution of --device/--precision (its --use_fp16 defaults to true).
+  XDINO_CHECK_ARG(xca == "auto" || xca == "ops" || xca == "sdpa", "--xca ", xca,
+                  " is not one of auto, ops, sdpa");
+  const auto xca_attention = xca == "ops"    ? xdino::models::XcaAttention::kOps
+                             : xca == "sdpa" ? xdino::models::XcaAttention::kSdpa
+                                             : xdino::models::XcaAttention::kAuto;
   const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
   xdino::log::set_level(xdino::log::Level::kWarn);
   // A world of 1 without a launcher's variables.
@@ -196,7 +197,9 @@ int run(int argc, char** argv) {
       xdino::ssl::Trainer trainer(
           o,
           [&](const xdino::models::BackboneOptions& bo) {
-            return xdino::models::create_backbone(arch, bo);
+            xdino::models::BackboneOptions with_xca = bo;
+            with_xca.xca_attention = xca_attention;
+            return xdino::models::create_backbone(arch, with_xca);
           },
           data, comm);
       // Each step all-reduces every trainable gradient (fp32), the center and two flags.
@@ -237,7 +240,7 @@ int run(int argc, char** argv) {
              }
            }});
       trainer.train();
-      const StepTimes t = minus(trainer.times(), at_warmup);
+      const StepTimes t = trainer.times().since(at_warmup);
       const double n = static_cast<double>(t.steps);
       std::string extra;
       const int64_t peak = xdino::compat::peak_allocated_bytes(plan.device);
@@ -245,6 +248,16 @@ int run(int argc, char** argv) {
       if (plan.device.is_cpu())
         extra = ", \"forward_retained_mib\": " + std::to_string(retained / (1024 * 1024));
       if (!comm->is_main()) continue;
+      // The step's work as docs/flops.md counts it (ssl/step_flops.h), and what this rank did
+      // of it per second: MFU is tflops_per_sec over the device's peak.
+      xdino::ssl::DINOHeadOptions head = o.head;
+      head.in_dim = trainer.student()->backbone->embed_dim();
+      const double step_flops =
+          xdino::ssl::dino_step_flops(*trainer.student()->backbone, head, o, batch).total();
+      char work[96];
+      std::snprintf(work, sizeof work, ", \"tflop_per_step\": %.4f, \"tflops_per_sec\": %.3f",
+                    step_flops / 1e12, step_flops * n / wall / 1e12);
+      extra += work;
       if (comm->world_size() > 1)
         extra += ", \"world\": " + std::to_string(comm->world_size()) +
                  ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +

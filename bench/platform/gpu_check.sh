@@ -10,8 +10,9 @@
 # include/, lib/x86_64-linux-gnu/{libgtest*,libgmock*,cmake/GTest}, share/cmake/nlohmann_json,
 # zlib/{include,lib/libz.a}). The official code travels in bench/reference/official/ (dino:
 # main_dino.py, utils.py, vision_transformer.py; xcit: xcit.py); the machine's timm answers
-# xcit.py's imports. The step is timed against main_dino.py's own (bench/reference/official_step.py)
-# on the same card, alternated; the CUDA cases are checked against the CPU's results.
+# xcit.py's imports. `bench/platform/gpu_prepare.sh deps official` makes both here.
+# The step is timed against main_dino.py's own (bench/reference/official_step.py) on the same
+# card, alternated; the CUDA cases are checked against the CPU's results.
 # Phases are bounded so that the logs come back even when one of them hangs.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu_check}}
@@ -85,4 +86,23 @@ for round in $(seq "$rounds"); do
       --precision "$precision" 2>> "$out/bench.err" | tail -1 | tee -a "$out/step.jsonl"
   done
 done
+
+# XCA's two paths (models/backbone.h, XcaAttention): the op path against one
+# scaled_dot_product_attention call, alternated, in fp16 and bf16; then where the step's time
+# goes (a Chrome trace of LibTorch's profiler: kernel time against wall time, docs/flops.md).
+say "XCA: op path against scaled_dot_product_attention"
+for precision in fp16 bf16; do
+  for xca in ops sdpa; do
+    (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-480})) && continue
+    timeout 90 build-gpu/bench/bench_train "${shapes[@]}" --device cuda --precision "$precision" \
+      --xca "$xca" 2>> "$out/bench.err" | tail -1 | sed "s/^{/{\"xca\": \"$xca\", /" |
+      tee -a "$out/xca.jsonl"
+  done
+done
+if (($((SECONDS - start)) < ${GPU_CHECK_DEADLINE:-480})); then
+  say "profile: bf16, 3 steps"
+  timeout 120 build-gpu/bench/bench_train "${shapes[@]}" --steps 3 --device cuda --precision bf16 \
+    --profile "$out/trace" 2>> "$out/bench.err" | tail -1
+  ls -la "$out"/trace.* 2> /dev/null
+fi
 say "done"
