@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# A GPU user's run, end to end (issue 62): `dino train` on a folder of JPEG photos at
+# 2 x 224 + 8 x 96, the loader decoding and augmenting on the machine's cores while the GPU
+# trains, against main_dino.py's whole run on the same folder and card, alternated; then the
+# program's own behaviour on the GPU, and the GPU main job sized for one lease.
+#   bench/platform/gpu_user_run.sh BUNDLE [OUT]
+# BUNDLE is what bench/platform/gpu_bundle.sh packs (dino, bench_train, libs.tar.xz, data/),
+# or a build folder of this machine (BUNDLE/dino, BUNDLE/bench/bench_train) for the check on a
+# CPU:
+#   GPU_USER_DEVICE=cpu GPU_USER_SIZE=tiny PYTHON=build/pyenv/bin/python \
+#     bench/platform/gpu_user_run.sh build /tmp/user_run
+# Parts, GPU_USER_PARTS (default "data e2e program"; each a few minutes on an H100):
+#   data     bench/scenarios/make_photos.py: GPU_USER_IMAGES (5120 = 80 steps of 64) training
+#            photos of 500 x 375 in 12 classes, and a tenth of that for val;
+#   e2e      GPU_USER_ROUNDS (1) rounds of fp16 then bf16, each ours then official: `dino
+#            train --arch xcit_small_12_p16 --batch_size_per_gpu 64 --local_crops_number 8`
+#            (official defaults otherwise, --num_workers GPU_USER_WORKERS, default cores - 2)
+#            against bench/reference/official_e2e.py (main_dino.py's train_dino, --num_workers
+#            10, its default), 2 epochs each; epoch 1 is measured: images/s, the share of wall
+#            time the step waited for data, GPU busy (nvidia-smi, every 0.5 s, over the run),
+#            peak GPU memory, host peak RSS. Then bench_train at the same shapes: the step
+#            alone, the rate the loader must keep up with;
+#   program  SIGTERM in mid-epoch and the same command again, against an uninterrupted run
+#            (checkpoint.pth compared byte for byte); the interrupted CUDA checkpoint resumed
+#            on the CPU; `dino launch --nproc 1` (NCCL, the peer monitor on) with timed
+#            checkpoints every 3 s; knn, linear and features on CUDA on the same photos;
+#   mainjob  configs/fashion_mnist.ini + fashion_mnist_gpu.ini + fashion_mnist_gpu_10min.ini,
+#            train to report (about 10 minutes: a lease of its own).
+# Everything goes to OUT (the device tool's $OUT); the last lines summarise, one per measure.
+# GPU_USER_SIZE=tiny (the CPU check): xcit_nano_12_p16, batch 4, 2 local crops, out_dim 256,
+# 48 photos; the official crops stay 224 and 96 (DataAugmentationDINO hard-codes them).
+set -uo pipefail
+bundle=$(cd "${1:?usage: bench/platform/gpu_user_run.sh BUNDLE [OUT]}" && pwd)
+out=${2:-${OUT:-/tmp/gpu_user_run}}
+mkdir -p "$out"
+cd "$(dirname "$0")/../.."
+root=$PWD
+start=$SECONDS
+say() { echo "[$((SECONDS - start)) s] $*"; }
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+python=${PYTHON:-python3}
+device=${GPU_USER_DEVICE:-cuda}
+parts=${GPU_USER_PARTS:-data e2e program}
+cores=$(nproc)
+workers=${GPU_USER_WORKERS:-$((cores > 4 ? cores - 2 : 2))}
+if [[ ${GPU_USER_SIZE:-full} == tiny ]]; then
+  shape=(--arch xcit_nano_12_p16 --batch_size_per_gpu 4 --local_crops_number 2 --out_dim 256)
+  bench_shape=(--arch xcit_nano_12_p16 --batch 4 --locals 2 --out_dim 256)
+  images=${GPU_USER_IMAGES:-48}
+else
+  shape=(--arch xcit_small_12_p16 --batch_size_per_gpu 64 --local_crops_number 8)
+  bench_shape=(--arch xcit_small_12_p16 --batch 64 --locals 8 --out_dim 65536)
+  images=${GPU_USER_IMAGES:-5120}
+fi
+
+if [[ -f "$bundle/libs.tar.xz" ]]; then  # a bundle: its Debian libraries, the machine's torch
+  libs=/tmp/xdino_libs
+  mkdir -p "$libs" && tar -xJf "$bundle/libs.tar.xz" -C "$libs"
+  site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  cuda_libs=$(find "$site/nvidia" -maxdepth 3 -name lib -type d 2>/dev/null | paste -sd:)
+  export LD_LIBRARY_PATH="$site/torch/lib:$cuda_libs:$libs"
+fi
+dino=$bundle/dino
+bench_train=$bundle/bench_train
+[[ -x $bench_train ]] || bench_train=$bundle/bench/bench_train
+
+# Runs "$@" with stdout+stderr to $log and prints the peak RSS of it and its children, in MiB.
+with_rss() {
+  local log=$1
+  shift
+  "$python" -c '
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as f:
+    code = subprocess.call(sys.argv[2:], stdout=f, stderr=subprocess.STDOUT)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, code)
+' "$log" "$@"
+}
+
+# Mean GPU utilisation (%) while "$@" runs (nvidia-smi every 0.5 s); "n/a" without one.
+gpu_busy_start() {
+  if command -v nvidia-smi > /dev/null && [[ $device == cuda* ]]; then
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 500 \
+      > "$1" 2>/dev/null &
+    echo $!
+  else
+    : > "$1"
+    echo ""
+  fi
+}
+gpu_busy_stop() {  # PID FILE
+  [[ -n $1 ]] && kill "$1" 2>/dev/null
+  awk '{ s += $1; n++ } END { if (n) printf "%.0f%%", s / n; else printf "n/a" }' "$2"
+}
+
+say "machine"
+{
+  command -v nvidia-smi > /dev/null &&
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  echo "cores $cores, device $device, our --num_workers $workers, size ${GPU_USER_SIZE:-full}"
+  echo "libraries of dino that do not resolve: $(ldd "$dino" | grep -c 'not found')"
+} 2>&1 | tee "$out/machine.txt"
+
+photos=/tmp/xdino_photos_$images
+if [[ " $parts " == *" data "* || ! -d $photos/train ]]; then
+  say "data: $images training photos"
+  [[ -d $photos/train ]] ||
+    "$python" bench/scenarios/make_photos.py "$photos" --train "$images" \
+      --val $((images / 10 > 12 ? images / 10 : 12)) --workers "$cores" | tee "$out/photos.json"
+fi
+
+ours_train() {  # PRECISION OUTPUT_DIR [FLAG...]; `exec`: started with & its pid is dino's
+  local precision=$1 dir=$2
+  shift 2
+  exec "$dino" train "${shape[@]}" --data_path "$photos/train" --output_dir "$dir" \
+    --num_workers "$workers" --device "$device" --precision "$precision" "$@"
+}
+
+if [[ " $parts " == *" e2e "* ]]; then
+  precisions=(fp16 bf16)
+  [[ $device == cpu ]] && precisions=(fp32)
+  for round in $(seq "${GPU_USER_ROUNDS:-1}"); do
+    for precision in "${precisions[@]}"; do
+      say "e2e round $round, $precision: ours"
+      rm -rf /tmp/xdino_e2e_ours
+      mon=$(gpu_busy_start "$out/gpu_ours_$precision.$round")
+      read -r rss code < <(with_rss "$out/ours_$precision.$round.log" \
+        "$dino" train "${shape[@]}" --data_path "$photos/train" \
+        --output_dir /tmp/xdino_e2e_ours --num_workers "$workers" --device "$device" \
+        --precision "$precision" --epochs 2 --warmup_epochs 1 --saveckp_freq 0)
+      busy=$(gpu_busy_stop "$mon" "$out/gpu_ours_$precision.$round")
+      line=$(grep -a "^Epoch 1:" "$out/ours_$precision.$round.log" | tail -1)
+      note "ours $precision round $round: exit $code; ${line#Epoch 1: }; GPU busy $busy; host RSS ${rss} MiB"
+      say "e2e round $round, $precision: official"
+      rm -rf /tmp/xdino_e2e_official
+      mon=$(gpu_busy_start "$out/gpu_official_$precision.$round")
+      read -r rss code < <(with_rss "$out/official_$precision.$round.log" \
+        "$python" bench/reference/official_e2e.py --precision "$precision" "${shape[@]}" \
+        --data_path "$photos/train" --output_dir /tmp/xdino_e2e_official --epochs 2 \
+        --warmup_epochs 1 --saveckp_freq 0)
+      busy=$(gpu_busy_stop "$mon" "$out/gpu_official_$precision.$round")
+      line=$(grep -a '"epoch": 1' "$out/official_$precision.$round.log" | tail -1)
+      note "official $precision round $round: exit $code; $line; GPU busy $busy; host RSS ${rss} MiB"
+    done
+  done
+  if [[ -x $bench_train ]]; then
+    for precision in "${precisions[@]}"; do
+      say "the step alone: bench_train $precision"
+      "$bench_train" "${bench_shape[@]}" --device "$device" --precision "$precision" \
+        --steps 10 --warmup 3 2>&1 | grep '^{' | tee -a "$out/bench_train.jsonl" |
+        sed "s/^/bench_train $precision: /" | tee -a "$summary"
+    done
+  fi
+fi
+
+if [[ " $parts " == *" program "* ]]; then
+  small=(--max_samples $((images < 640 ? images : 640)) --epochs 1 --warmup_epochs 0
+         --saveckp_freq 1)
+  precision=bf16
+  [[ $device == cpu ]] && precision=fp32
+  work=/tmp/xdino_program
+  rm -rf "$work" && mkdir -p "$work"
+  say "program: an uninterrupted run"
+  (ours_train "$precision" "$work/run" "${small[@]}") > "$out/program_ref.log" 2>&1
+  mv "$work/run" "$work/ref"
+  seconds=$(grep -a "^Epoch 0:" "$out/program_ref.log" | sed 's/.* in \([0-9.]*\) s.*/\1/')
+  say "program: SIGTERM after half of its ${seconds:-?} s of steps, then the same command"
+  ours_train "$precision" "$work/run" "${small[@]}" > "$out/program_killed.log" 2>&1 &
+  pid=$!  # dino's own (ours_train execs it in the background subshell)
+  for _ in $(seq 600); do
+    grep -aq "Starting DINO training" "$out/program_killed.log" && break
+    sleep 0.1
+  done
+  sleep "$("$python" -c "print(max(0.5, float('${seconds:-2}') / 2))")"
+  kill -TERM "$pid"
+  wait "$pid"
+  note "SIGTERM: exit $?; $(grep -a "Stopped by signal" "$out/program_killed.log" | tail -1)"
+  cp -r "$work/run" "$work/on_cpu"
+  (ours_train "$precision" "$work/run" "${small[@]}") > "$out/program_resumed.log" 2>&1
+  if cmp -s "$work/ref/checkpoint.pth" "$work/run/checkpoint.pth"; then
+    note "resumed on $device: checkpoint.pth equals the uninterrupted run's, byte for byte"
+  else
+    note "resumed on $device: checkpoint.pth DIFFERS from the uninterrupted run's;" \
+      "log.txt: $(diff <(cat "$work/ref/log.txt") "$work/run/log.txt" > /dev/null && echo same || echo differs)"
+  fi
+  say "program: the interrupted checkpoint resumed on the CPU"
+  mv "$work/on_cpu" "$work/run_cpu"
+  "$dino" train "${shape[@]}" --data_path "$photos/train" --output_dir "$work/run_cpu" \
+    --num_workers "$workers" --device cpu --precision fp32 "${small[@]}" \
+    > "$out/program_cpu.log" 2>&1
+  note "resumed on the CPU: exit $?; $(grep -a 'Starting DINO training' "$out/program_cpu.log")"
+  note "  log.txt on $device: $(cut -c1-90 "$work/run/log.txt")"
+  note "  log.txt on cpu:  $(cut -c1-90 "$work/run_cpu/log.txt")"
+  say "program: dino launch --nproc 1, timed checkpoints every 3 s"
+  "$dino" launch --nproc 1 -- train "${shape[@]}" --data_path "$photos/train" \
+    --output_dir "$work/launched" --num_workers "$workers" --device "$device" \
+    --precision "$precision" "${small[@]}" --saveckp_minutes 0.05 > "$out/program_launch.log" 2>&1
+  note "launch --nproc 1: exit $?; alarms: $(grep -acE 'lost|not heard|timed out|hung' "$out/program_launch.log");" \
+    "$(grep -a 'checkpoint' "$out/program_launch.log" | grep -ac 'saved') timed saves;" \
+    "$(grep -a '^Epoch 0:' "$out/program_launch.log")"
+  say "program: knn, linear, features on $device"
+  cuda_flag=(--use_cuda "$([[ $device == cuda* ]] && echo true || echo false)")
+  weights=(--arch "${shape[1]}" --pretrained_weights "$work/ref/checkpoint.pth")
+  for cmd in knn linear features; do
+    extra=(--output_dir "$work/eval_$cmd")  # the session picks CUDA where there is one
+    [[ $cmd == knn ]] && extra+=("${cuda_flag[@]}" --nb_knn 10 20)  # eval_knn.py's own flag
+    [[ $cmd == features ]] && extra=(--output "$work/features.h5")
+    [[ $cmd == linear ]] && extra+=(--epochs 2)
+    t0=$SECONDS
+    read -r rss code < <(with_rss "$out/program_$cmd.log" "$dino" "$cmd" "${weights[@]}" \
+      --data_path "$photos" --num_workers "$workers" "${extra[@]}")
+    note "$cmd: exit $code in $((SECONDS - t0)) s, host RSS $rss MiB;" \
+      "$(grep -aE '20-NN classifier|Top-1 test accuracy|^wrote|error' "$out/program_$cmd.log" |
+        tail -1)"
+  done
+fi
+
+if [[ " $parts " == *" mainjob "* ]]; then
+  say "the GPU main job, sized for a lease (configs/fashion_mnist_gpu_10min.ini)"
+  data=/usr/share/datasets/fashion-mnist
+  [[ -d $bundle/data ]] && data=$bundle/data
+  t0=$SECONDS
+  "$dino" pipeline --config configs/fashion_mnist.ini --config configs/fashion_mnist_gpu.ini \
+    --config configs/fashion_mnist_gpu_10min.ini --data_path "$data" > "$out/mainjob.log" 2>&1
+  note "main job: exit $? in $((SECONDS - t0)) s"
+  cp runs/fashion_mnist_gpu_10min/report.md runs/fashion_mnist_gpu_10min/train/curves.png \
+    runs/fashion_mnist_gpu_10min/train/log.txt "$out/" 2>/dev/null
+  grep -aE "^\| " runs/fashion_mnist_gpu_10min/report.md 2>/dev/null | tee -a "$summary"
+fi
+say "done"
+echo "--- summary"
+cat "$summary"
