@@ -56,7 +56,10 @@ namespace xdino::models {
 //  - kSdpa: one at::scaled_dot_product_attention call on q^ (times the temperature), k^ and v
 //    laid out (B, h, d, N) with unit stride along the tokens, so that LibTorch's fused kernels
 //    can take it (LibTorch 2.1 and later; core/compat.h);
-//  - kAuto: kSdpa where LibTorch has it and the input is on a CUDA device, else kOps.
+//  - kAuto: kOps. On an H100 the fused path was 6-15% slower per training step and held
+//    1.5 GiB more at XCiT-S12/16 sizes (bench/results/gpu.md, "A GPU user's run"): XCA is a
+//    small share of the step, and the transposed copy and padding kSdpa needs cost more than
+//    the flash kernel saves.
 enum class XcaAttention { kAuto, kOps, kSdpa };
 
 struct QKNorms {

@@ -104,14 +104,11 @@ XCAImpl::XCAImpl(int64_t dim, int64_t heads, XcaAttention path)
   proj = register_module("proj", nn::Linear(dim, dim));
 }
 
-bool XCAImpl::uses_sdpa(const Tensor& x) const {
-  return attention == XcaAttention::kSdpa ||
-         (attention == XcaAttention::kAuto && compat::kHaveSdpa && x.is_cuda());
-}
+bool XCAImpl::uses_sdpa() const { return attention == XcaAttention::kSdpa; }
 
 Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   const int64_t B = x.size(0), N = x.size(1), C = x.size(2), h = num_heads, d = C / h;
-  if (norms == nullptr && uses_sdpa(x)) {
+  if (norms == nullptr && uses_sdpa()) {
     // XCA is attention with the channels as the sequence and the tokens as the embedding:
     // softmax((t q^)(k^)^T) v on (B, h, d, N) tensors, with scale 1 (the temperature is per
     // head, so it goes into q^). One transposed copy of the qkv output gives q, k and v unit

@@ -59,8 +59,8 @@ struct XCAImpl : torch::nn::Module {
   XCAImpl(int64_t dim, int64_t num_heads, XcaAttention attention = XcaAttention::kAuto);
   // x (B, N, C) -> (B, N, C). `norms`: per-token |q|, |k| per head, raw and normalised.
   torch::Tensor forward(const torch::Tensor& x, QKNorms* norms = nullptr);
-  // Whether forward(x) runs scaled_dot_product_attention.
-  bool uses_sdpa(const torch::Tensor& x) const;
+  // Whether forward runs scaled_dot_product_attention (when not asked for the norms).
+  bool uses_sdpa() const;
   int64_t num_heads;
   XcaAttention attention;
   torch::Tensor temperature;

@@ -101,8 +101,8 @@ TEST(XCA, SdpaPathEqualsOpPathForwardAndBackward) {
     XCA sdpa = prepared(XCA(16, 4, XcaAttention::kSdpa), dtype, 1);  // the same weights
     torch::manual_seed(3);
     const Tensor x = torch::randn({2, 12, 16}, dtype);
-    EXPECT_TRUE(sdpa->uses_sdpa(x));
-    EXPECT_FALSE(ops->uses_sdpa(x));
+    EXPECT_TRUE(sdpa->uses_sdpa());
+    EXPECT_FALSE(ops->uses_sdpa());
     {
       torch::NoGradGuard no_grad;
       expect_close(sdpa(x), naive::xca(x, naive::params_of(*ops), "", 4), tol, "SDPA vs naive");
@@ -125,9 +125,11 @@ TEST(XCA, SdpaPathEqualsOpPathForwardAndBackward) {
   xdino::testing::expect_gradients_match([&] { return (sdpa(x) * r).sum(); }, checked);
 }
 
-TEST(XCA, AutoTakesSdpaOnCudaOnlyAndNormsTakeTheOpPath) {
+TEST(XCA, AutoTakesTheOpPathAndNormsTakeTheOpPath) {
   XCA xca = prepared(XCA(16, 4), torch::kFloat, 1);  // kAuto
-  EXPECT_FALSE(xca->uses_sdpa(torch::zeros({1, 4, 16})));
+  EXPECT_FALSE(xca->uses_sdpa());
+  XCA asked = prepared(XCA(16, 4, XcaAttention::kSdpa), torch::kFloat, 1);
+  EXPECT_TRUE(asked->uses_sdpa());
   // Asked for the norms, even kSdpa computes through the ops that produce them.
   XCA sdpa = prepared(XCA(16, 4, XcaAttention::kSdpa), torch::kDouble, 1);
   const Tensor x = torch::randn({2, 12, 16}, torch::kDouble);

@@ -17,8 +17,11 @@
 // "tflops_per_sec" achieved: MFU is the latter over the device's peak.
 // --xca picks XCA's path (models/backbone.h, XcaAttention): the op path, or one
 // scaled_dot_product_attention call (LibTorch 2.1+), for an A/B of the two.
-// --profile writes a Chrome trace of the timed steps (LibTorch's autograd profiler), to see
-// which operators the time goes to.
+// --profile writes a Chrome trace of the timed steps, to see which operators the time goes to:
+// LibTorch's autograd profiler on the CPU; in a CUDA build Kineto's, which also records every
+// kernel, and the JSON adds "gpu_kernel_sec_per_step" (the union of the kernels' intervals) and
+// "gpu_idle_fraction" (the share of the timed steps' wall time no kernel ran: launch overhead
+// and host syncs, docs/flops.md).
 // bench/reference/official_dino_step.py times the official PyTorch step with the same settings,
 // and bench/reference/compare_train.py alternates this binary with main_dino.py's own step
 // (bench/reference/official_step.py) and prints both (bench/results/training_step_cpu.md).
@@ -30,7 +33,9 @@
 // bench/scenarios/multinode_step.sh runs it across two simulated hosts.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#if __has_include(<torch/csrc/autograd/profiler_legacy.h>)
+#if defined(XDINO_WITH_CUDA)
+#include <torch/csrc/autograd/profiler_kineto.h>  // CUDA kernels on the trace's timeline
+#elif __has_include(<torch/csrc/autograd/profiler_legacy.h>)
 #include <torch/csrc/autograd/profiler_legacy.h>
 #define XDINO_HAVE_RECORD_PROFILE 1
 #endif
@@ -38,11 +43,13 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -109,6 +116,44 @@ std::vector<std::string> split(const std::string& s) {
   for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
   return out;
 }
+
+#ifdef XDINO_WITH_CUDA
+// Kineto's profiler over the timed steps: a Chrome trace, and how long the GPU ran kernels.
+class KernelProfile {
+ public:
+  KernelProfile() {
+    namespace impl = torch::profiler::impl;
+    const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+    const std::set<impl::ActivityType> activities{impl::ActivityType::CPU,
+                                                  impl::ActivityType::CUDA};
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+  }
+  // Stops, writes the trace to `path` and returns the seconds during which at least one kernel
+  // (or copy) ran on the device: overlapping intervals are counted once.
+  double stop(const std::string& path) {
+    auto result = torch::autograd::profiler::disableProfiler();
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const auto& e : result->events())
+      if (e.deviceType() == c10::DeviceType::CUDA && e.endNs() > e.startNs())
+        spans.emplace_back(e.startNs(), e.endNs());
+    std::sort(spans.begin(), spans.end());
+    uint64_t busy = 0, open = 0, close = 0;
+    for (const auto& [a, b] : spans) {
+      if (a > close) {
+        busy += close - open;
+        open = a;
+        close = b;
+      } else {
+        close = std::max(close, b);
+      }
+    }
+    busy += close - open;
+    result->save(path);
+    return static_cast<double>(busy) * 1e-9;
+  }
+};
+#endif
 
 }  // namespace
 
@@ -207,9 +252,13 @@ int run(int argc, char** argv) {
       for (const auto& p : trainer.student()->parameters())
         if (p.requires_grad()) allreduce_bytes += p.numel() * 4;
       StepTimes at_warmup;
-#ifdef XDINO_HAVE_RECORD_PROFILE
+#ifdef XDINO_WITH_CUDA
+      std::unique_ptr<KernelProfile> recording;
+      double kernel_seconds = -1;
+#elif defined(XDINO_HAVE_RECORD_PROFILE)
       std::unique_ptr<torch::autograd::profiler::RecordProfile> recording;
 #endif
+      const std::string trace = profile + "." + arch + "." + dim + ".json";
       std::chrono::steady_clock::time_point t0;
       double wall = 0;
       // On the CPU: heap bytes the forward and loss leave alive for backward (the activations
@@ -225,16 +274,20 @@ int run(int argc, char** argv) {
              heap_at_step_end = heap_in_use();
              if (it + 1 == warmup) {
                at_warmup = trainer.times();
-#ifdef XDINO_HAVE_RECORD_PROFILE
+#ifdef XDINO_WITH_CUDA
+               if (!profile.empty()) recording = std::make_unique<KernelProfile>();
+#elif defined(XDINO_HAVE_RECORD_PROFILE)
                if (!profile.empty())
-                 recording = std::make_unique<torch::autograd::profiler::RecordProfile>(
-                     profile + "." + arch + "." + dim + ".json");
+                 recording = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
 #endif
                t0 = std::chrono::steady_clock::now();
              }
              if (it + 1 == warmup + steps) {
                wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-#ifdef XDINO_HAVE_RECORD_PROFILE
+#ifdef XDINO_WITH_CUDA
+               if (recording) kernel_seconds = recording->stop(trace);
+#endif
+#if defined(XDINO_WITH_CUDA) || defined(XDINO_HAVE_RECORD_PROFILE)
                recording.reset();
 #endif
              }
@@ -258,6 +311,14 @@ int run(int argc, char** argv) {
       std::snprintf(work, sizeof work, ", \"tflop_per_step\": %.4f, \"tflops_per_sec\": %.3f",
                     step_flops / 1e12, step_flops * n / wall / 1e12);
       extra += work;
+#ifdef XDINO_WITH_CUDA
+      if (kernel_seconds >= 0 && !plan.device.is_cpu()) {
+        std::snprintf(work, sizeof work,
+                      ", \"gpu_kernel_sec_per_step\": %.4f, \"gpu_idle_fraction\": %.3f",
+                      kernel_seconds / n, 1.0 - kernel_seconds / wall);
+        extra += work;
+      }
+#endif
       if (comm->world_size() > 1)
         extra += ", \"world\": " + std::to_string(comm->world_size()) +
                  ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +

@@ -46,9 +46,10 @@ if has bundle; then
   torch=${XDINO_TORCH:-2.11.0}
   build=build-t${torch//./}
   XDINO_TORCH=$torch scripts/setup.sh --cuda "$build/venv"
+  mkdir -p "$build"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$PWD/$build/libtorch" -DXDINO_LIBTORCH_ONLY=OFF \
-    -DXDINO_BUILD_TESTS=OFF > "$build.configure.log"
+    -DXDINO_BUILD_TESTS=OFF > "$build/xdino-configure.log"
   cmake --build "$build" --target dino bench_train
   rm -rf .gpu
   bench/platform/gpu_bundle.sh "$build" .gpu

@@ -9,17 +9,22 @@
 # CPU:
 #   GPU_USER_DEVICE=cpu GPU_USER_SIZE=tiny PYTHON=build/pyenv/bin/python \
 #     bench/platform/gpu_user_run.sh build /tmp/user_run
-# Parts, GPU_USER_PARTS (default "data e2e program"; each a few minutes on an H100):
+# Parts, GPU_USER_PARTS, run in the order given (default "data e2e:fp16 e2e:bf16 step program";
+# each a minute or a few on an H100); none starts after GPU_USER_DEADLINE seconds (0: no limit),
+# so that a lease's logs come back:
 #   data     bench/scenarios/make_photos.py: GPU_USER_IMAGES (5120 = 80 steps of 64) training
 #            photos of 500 x 375 in 12 classes, and a tenth of that for val;
-#   e2e      GPU_USER_ROUNDS (1) rounds of fp16 then bf16, each ours then official: `dino
-#            train --arch xcit_small_12_p16 --batch_size_per_gpu 64 --local_crops_number 8`
+#   e2e:P    GPU_USER_ROUNDS (1) rounds in precision P (fp16, bf16, fp32), ours then official:
+#            `dino train --arch xcit_small_12_p16 --batch_size_per_gpu 64 --local_crops_number 8`
 #            (official defaults otherwise, --num_workers GPU_USER_WORKERS, default cores - 2)
 #            against bench/reference/official_e2e.py (main_dino.py's train_dino, --num_workers
 #            10, its default), 2 epochs each; epoch 1 is measured: images/s, the share of wall
 #            time the step waited for data, GPU busy (nvidia-smi, every 0.5 s, over the run),
-#            peak GPU memory, host peak RSS. Then bench_train at the same shapes: the step
-#            alone, the rate the loader must keep up with;
+#            peak GPU memory, host peak RSS;
+#   step     bench_train at the same shapes in fp16 and bf16 (the step alone: the rate the
+#            loader must keep up with), XCA's op path against scaled_dot_product_attention
+#            (--xca ops|sdpa), and a profile of 3 bf16 steps (the kernels' busy time against
+#            the wall time, and a Chrome trace);
 #   program  SIGTERM in mid-epoch and the same command again, against an uninterrupted run
 #            (checkpoint.pth compared byte for byte); the interrupted CUDA checkpoint resumed
 #            on the CPU; `dino launch --nproc 1` (NCCL, the peer monitor on) with timed
@@ -43,7 +48,8 @@ note() { echo "$*" | tee -a "$summary"; }
 
 python=${PYTHON:-python3}
 device=${GPU_USER_DEVICE:-cuda}
-parts=${GPU_USER_PARTS:-data e2e program}
+parts=${GPU_USER_PARTS:-data e2e:fp16 e2e:bf16 step program}
+deadline=${GPU_USER_DEADLINE:-0}
 cores=$(nproc)
 workers=${GPU_USER_WORKERS:-$((cores > 4 ? cores - 2 : 2))}
 if [[ ${GPU_USER_SIZE:-full} == tiny ]]; then
@@ -105,12 +111,12 @@ say "machine"
 } 2>&1 | tee "$out/machine.txt"
 
 photos=/tmp/xdino_photos_$images
-if [[ " $parts " == *" data "* || ! -d $photos/train ]]; then
+part_data() {
   say "data: $images training photos"
   [[ -d $photos/train ]] ||
     "$python" bench/scenarios/make_photos.py "$photos" --train "$images" \
       --val $((images / 10 > 12 ? images / 10 : 12)) --workers "$cores" | tee "$out/photos.json"
-fi
+}
 
 ours_train() {  # PRECISION OUTPUT_DIR [FLAG...]; `exec`: started with & its pid is dino's
   local precision=$1 dir=$2
@@ -119,49 +125,62 @@ ours_train() {  # PRECISION OUTPUT_DIR [FLAG...]; `exec`: started with & its pid
     --num_workers "$workers" --device "$device" --precision "$precision" "$@"
 }
 
-if [[ " $parts " == *" e2e "* ]]; then
-  precisions=(fp16 bf16)
-  [[ $device == cpu ]] && precisions=(fp32)
+part_e2e() {  # PRECISION
+  local precision=$1 round rss code busy mon line
   for round in $(seq "${GPU_USER_ROUNDS:-1}"); do
-    for precision in "${precisions[@]}"; do
-      say "e2e round $round, $precision: ours"
-      rm -rf /tmp/xdino_e2e_ours
-      mon=$(gpu_busy_start "$out/gpu_ours_$precision.$round")
-      read -r rss code < <(with_rss "$out/ours_$precision.$round.log" \
-        "$dino" train "${shape[@]}" --data_path "$photos/train" \
-        --output_dir /tmp/xdino_e2e_ours --num_workers "$workers" --device "$device" \
-        --precision "$precision" --epochs 2 --warmup_epochs 1 --saveckp_freq 0)
-      busy=$(gpu_busy_stop "$mon" "$out/gpu_ours_$precision.$round")
-      line=$(grep -a "^Epoch 1:" "$out/ours_$precision.$round.log" | tail -1)
-      note "ours $precision round $round: exit $code; ${line#Epoch 1: }; GPU busy $busy; host RSS ${rss} MiB"
-      say "e2e round $round, $precision: official"
-      rm -rf /tmp/xdino_e2e_official
-      mon=$(gpu_busy_start "$out/gpu_official_$precision.$round")
-      read -r rss code < <(with_rss "$out/official_$precision.$round.log" \
-        "$python" bench/reference/official_e2e.py --precision "$precision" "${shape[@]}" \
-        --data_path "$photos/train" --output_dir /tmp/xdino_e2e_official --epochs 2 \
-        --warmup_epochs 1 --saveckp_freq 0)
-      busy=$(gpu_busy_stop "$mon" "$out/gpu_official_$precision.$round")
-      line=$(grep -a '"epoch": 1' "$out/official_$precision.$round.log" | tail -1)
-      note "official $precision round $round: exit $code; $line; GPU busy $busy; host RSS ${rss} MiB"
+    say "e2e round $round, $precision: ours"
+    rm -rf /tmp/xdino_e2e_ours
+    mon=$(gpu_busy_start "$out/gpu_ours_$precision.$round")
+    read -r rss code < <(with_rss "$out/ours_$precision.$round.log" \
+      "$dino" train "${shape[@]}" --data_path "$photos/train" \
+      --output_dir /tmp/xdino_e2e_ours --num_workers "$workers" --device "$device" \
+      --precision "$precision" --epochs 2 --warmup_epochs 1 --saveckp_freq 0)
+    busy=$(gpu_busy_stop "$mon" "$out/gpu_ours_$precision.$round")
+    line=$(grep -a "^Epoch 1:" "$out/ours_$precision.$round.log" | tail -1)
+    note "ours $precision round $round: exit $code; ${line#Epoch 1: }; GPU busy $busy; host RSS ${rss} MiB"
+    say "e2e round $round, $precision: official"
+    rm -rf /tmp/xdino_e2e_official
+    mon=$(gpu_busy_start "$out/gpu_official_$precision.$round")
+    read -r rss code < <(with_rss "$out/official_$precision.$round.log" \
+      "$python" bench/reference/official_e2e.py --precision "$precision" "${shape[@]}" \
+      --data_path "$photos/train" --output_dir /tmp/xdino_e2e_official --epochs 2 \
+      --warmup_epochs 1 --saveckp_freq 0)
+    busy=$(gpu_busy_stop "$mon" "$out/gpu_official_$precision.$round")
+    line=$(grep -a '"epoch": 1' "$out/official_$precision.$round.log" | tail -1)
+    note "official $precision round $round: exit $code; $line; GPU busy $busy; host RSS ${rss} MiB"
+  done
+}
+
+bench() {  # LABEL FLAG...: one bench_train line at the e2e shapes, into the summary
+  local label=$1
+  shift
+  timeout 120 "$bench_train" "${bench_shape[@]}" --device "$device" --steps 10 --warmup 3 "$@" \
+    2>> "$out/bench_train.err" | grep '^{' | tee -a "$out/bench_train.jsonl" |
+    sed "s/^/$label: /" | tee -a "$summary"
+}
+
+part_step() {
+  [[ -x $bench_train ]] || { note "step: no bench_train in $bundle"; return; }
+  local precision xca precisions=(fp16 bf16)
+  [[ $device == cpu ]] && precisions=(fp32)
+  for precision in "${precisions[@]}"; do
+    say "the step alone, XCA's two paths: bench_train $precision"
+    for xca in ops sdpa; do
+      bench "bench_train $precision xca $xca" --precision "$precision" --xca "$xca"
     done
   done
-  if [[ -x $bench_train ]]; then
-    for precision in "${precisions[@]}"; do
-      say "the step alone: bench_train $precision"
-      "$bench_train" "${bench_shape[@]}" --device "$device" --precision "$precision" \
-        --steps 10 --warmup 3 2>&1 | grep '^{' | tee -a "$out/bench_train.jsonl" |
-        sed "s/^/bench_train $precision: /" | tee -a "$summary"
-    done
-  fi
-fi
+  say "profile: 3 steps in ${precisions[-1]}"
+  bench "profile ${precisions[-1]}" --precision "${precisions[-1]}" --steps 3 \
+    --profile /tmp/xdino_trace
+  # Chrome traces are large and compress well; the device tool returns files of 16 MiB at most.
+  for f in /tmp/xdino_trace.*.json; do [[ -f $f ]] && xz -T0 -c "$f" > "$out/trace.json.xz"; done
+}
 
-if [[ " $parts " == *" program "* ]]; then
-  small=(--max_samples $((images < 640 ? images : 640)) --epochs 1 --warmup_epochs 0
-         --saveckp_freq 1)
-  precision=bf16
+part_program() {
+  local small=(--max_samples $((images < 640 ? images : 640)) --epochs 1 --warmup_epochs 0
+               --saveckp_freq 1)
+  local precision=bf16 work=/tmp/xdino_program seconds pid cmd extra t0 rss code
   [[ $device == cpu ]] && precision=fp32
-  work=/tmp/xdino_program
   rm -rf "$work" && mkdir -p "$work"
   say "program: an uninterrupted run"
   (ours_train "$precision" "$work/run" "${small[@]}") > "$out/program_ref.log" 2>&1
@@ -186,14 +205,6 @@ if [[ " $parts " == *" program "* ]]; then
     note "resumed on $device: checkpoint.pth DIFFERS from the uninterrupted run's;" \
       "log.txt: $(diff <(cat "$work/ref/log.txt") "$work/run/log.txt" > /dev/null && echo same || echo differs)"
   fi
-  say "program: the interrupted checkpoint resumed on the CPU"
-  mv "$work/on_cpu" "$work/run_cpu"
-  "$dino" train "${shape[@]}" --data_path "$photos/train" --output_dir "$work/run_cpu" \
-    --num_workers "$workers" --device cpu --precision fp32 "${small[@]}" \
-    > "$out/program_cpu.log" 2>&1
-  note "resumed on the CPU: exit $?; $(grep -a 'Starting DINO training' "$out/program_cpu.log")"
-  note "  log.txt on $device: $(cut -c1-90 "$work/run/log.txt")"
-  note "  log.txt on cpu:  $(cut -c1-90 "$work/run_cpu/log.txt")"
   say "program: dino launch --nproc 1, timed checkpoints every 3 s"
   "$dino" launch --nproc 1 -- train "${shape[@]}" --data_path "$photos/train" \
     --output_dir "$work/launched" --num_workers "$workers" --device "$device" \
@@ -202,8 +213,8 @@ if [[ " $parts " == *" program "* ]]; then
     "$(grep -a 'checkpoint' "$out/program_launch.log" | grep -ac 'saved') timed saves;" \
     "$(grep -a '^Epoch 0:' "$out/program_launch.log")"
   say "program: knn, linear, features on $device"
-  cuda_flag=(--use_cuda "$([[ $device == cuda* ]] && echo true || echo false)")
-  weights=(--arch "${shape[1]}" --pretrained_weights "$work/ref/checkpoint.pth")
+  local cuda_flag=(--use_cuda "$([[ $device == cuda* ]] && echo true || echo false)")
+  local weights=(--arch "${shape[1]}" --pretrained_weights "$work/ref/checkpoint.pth")
   for cmd in knn linear features; do
     extra=(--output_dir "$work/eval_$cmd")  # the session picks CUDA where there is one
     [[ $cmd == knn ]] && extra+=("${cuda_flag[@]}" --nb_knn 10 20)  # eval_knn.py's own flag
@@ -216,20 +227,43 @@ if [[ " $parts " == *" program "* ]]; then
       "$(grep -aE '20-NN classifier|Top-1 test accuracy|^wrote|error' "$out/program_$cmd.log" |
         tail -1)"
   done
-fi
+  # Last, as the slowest: the rest of the interrupted epoch on the host's cores.
+  say "program: the interrupted checkpoint resumed on the CPU"
+  mv "$work/on_cpu" "$work/run_cpu"
+  timeout 150 "$dino" train "${shape[@]}" --data_path "$photos/train" \
+    --output_dir "$work/run_cpu" --num_workers "$workers" --device cpu --precision fp32 \
+    "${small[@]}" > "$out/program_cpu.log" 2>&1
+  note "resumed on the CPU: exit $?; $(grep -a 'Starting DINO training' "$out/program_cpu.log")"
+  note "  log.txt on $device: $(cut -c1-90 "$work/run/log.txt")"
+  note "  log.txt on cpu:  $(cut -c1-90 "$work/run_cpu/log.txt" 2>/dev/null)"
+}
 
-if [[ " $parts " == *" mainjob "* ]]; then
+part_mainjob() {
   say "the GPU main job, sized for a lease (configs/fashion_mnist_gpu_10min.ini)"
-  data=/usr/share/datasets/fashion-mnist
+  local data=/usr/share/datasets/fashion-mnist t0=$SECONDS
   [[ -d $bundle/data ]] && data=$bundle/data
-  t0=$SECONDS
   "$dino" pipeline --config configs/fashion_mnist.ini --config configs/fashion_mnist_gpu.ini \
     --config configs/fashion_mnist_gpu_10min.ini --data_path "$data" > "$out/mainjob.log" 2>&1
   note "main job: exit $? in $((SECONDS - t0)) s"
   cp runs/fashion_mnist_gpu_10min/report.md runs/fashion_mnist_gpu_10min/train/curves.png \
     runs/fashion_mnist_gpu_10min/train/log.txt "$out/" 2>/dev/null
   grep -aE "^\| " runs/fashion_mnist_gpu_10min/report.md 2>/dev/null | tee -a "$summary"
-fi
+}
+
+# e2e and program read the photos: made here when the parts do not name data.
+[[ " $parts " != *" data "* && " $parts " =~ (e2e|program) ]] && part_data
+for part in $parts; do
+  if ((deadline > 0 && SECONDS - start >= deadline)); then
+    note "$part: not started, ${deadline} s (GPU_USER_DEADLINE) had passed"
+    continue
+  fi
+  case $part in
+    data | step | program | mainjob) "part_$part" ;;
+    e2e:*) part_e2e "${part#e2e:}" ;;
+    *) echo "gpu_user_run: unknown part '$part' (data, e2e:PRECISION, step, program, mainjob)" >&2
+       exit 2 ;;
+  esac
+done
 say "done"
 echo "--- summary"
 cat "$summary"
