@@ -25,7 +25,11 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 nice -n 15 cmake -S . -B "$BUILD" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXDINO_FUZZ=ON >/dev/null
 fi
-nice -n 15 ninja -C "$BUILD" -j1 "${TARGETS[@]/#/fuzz_}" >/dev/null
+nice -n 15 ninja -C "$BUILD" -j1 "${TARGETS[@]/#/fuzz_}" >"$BUILD/build.log" 2>&1 || {
+  grep -E "error|FAILED|undefined" "$BUILD/build.log" | head -20
+  echo "fuzz: the build of the targets failed; the whole log: $BUILD/build.log" >&2
+  exit 1
+}
 
 # The targets write each input to a temporary file: keep those in memory where /dev/shm exists
 # (a disk stalled by other work once turned an unlink into a 1 s timeout).
