@@ -80,6 +80,19 @@ std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tenso
 
 }  // namespace
 
+StepTimes StepTimes::since(const StepTimes& e) const {
+  StepTimes d;
+  d.data = data - e.data;
+  d.forward = forward - e.forward;
+  d.backward = backward - e.backward;
+  d.optimizer = optimizer - e.optimizer;
+  d.ema = ema - e.ema;
+  d.grad_wait = grad_wait - e.grad_wait;
+  d.checkpoint = checkpoint - e.checkpoint;
+  d.steps = steps - e.steps;
+  return d;
+}
+
 Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
                  std::shared_ptr<DataSource> data, std::shared_ptr<Communicator> comm)
     : o_(std::move(options)),
@@ -457,19 +470,6 @@ void Trainer::save_timed(int64_t next_iteration) {
 // The order makes a kill at any point recoverable: everything the epoch's files say is
 // computed first, then checkpoint.pth is replaced (it carries the log line), then the numbered
 // copy and log.txt follow from it (a resume writes them if they are missing).
-StepTimes StepTimes::since(const StepTimes& e) const {
-  StepTimes d;
-  d.data = data - e.data;
-  d.forward = forward - e.forward;
-  d.backward = backward - e.backward;
-  d.optimizer = optimizer - e.optimizer;
-  d.ema = ema - e.ema;
-  d.grad_wait = grad_wait - e.grad_wait;
-  d.checkpoint = checkpoint - e.checkpoint;
-  d.steps = steps - e.steps;
-  return d;
-}
-
 void Trainer::finish_epoch(int64_t epoch) {
   // Where this epoch's time went, before the checkpoint and the monitor add their own.
   const StepTimes spent = times_.since(epoch_start_times_);
