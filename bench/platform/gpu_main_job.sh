@@ -25,11 +25,8 @@ cd "$(dirname "$0")/../.."
 start=$SECONDS
 say() { echo "[$((SECONDS - start)) s] $*"; }
 
-libs=/tmp/xdino_libs
-mkdir -p "$libs" && tar -xJf "$bundle/libs.tar.xz" -C "$libs"
-site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-cuda_libs=$(find "$site/nvidia" -maxdepth 3 -name lib -type d | paste -sd:)
-export LD_LIBRARY_PATH="$site/torch/lib:$cuda_libs:$libs"
+source bench/platform/bundle_env.sh
+bundle_env "$bundle" python3
 say "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "torch $(python3 -c 'import torch; print(torch.__version__)'), cores $(nproc)"

@@ -62,13 +62,9 @@ else
   images=${GPU_USER_IMAGES:-5120}
 fi
 
-if [[ -f "$bundle/libs.tar.xz" ]]; then  # a bundle: its Debian libraries, the machine's torch
-  libs=/tmp/xdino_libs
-  mkdir -p "$libs" && tar -xJf "$bundle/libs.tar.xz" -C "$libs"
-  site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-  cuda_libs=$(find "$site/nvidia" -maxdepth 3 -name lib -type d 2>/dev/null | paste -sd:)
-  export LD_LIBRARY_PATH="$site/torch/lib:$cuda_libs:$libs"
-fi
+source bench/platform/bundle_env.sh
+# A bundle: its Debian libraries, the machine's torch; a build folder needs nothing.
+[[ -f "$bundle/libs.tar.xz" ]] && bundle_env "$bundle" "$python"
 dino=$bundle/dino
 bench_train=$bundle/bench_train
 [[ -x $bench_train ]] || bench_train=$bundle/bench/bench_train
