@@ -62,6 +62,15 @@ namespace xdino::models {
 //    the flash kernel saves.
 enum class XcaAttention { kAuto, kOps, kSdpa };
 
+// How a block's LayerNorms run (docs/tiers.md, "A kernel"):
+//  - kOps: torch's LayerNorm; under autocast it writes float32, which the next matrix product
+//    casts to autocast's dtype in a kernel of its own;
+//  - kFused: on a CUDA tensor, in a build with kernels/cuda, kernels::layer_norm writes
+//    autocast's dtype directly (x's dtype without autocast), in one pass; elsewhere kOps;
+//  - kAuto: kOps until the fused kernel has passed tests/test_kernel_layer_norm.cpp on a card
+//    and been timed against kOps there (bench/results/gpu.md, "Fused kernels").
+enum class LayerKernels { kAuto, kOps, kFused };
+
 struct QKNorms {
   torch::Tensor q_raw, k_raw;  // ||q_n||, ||k_n|| per head before normalisation, (B, h, N)
   torch::Tensor q_hat, k_hat;  // the same after L2 normalisation over tokens, (B, h, N)

@@ -1,7 +1,11 @@
 #include "models/layers.h"
 
 #include "core/check.h"
+#include "core/compat.h"
 #include "distributed/replicas.h"
+#ifdef XDINO_WITH_CUDA_KERNELS
+#include "kernels/cuda/layer_norm_function.h"
+#endif
 
 namespace xdino::models {
 
@@ -46,6 +50,20 @@ Tensor residual_drop_path(const Tensor& x, const Tensor& y, double rate, bool tr
 }
 
 // ------------------------------------------------------------------------------------------
+
+Tensor layer_norm_for_product(nn::LayerNorm& norm, const Tensor& x, LayerKernels kernels) {
+#ifdef XDINO_WITH_CUDA_KERNELS
+  if (kernels == LayerKernels::kFused &&
+      xdino::kernels::layer_norm_applies(x, norm->weight, norm->bias)) {
+    const c10::DeviceType device = x.device().type();
+    const c10::ScalarType out = x.scalar_type() == torch::kDouble ? torch::kDouble
+                                : compat::autocast_enabled(device) ? compat::autocast_dtype(device)
+                                                                   : x.scalar_type();
+    return xdino::kernels::layer_norm(x, norm->weight, norm->bias, norm->options.eps(), out);
+  }
+#endif
+  return norm(x);
+}
 
 MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
   fc1 = register_module("fc1", nn::Linear(dim, hidden));

@@ -14,9 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "models/backbone.h"
 #include "models/batch_norm.h"
 
 namespace xdino::models {
+
+// norm(x) in the dtype the matrix product after it takes, by `kernels`. Same values as norm(x)
+// up to float32 rounding; differentiable in x and norm's parameters.
+torch::Tensor layer_norm_for_product(torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                                     LayerKernels kernels);
 
 // x + s * gamma * y, where s is the per-sample stochastic-depth factor (docs/architecture.md):
 // floor(keep + U[0,1)) / keep with keep = 1 - rate, drawn per sample; s = 1 in eval mode or

@@ -21,6 +21,7 @@ std::shared_ptr<Backbone> make_xcit(XCiTConfig config, const BackboneOptions& op
   config.drop_path_rate = options.drop_path_rate;
   config.in_chans = options.in_chans;
   config.xca_attention = options.xca_attention;
+  config.layer_kernels = options.layer_kernels;
   return std::make_shared<XCiT>(std::move(config));
 }
 

@@ -129,7 +129,8 @@ XCiT::XCiT(XCiTConfig config)
         return XCABlock(XCABlockOptions(C, c.num_heads)
                             .eta(c.eta)
                             .drop_path_rate(c.drop_path_rate)
-                            .attention(c.xca_attention));
+                            .attention(c.xca_attention)
+                            .kernels(c.layer_kernels));
       },
       [&] {
         return ClassAttentionBlock(

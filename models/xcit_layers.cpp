@@ -190,7 +190,8 @@ Tensor LPIImpl::forward(const Tensor& x, int64_t rows, int64_t cols) {
 
 // ------------------------------------------------------------------------------------------
 
-XCABlockImpl::XCABlockImpl(const XCABlockOptions& o) : drop_path_rate(o.drop_path_rate()) {
+XCABlockImpl::XCABlockImpl(const XCABlockOptions& o)
+    : drop_path_rate(o.drop_path_rate()), kernels(o.kernels()) {
   const int64_t dim = o.dim(), heads = o.num_heads();
   const double eta = o.eta();
   gamma1 = register_parameter("gamma1", torch::full({dim}, eta));
@@ -206,9 +207,12 @@ XCABlockImpl::XCABlockImpl(const XCABlockOptions& o) : drop_path_rate(o.drop_pat
 
 Tensor XCABlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNorms* norms) {
   const bool train = is_training();
-  Tensor y = residual_drop_path(x, attn(norm1(x), norms), gamma1, drop_path_rate, train);
-  y = residual_drop_path(y, local_mp(norm3(y), rows, cols), gamma3, drop_path_rate, train);
-  return residual_drop_path(y, mlp(norm2(y)), gamma2, drop_path_rate, train);
+  Tensor y = residual_drop_path(x, attn(layer_norm_for_product(norm1, x, kernels), norms), gamma1,
+                                drop_path_rate, train);
+  y = residual_drop_path(y, local_mp(layer_norm_for_product(norm3, y, kernels), rows, cols), gamma3,
+                         drop_path_rate, train);
+  return residual_drop_path(y, mlp(layer_norm_for_product(norm2, y, kernels)), gamma2,
+                            drop_path_rate, train);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ struct XCABlockOptions {
   TORCH_ARG(double, eta) = 1.0;             // initial value of the layer scales gamma1..3
   TORCH_ARG(double, drop_path_rate) = 0.0;  // stochastic depth of the three residuals
   TORCH_ARG(XcaAttention, attention) = XcaAttention::kAuto;  // XCA's path
+  TORCH_ARG(LayerKernels, kernels) = LayerKernels::kAuto;     // norm1..3's path (layers.h)
 };
 
 struct XCABlockImpl : torch::nn::Module {
@@ -97,6 +98,7 @@ struct XCABlockImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, int64_t rows, int64_t cols,
                         QKNorms* norms = nullptr);
   double drop_path_rate;
+  LayerKernels kernels;
   torch::Tensor gamma1, gamma2, gamma3;
   torch::nn::LayerNorm norm1{nullptr};
   XCA attn{nullptr};

@@ -6,7 +6,7 @@
 //                           [--global_size 224] [--local_size 96] [--locals 8]
 //                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
 //                           [--precision auto|fp32|bf16|fp16] [--replicas N]
-//                           [--xca auto|ops|sdpa]
+//                           [--xca auto|ops|sdpa] [--kernels auto|ops|fused]
 // --device and --precision mean what they mean for `dino train` (train/precision.h), with the
 // same one-line errors (exit 2). The crops are made once, on the training device, so the
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
@@ -16,7 +16,9 @@
 // The JSON also gives the step's work, "tflop_per_step" (ssl/step_flops.h, docs/flops.md), and
 // "tflops_per_sec" achieved: MFU is the latter over the device's peak.
 // --xca picks XCA's path (models/backbone.h, XcaAttention): the op path, or one
-// scaled_dot_product_attention call (LibTorch 2.1+), for an A/B of the two.
+// scaled_dot_product_attention call (LibTorch 2.1+), for an A/B of the two. --kernels picks
+// the XCA blocks' LayerNorm path (models/backbone.h, LayerKernels): torch's, or kernels/cuda's
+// fused one where it applies (a CUDA build on a card), for the same A/B.
 // --profile writes a Chrome trace of the timed steps, to see which operators the time goes to:
 // LibTorch's autograd profiler on the CPU; in a CUDA build Kineto's, which also records every
 // kernel, and the JSON adds "gpu_kernel_sec_per_step" (the union of the kernels' intervals) and
@@ -159,7 +161,7 @@ class KernelProfile {
 
 int run(int argc, char** argv) {
   std::string archs = "xcit_nano_12_p16,xcit_tiny_12_p16", dims = "65536,4096";
-  std::string device = "auto", precision = "auto", xca = "auto";
+  std::string device = "auto", precision = "auto", xca = "auto", kernels = "auto";
   int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
   int64_t head_hidden = 2048, replicas = 1;
   std::string profile;
@@ -197,6 +199,8 @@ int run(int argc, char** argv) {
       precision = v;
     else if (k == "--xca")
       xca = v;
+    else if (k == "--kernels")
+      kernels = v;
     else
       XDINO_FAIL_ARG("unknown option ", k,
                      " (see the comment at the top of bench/cpp/bench_train.cpp)");
@@ -207,6 +211,11 @@ int run(int argc, char** argv) {
   const auto xca_attention = xca == "ops"    ? xdino::models::XcaAttention::kOps
                              : xca == "sdpa" ? xdino::models::XcaAttention::kSdpa
                                              : xdino::models::XcaAttention::kAuto;
+  XDINO_CHECK_ARG(kernels == "auto" || kernels == "ops" || kernels == "fused", "--kernels ",
+                  kernels, " is not one of auto, ops, fused");
+  const auto layer_kernels = kernels == "ops"     ? xdino::models::LayerKernels::kOps
+                             : kernels == "fused" ? xdino::models::LayerKernels::kFused
+                                                  : xdino::models::LayerKernels::kAuto;
   const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
   xdino::log::set_level(xdino::log::Level::kWarn);
   // A world of 1 without a launcher's variables.
@@ -242,9 +251,10 @@ int run(int argc, char** argv) {
       xdino::ssl::Trainer trainer(
           o,
           [&](const xdino::models::BackboneOptions& bo) {
-            xdino::models::BackboneOptions with_xca = bo;
-            with_xca.xca_attention = xca_attention;
-            return xdino::models::create_backbone(arch, with_xca);
+            xdino::models::BackboneOptions paths = bo;
+            paths.xca_attention = xca_attention;
+            paths.layer_kernels = layer_kernels;
+            return xdino::models::create_backbone(arch, paths);
           },
           data, comm);
       // Each step all-reduces every trainable gradient (fp32), the center and two flags.

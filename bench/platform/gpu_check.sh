@@ -87,22 +87,25 @@ for round in $(seq "$rounds"); do
   done
 done
 
-# XCA's two paths (models/backbone.h, XcaAttention): the op path against one
-# scaled_dot_product_attention call, alternated, in fp16 and bf16; then where the step's time
-# goes (a Chrome trace of LibTorch's profiler: kernel time against wall time, docs/flops.md).
-say "XCA: op path against scaled_dot_product_attention"
-for precision in fp16 bf16; do
-  for xca in ops sdpa; do
-    (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-480})) && continue
-    timeout 90 build-gpu/bench/bench_train "${shapes[@]}" --device cuda --precision "$precision" \
-      --xca "$xca" 2>> "$out/bench.err" | tail -1 | sed "s/^{/{\"xca\": \"$xca\", /" |
-      tee -a "$out/xca.jsonl"
+# The blocks' LayerNorm paths (models/backbone.h, LayerKernels): torch's against kernels/cuda's
+# fused one, alternated, twice in fp16 and bf16 (XCA's op path, kAuto, in both). Its
+# correctness came first, in the tests above (test_kernel_layer_norm's CUDA cases). Then where
+# the step's time goes with it (a Chrome trace: kernel time against wall time, docs/flops.md).
+say "LayerNorm: torch's against the fused kernel"
+for round in 1 2; do
+  for precision in fp16 bf16; do
+    for kernels in ops fused; do
+      (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-480})) && continue
+      timeout 90 build-gpu/bench/bench_train "${shapes[@]}" --device cuda \
+        --precision "$precision" --kernels "$kernels" 2>> "$out/bench.err" | tail -1 |
+        sed "s/^{/{\"kernels\": \"$kernels\", \"round\": $round, /" | tee -a "$out/kernels.jsonl"
+    done
   done
 done
 if (($((SECONDS - start)) < ${GPU_CHECK_DEADLINE:-480})); then
-  say "profile: bf16, 3 steps"
+  say "profile: bf16, 3 steps, fused LayerNorm"
   timeout 120 build-gpu/bench/bench_train "${shapes[@]}" --steps 3 --device cuda --precision bf16 \
-    --profile "$out/trace" 2>> "$out/bench.err" | tail -1
+    --kernels fused --profile "$out/trace" 2>> "$out/bench.err" | tail -1
   ls -la "$out"/trace.* 2> /dev/null
 fi
 say "done"

@@ -1,0 +1,241 @@
+// The kernels of layer_norm.h. One warp normalises one row: XCiT's rows are 128-768 channels
+// wide, so a lane holds 4-24 values, the two warp reductions (mean, then the centred sum of
+// squares, as at::native_layer_norm's two-pass variance) need no shared memory, and a row is
+// re-read from L1 rather than kept in registers whose count would depend on C. The weight and
+// bias gradients are column sums over every row: partial sums over chunks of rows, each thread
+// one channel (coalesced along C), then one at::sum over the chunks.
+#include "kernels/cuda/layer_norm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace xdino::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = 4;        // warps per block in the row kernels
+constexpr int kColumnThreads = 128;     // channels per block in the column kernel
+constexpr int64_t kRowsPerChunk = 64;   // rows each column-kernel thread sums, at least
+constexpr int64_t kMaxChunks = 65535;   // a grid's y extent
+
+template <typename Acc>
+__device__ __forceinline__ Acc warp_sum(Acc v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float reciprocal_sqrt(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double reciprocal_sqrt(double v) { return rsqrt(v); }
+
+template <typename T, typename TOut, typename Acc>
+__global__ void forward_kernel(const T* __restrict__ x, const Acc* __restrict__ weight,
+                               const Acc* __restrict__ bias, TOut* __restrict__ y,
+                               Acc* __restrict__ mean, Acc* __restrict__ rstd, int64_t rows,
+                               int64_t C, Acc eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (row >= rows) return;  // the whole warp leaves together: the shuffles stay full
+  const int lane = threadIdx.x;
+  const T* xr = x + row * C;
+  Acc sum = 0;
+  for (int64_t c = lane; c < C; c += kWarp) sum += static_cast<Acc>(xr[c]);
+  const Acc mu = warp_sum(sum) / static_cast<Acc>(C);
+  Acc squares = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc d = static_cast<Acc>(xr[c]) - mu;
+    squares += d * d;
+  }
+  const Acc rs = reciprocal_sqrt(warp_sum(squares) / static_cast<Acc>(C) + eps);
+  TOut* yr = y + row * C;
+  for (int64_t c = lane; c < C; c += kWarp)
+    yr[c] = static_cast<TOut>((static_cast<Acc>(xr[c]) - mu) * rs * weight[c] + bias[c]);
+  if (lane == 0) {
+    mean[row] = mu;
+    rstd[row] = rs;
+  }
+}
+
+// dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight, per row.
+template <typename T, typename TGrad, typename Acc>
+__global__ void backward_input_kernel(const TGrad* __restrict__ dy, const T* __restrict__ x,
+                                      const Acc* __restrict__ weight,
+                                      const Acc* __restrict__ mean,
+                                      const Acc* __restrict__ rstd, T* __restrict__ dx,
+                                      int64_t rows, int64_t C) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const int lane = threadIdx.x;
+  const T* xr = x + row * C;
+  const TGrad* gr = dy + row * C;
+  const Acc mu = mean[row], rs = rstd[row];
+  Acc sum_g = 0, sum_gx = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc g = static_cast<Acc>(gr[c]) * weight[c];
+    sum_g += g;
+    sum_gx += g * (static_cast<Acc>(xr[c]) - mu) * rs;
+  }
+  const Acc mean_g = warp_sum(sum_g) / static_cast<Acc>(C);
+  const Acc mean_gx = warp_sum(sum_gx) / static_cast<Acc>(C);
+  T* dxr = dx + row * C;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc g = static_cast<Acc>(gr[c]) * weight[c];
+    const Acc x_hat = (static_cast<Acc>(xr[c]) - mu) * rs;
+    dxr[c] = static_cast<T>(rs * (g - mean_g - x_hat * mean_gx));
+  }
+}
+
+// Per chunk of `chunk_rows` rows and per channel: sum(dy * x_hat) and sum(dy).
+template <typename T, typename TGrad, typename Acc>
+__global__ void backward_params_kernel(const TGrad* __restrict__ dy, const T* __restrict__ x,
+                                       const Acc* __restrict__ mean,
+                                       const Acc* __restrict__ rstd, Acc* __restrict__ dweight,
+                                       Acc* __restrict__ dbias, int64_t rows, int64_t C,
+                                       int64_t chunk_rows) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
+  if (c >= C) return;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t last = first + chunk_rows < rows ? first + chunk_rows : rows;
+  Acc dw = 0, db = 0;
+  for (int64_t r = first; r < last; ++r) {
+    const Acc g = static_cast<Acc>(dy[r * C + c]);
+    dw += g * (static_cast<Acc>(x[r * C + c]) - mean[r]) * rstd[r];
+    db += g;
+  }
+  dweight[static_cast<int64_t>(blockIdx.y) * C + c] = dw;
+  dbias[static_cast<int64_t>(blockIdx.y) * C + c] = db;
+}
+
+// Calls f with a value of the C++ type of `t`: float32, float16 or bfloat16 (the float64 case
+// is handled by the callers, whose accumulation type then changes too).
+template <typename F>
+void with_reduced_or_float(at::ScalarType t, const char* what, F&& f) {
+  switch (t) {
+    case at::kFloat: f(float{}); return;
+    case at::kHalf: f(at::Half{}); return;
+    case at::kBFloat16: f(at::BFloat16{}); return;
+    default:
+      XDINO_CHECK(false, "CUDA LayerNorm: ", what, " must be float32, float16 or bfloat16, got ",
+                  c10::toString(t));
+  }
+}
+
+void check_rows(const at::Tensor& t, const char* what) {
+  XDINO_CHECK(t.is_cuda() && t.is_contiguous(), "CUDA LayerNorm: ", what,
+              " must be a contiguous CUDA tensor");
+  XDINO_CHECK(t.dim() >= 1 && t.size(-1) >= 1, "CUDA LayerNorm: ", what,
+              " needs a non-empty last dimension, got ", t.sizes());
+}
+
+at::ScalarType accumulation_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+dim3 row_grid(int64_t rows) {
+  return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tensor& x,
+                                                                  const at::Tensor& weight,
+                                                                  const at::Tensor& bias,
+                                                                  double eps,
+                                                                  at::ScalarType out_dtype) {
+  check_rows(x, "input");
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  XDINO_CHECK(weight.numel() == C && bias.numel() == C && weight.device() == x.device() &&
+                  bias.device() == x.device(),
+              "CUDA LayerNorm: weight and bias must have ", C, " entries on ", x.device(),
+              ", got ", weight.sizes(), " and ", bias.sizes());
+  const at::ScalarType acc = accumulation_type(x);
+  XDINO_CHECK(acc != at::kDouble || out_dtype == at::kDouble,
+              "CUDA LayerNorm: float64 input writes float64, not ", c10::toString(out_dtype));
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor w = weight.to(acc).contiguous(), b = bias.to(acc).contiguous();
+  at::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
+  at::Tensor mean = at::empty({rows}, x.options().dtype(acc));
+  at::Tensor rstd = at::empty({rows}, x.options().dtype(acc));
+  if (rows == 0) return {y, mean, rstd};
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const dim3 block(kWarp, kRowsPerBlock);
+  auto launch = [&](auto in, auto out, auto accumulate) {
+    using T = decltype(in);
+    using TOut = decltype(out);
+    using Acc = decltype(accumulate);
+    forward_kernel<T, TOut, Acc><<<row_grid(rows), block, 0, stream>>>(
+        x.data_ptr<T>(), w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<TOut>(),
+        mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, static_cast<Acc>(eps));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (acc == at::kDouble) {
+    launch(double{}, double{}, double{});
+  } else {
+    with_reduced_or_float(x.scalar_type(), "the input", [&](auto in) {
+      with_reduced_or_float(out_dtype, "the output", [&](auto out) { launch(in, out, float{}); });
+    });
+  }
+  return {y, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Tensor& dy,
+                                                                   const at::Tensor& x,
+                                                                   const at::Tensor& weight,
+                                                                   const at::Tensor& mean,
+                                                                   const at::Tensor& rstd) {
+  check_rows(x, "input");
+  check_rows(dy, "gradient");
+  XDINO_CHECK(dy.sizes() == x.sizes(), "CUDA LayerNorm: gradient ", dy.sizes(),
+              " does not match input ", x.sizes());
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  const at::ScalarType acc = accumulation_type(x);
+  XDINO_CHECK(mean.scalar_type() == acc && rstd.scalar_type() == acc && mean.numel() == rows &&
+                  rstd.numel() == rows,
+              "CUDA LayerNorm: mean and rstd must be the forward's (", rows, " rows of ",
+              c10::toString(acc), ")");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor w = weight.to(acc).contiguous();
+  at::Tensor dx = at::empty_like(x);
+  const int64_t chunk_rows = std::max(kRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
+  const int64_t chunks = std::max<int64_t>(1, (rows + chunk_rows - 1) / chunk_rows);
+  at::Tensor dw_parts = at::empty({chunks, C}, x.options().dtype(acc));
+  at::Tensor db_parts = at::empty({chunks, C}, x.options().dtype(acc));
+  if (rows == 0) {
+    return {dx, at::zeros_like(weight), at::zeros_like(weight)};
+  }
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  auto launch = [&](auto in, auto grad, auto accumulate) {
+    using T = decltype(in);
+    using TGrad = decltype(grad);
+    using Acc = decltype(accumulate);
+    backward_input_kernel<T, TGrad, Acc><<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
+        dy.data_ptr<TGrad>(), x.data_ptr<T>(), w.data_ptr<Acc>(), mean.data_ptr<Acc>(),
+        rstd.data_ptr<Acc>(), dx.data_ptr<T>(), rows, C);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const dim3 grid(static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads),
+                    static_cast<unsigned>(chunks));
+    backward_params_kernel<T, TGrad, Acc><<<grid, kColumnThreads, 0, stream>>>(
+        dy.data_ptr<TGrad>(), x.data_ptr<T>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(),
+        dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (acc == at::kDouble) {
+    XDINO_CHECK(dy.scalar_type() == at::kDouble, "CUDA LayerNorm: float64 input takes a float64 "
+                "gradient, got ", c10::toString(dy.scalar_type()));
+    launch(double{}, double{}, double{});
+  } else {
+    with_reduced_or_float(x.scalar_type(), "the input", [&](auto in) {
+      with_reduced_or_float(dy.scalar_type(), "the gradient",
+                            [&](auto grad) { launch(in, grad, float{}); });
+    });
+  }
+  const at::ScalarType wt = weight.scalar_type();
+  return {dx, dw_parts.sum(0).to(wt).view(weight.sizes()),
+          db_parts.sum(0).to(wt).view(weight.sizes())};
+}
+
+}  // namespace xdino::kernels::cuda

@@ -1,0 +1,54 @@
+#include "kernels/cuda/layer_norm_function.h"
+
+#include <torch/autograd.h>
+
+#include "kernels/cuda/layer_norm.h"
+
+namespace xdino::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+bool floating(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
+class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, double eps, at::ScalarType out_dtype) {
+    auto [y, mean, rstd] = cuda::layer_norm_forward(x, weight, bias, eps, out_dtype);
+    ctx->save_for_backward({x, weight, mean, rstd});
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(bias.scalar_type());
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
+    auto [dx, dweight, dbias] =
+        cuda::layer_norm_backward(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3]);
+    return {dx, dweight, dbias.to(bias_dtype), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool layer_norm_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!x.defined() || !weight.defined() || !bias.defined()) return false;
+  if (!x.is_cuda() || !x.is_contiguous() || x.dim() < 1 || x.size(-1) < 1) return false;
+  if (!floating(x.scalar_type()) || !floating(weight.scalar_type()) ||
+      !floating(bias.scalar_type()))
+    return false;
+  const int64_t C = x.size(-1);
+  return weight.numel() == C && bias.numel() == C && weight.device() == x.device() &&
+         bias.device() == x.device();
+}
+
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      double eps, at::ScalarType out_dtype) {
+  return LayerNormFunction::apply(x, weight, bias, eps, out_dtype);
+}
+
+}  // namespace xdino::kernels
