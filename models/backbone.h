@@ -66,7 +66,9 @@ enum class XcaAttention { kAuto, kOps, kSdpa };
 //  - kOps: torch's LayerNorm; under autocast it writes float32, which the next matrix product
 //    casts to autocast's dtype in a kernel of its own;
 //  - kFused: on a CUDA tensor, in a build with kernels/cuda, kernels::layer_norm writes
-//    autocast's dtype directly (x's dtype without autocast), in one pass; elsewhere kOps;
+//    autocast's dtype directly (x's dtype without autocast), in one pass, and the two
+//    LayerScale residuals that feed norm3 and norm2 come out of the same kernel as the norm
+//    (kernels::residual_layer_norm; models/layers.h, residual_then_norm); elsewhere kOps;
 //  - kAuto: kOps until the fused kernel has passed tests/test_kernel_layer_norm.cpp on a card
 //    and been timed against kOps there (bench/results/gpu.md, "Fused kernels").
 enum class LayerKernels { kAuto, kOps, kFused };

@@ -207,12 +207,14 @@ XCABlockImpl::XCABlockImpl(const XCABlockOptions& o)
 
 Tensor XCABlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNorms* norms) {
   const bool train = is_training();
-  Tensor y = residual_drop_path(x, attn(layer_norm_for_product(norm1, x, kernels), norms), gamma1,
-                                drop_path_rate, train);
-  y = residual_drop_path(y, local_mp(layer_norm_for_product(norm3, y, kernels), rows, cols), gamma3,
-                         drop_path_rate, train);
-  return residual_drop_path(y, mlp(layer_norm_for_product(norm2, y, kernels)), gamma2,
-                            drop_path_rate, train);
+  // Each residual feeds the next LayerNorm; residual_then_norm fuses the pair where it can
+  // (models/backbone.h, LayerKernels). The last residual leaves the block.
+  const Tensor n1 = layer_norm_for_product(norm1, x, kernels);
+  const auto [y1, n3] = residual_then_norm(x, attn(n1, norms), gamma1, drop_path_rate, train,
+                                           norm3, kernels);
+  const auto [y2, n2] = residual_then_norm(y1, local_mp(n3, rows, cols), gamma3, drop_path_rate,
+                                           train, norm2, kernels);
+  return residual_drop_path(y2, mlp(n2), gamma2, drop_path_rate, train);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
-// kernels/cuda's LayerNorm against torch's (docs/tiers.md, "A kernel"): a table of shapes and
-// dtype pairs, forward and backward against autograd through at::layer_norm, float64 central
-// differences, and an XCA block on each path. The CUDA cases skip, naming why, without a card;
+// kernels/cuda's LayerNorm, alone and after a LayerScale residual, against torch's
+// (docs/tiers.md, "A kernel"): a table of shapes and dtype pairs, forward and backward against
+// autograd through the op path, float64 central differences, and an XCA block on each path. The CUDA cases skip, naming why, without a card;
 // the CPU cases check that kFused falls back to torch's LayerNorm bit for bit off CUDA.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,71 @@ TEST(KernelLayerNorm, ForwardAndBackwardMatchTorch) {
   }
 }
 
+// The residual variant on the same table: y = addcmul(x, branch, gamma * factor) and its
+// LayerNorm, against the op path (the truth again in float64), with and without a
+// stochastic-depth factor. x is float32 (float64 in the float64 row); the branch has the
+// pair's input dtype, as the XCA or LPI output under autocast has.
+TEST(KernelLayerNorm, ResidualVariantMatchesTorch) {
+  XDINO_SKIP_WITHOUT_CUDA();
+  torch::manual_seed(5);
+  const torch::Device cuda(torch::kCUDA);
+  enum class Path { kKernel, kTorch, kTruth };
+  for (const auto& c : kCases) {
+    if (c.shape.size() < 2) continue;
+    for (const auto& d : kDtypes) {
+      for (const bool drop : {false, true}) {
+        SCOPED_TRACE(describe(c, d) + (drop ? ", stochastic depth" : ""));
+        const int64_t C = c.shape.back(), B = c.shape.front();
+        const auto acc = d.in == torch::kDouble ? torch::kDouble : torch::kFloat;
+        const Tensor x0 = (torch::randn(c.shape, torch::kDouble) * c.scale + c.offset).to(acc);
+        const Tensor branch0 = torch::randn(c.shape, torch::kDouble).to(d.in);
+        const Tensor gamma0 = torch::rand({C}, torch::kDouble).to(acc);
+        const Tensor w0 = torch::randn({C}, torch::kDouble).to(acc);
+        const Tensor b0 = torch::randn({C}, torch::kDouble).to(acc);
+        // As drop_path_factor gives it: 0 or 1/keep per sample, (B, 1, ..., 1).
+        std::vector<int64_t> factor_shape(c.shape.size(), 1);
+        factor_shape[0] = B;
+        const Tensor factor0 =
+            drop ? (torch::arange(B) % 2).to(torch::kDouble).div(0.9).view(factor_shape).to(acc)
+                 : Tensor();
+        const Tensor dn = torch::randn(c.shape, torch::kDouble).to(d.out).to(cuda);
+        const Tensor dy = torch::randn(c.shape, torch::kDouble).to(acc).to(cuda);
+
+        auto run = [&](Path path) {
+          const auto as = path == Path::kTruth ? torch::kDouble : acc;
+          auto leaf = [&](const Tensor& t, torch::ScalarType type) {
+            return t.to(cuda).to(type).requires_grad_(true);
+          };
+          Tensor x = leaf(x0, as), gamma = leaf(gamma0, as), w = leaf(w0, as), b = leaf(b0, as);
+          Tensor branch = leaf(branch0, path == Path::kTruth ? torch::kDouble : d.in);
+          const Tensor factor = drop ? factor0.to(cuda).to(as) : Tensor();
+          Tensor y, n;
+          if (path == Path::kKernel) {
+            EXPECT_TRUE(xdino::kernels::residual_layer_norm_applies(x, branch, gamma, w, b));
+            std::tie(y, n) =
+                xdino::kernels::residual_layer_norm(x, branch, gamma, factor, w, b, 1e-6, d.out);
+            EXPECT_EQ(n.scalar_type(), d.out);
+          } else {
+            y = torch::addcmul(x, branch, drop ? gamma * factor : gamma);
+            n = at::layer_norm(y, {C}, w, b, 1e-6);
+            if (path == Path::kTorch) n = n.to(d.out);
+          }
+          ((n.to(as) * dn.to(as)).sum() + (y * dy.to(as)).sum()).backward();
+          return std::vector<Tensor>{y,          n,           x.grad(), branch.grad(),
+                                     gamma.grad(), w.grad(), b.grad()};
+        };
+        const auto kernel = run(Path::kKernel), torch_path = run(Path::kTorch),
+                   truth = run(Path::kTruth);
+        const char* names[] = {"y", "n", "dx", "dbranch", "dgamma", "dweight", "dbias"};
+        for (size_t i = 0; i < kernel.size(); ++i) {
+          const double bound = std::max(d.floor, 10 * nmse(torch_path[i], truth[i]));
+          EXPECT_LE(nmse(kernel[i], truth[i]), bound) << names[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelLayerNorm, GradientsMatchFiniteDifferencesInFloat64) {
   XDINO_SKIP_WITHOUT_CUDA();
   torch::manual_seed(1);
@@ -123,6 +189,27 @@ TEST(KernelLayerNorm, GradientsMatchFiniteDifferencesInFloat64) {
   xdino::testing::expect_gradients_match(
       [&] { return (xdino::kernels::layer_norm(x, w, b, 1e-6, torch::kDouble) * r).sum(); },
       {{"x", x}, {"weight", w}, {"bias", b}}, {1e-6, 1e-7, 11});
+}
+
+TEST(KernelLayerNorm, ResidualGradientsMatchFiniteDifferencesInFloat64) {
+  XDINO_SKIP_WITHOUT_CUDA();
+  torch::manual_seed(6);
+  const auto on_cuda = torch::TensorOptions().dtype(torch::kDouble).device(torch::kCUDA);
+  auto leaf = [&](std::vector<int64_t> shape) {
+    return torch::randn(shape, on_cuda).requires_grad_(true);
+  };
+  const Tensor x = leaf({3, 4, 37}), branch = leaf({3, 4, 37}), gamma = leaf({37}),
+               w = leaf({37}), b = leaf({37});
+  const Tensor factor = torch::tensor({1.25, 0.0, 1.25}, on_cuda).view({3, 1, 1});
+  const Tensor rn = torch::randn({3, 4, 37}, on_cuda), ry = torch::randn({3, 4, 37}, on_cuda);
+  xdino::testing::expect_gradients_match(
+      [&] {
+        const auto [y, n] =
+            xdino::kernels::residual_layer_norm(x, branch, gamma, factor, w, b, 1e-6, torch::kDouble);
+        return (n * rn).sum() + (y * ry).sum();
+      },
+      {{"x", x}, {"branch", branch}, {"gamma", gamma}, {"weight", w}, {"bias", b}},
+      {1e-6, 1e-7, 11});
 }
 
 TEST(KernelLayerNorm, RejectsWhatItDoesNotTake) {
@@ -137,14 +224,23 @@ TEST(KernelLayerNorm, RejectsWhatItDoesNotTake) {
   EXPECT_FALSE(xdino::kernels::layer_norm_applies(x.to(torch::kInt), w, b)) << "integers";
   EXPECT_THROW(xdino::kernels::layer_norm(x.to(torch::kDouble), w, b, 1e-6, torch::kFloat),
                std::exception);
+  const Tensor half = torch::randn({4, 8}, on_cuda.dtype(torch::kHalf));
+  EXPECT_TRUE(xdino::kernels::residual_layer_norm_applies(x.view({2, 2, 8}), half.view({2, 2, 8}),
+                                                          w, w, b));
+  EXPECT_FALSE(xdino::kernels::residual_layer_norm_applies(half, x, w, w, b)) << "half residual";
+  EXPECT_FALSE(xdino::kernels::residual_layer_norm_applies(x, x.t().contiguous().t(), w, w, b))
+      << "branch not contiguous";
+  EXPECT_FALSE(xdino::kernels::residual_layer_norm_applies(x, x.view({32}), w, w, b)) << "shape";
 }
 #endif
 
-// Two XCA blocks with the same weights, on the op path and on kFused.
-std::pair<XCABlock, XCABlock> block_pair(torch::Device device) {
+// Two XCA blocks with the same weights, on the op path and on kFused; stochastic depth at
+// `drop_path_rate` (in training mode).
+std::pair<XCABlock, XCABlock> block_pair(torch::Device device, double drop_path_rate = 0.0) {
   torch::manual_seed(2);
-  XCABlock ops(XCABlockOptions(64, 4).eta(0.5).kernels(LayerKernels::kOps));
-  XCABlock fused(XCABlockOptions(64, 4).eta(0.5).kernels(LayerKernels::kFused));
+  const auto options = XCABlockOptions(64, 4).eta(0.5).drop_path_rate(drop_path_rate);
+  XCABlock ops(XCABlockOptions(options).kernels(LayerKernels::kOps));
+  XCABlock fused(XCABlockOptions(options).kernels(LayerKernels::kFused));
   torch::NoGradGuard no_grad;
   for (const auto& p : ops->named_parameters()) {
     // Non-trivial LayerNorm parameters, so that a swapped weight and bias would show.
@@ -157,10 +253,12 @@ std::pair<XCABlock, XCABlock> block_pair(torch::Device device) {
 }
 
 TEST(KernelLayerNorm, XcaBlockFallsBackToTorchOffCuda) {
-  auto [ops, fused] = block_pair(torch::kCPU);
+  auto [ops, fused] = block_pair(torch::kCPU, 0.5);
+  const Tensor x = torch::randn({4, 16, 64});
   torch::manual_seed(3);
-  const Tensor x = torch::randn({2, 16, 64});
-  const Tensor y_ops = ops(x, 4, 4), y_fused = fused(x, 4, 4);
+  const Tensor y_ops = ops(x, 4, 4);
+  torch::manual_seed(3);  // the same stochastic-depth draws
+  const Tensor y_fused = fused(x, 4, 4);
   EXPECT_TRUE(torch::equal(y_ops, y_fused));
   const Tensor a = torch::randn({2, 16, 64}, torch::kDouble);
   ops->to(torch::kDouble);
@@ -171,10 +269,10 @@ TEST(KernelLayerNorm, XcaBlockFallsBackToTorchOffCuda) {
 TEST(KernelLayerNorm, XcaBlockOnCudaMatchesTheOpPath) {
   XDINO_SKIP_WITHOUT_CUDA();
   const torch::Device cuda(torch::kCUDA);
-  auto [ops, fused] = block_pair(cuda);
+  auto [ops, fused] = block_pair(cuda, 0.5);
   torch::manual_seed(4);
-  const Tensor x0 = torch::randn({2, 16, 64}, torch::TensorOptions().device(cuda));
-  const Tensor dy = torch::randn({2, 16, 64}, torch::TensorOptions().device(cuda));
+  const Tensor x0 = torch::randn({4, 16, 64}, torch::TensorOptions().device(cuda));
+  const Tensor dy = torch::randn({4, 16, 64}, torch::TensorOptions().device(cuda));
   for (const bool autocast : {false, true}) {
     SCOPED_TRACE(autocast ? "bf16 autocast" : "float32");
     auto run = [&](XCABlock& block) {
@@ -183,17 +281,23 @@ TEST(KernelLayerNorm, XcaBlockOnCudaMatchesTheOpPath) {
       Tensor y;
       {
         compat::AutocastGuard guard(torch::kCUDA, torch::kBFloat16, autocast);
+        torch::manual_seed(5);  // the same stochastic-depth draws on both paths
         y = block(x, 4, 4);
       }
       (y.to(torch::kFloat) * dy).sum().backward();
-      return std::vector<Tensor>{y, x.grad(), block->norm1->weight.grad(),
-                                 block->norm3->bias.grad(), block->mlp->fc1->weight.grad()};
+      return std::vector<Tensor>{y,
+                                 x.grad(),
+                                 block->norm1->weight.grad(),
+                                 block->norm3->bias.grad(),
+                                 block->gamma1.grad(),
+                                 block->mlp->fc1->weight.grad()};
     };
     const auto a = run(ops), b = run(fused);
     // float32: the kernels' sums in another order. bf16: both round the same float32 values,
     // at most one unit apart where a value sits on a rounding boundary.
     const double bound = autocast ? 1e-4 : 1e-10;
-    const char* names[] = {"y", "dx", "norm1.weight grad", "norm3.bias grad", "fc1.weight grad"};
+    const char* names[] = {"y",           "dx",          "norm1.weight grad", "norm3.bias grad",
+                           "gamma1 grad", "fc1.weight grad"};
     for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(nmse(b[i], a[i]), bound) << names[i];
   }
 }

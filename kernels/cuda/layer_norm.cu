@@ -3,7 +3,9 @@
 // squares, as at::native_layer_norm's two-pass variance) need no shared memory, and a row is
 // re-read from L1 rather than kept in registers whose count would depend on C. The weight and
 // bias gradients are column sums over every row: partial sums over chunks of rows, each thread
-// one channel (coalesced along C), then one at::sum over the chunks.
+// one channel (coalesced along C), then one at::sum over the chunks. The residual variant
+// computes its row first (x + branch * gamma * factor), writes it, and normalises it from there;
+// its backward adds the incoming residual gradient to the LayerNorm's in the same pass.
 #include "kernels/cuda/layer_norm.h"
 
 #include <ATen/ATen.h>
@@ -110,6 +112,106 @@ __global__ void backward_params_kernel(const TGrad* __restrict__ dy, const T* __
   dbias[static_cast<int64_t>(blockIdx.y) * C + c] = db;
 }
 
+// y = x + branch * gamma * factor[row / tokens] (factor: per-sample stochastic depth, or null),
+// then the LayerNorm of y as forward_kernel computes it. x, y in the accumulation type.
+template <typename TBranch, typename TOut, typename Acc>
+__global__ void residual_forward_kernel(const Acc* __restrict__ x,
+                                        const TBranch* __restrict__ branch,
+                                        const Acc* __restrict__ gamma,
+                                        const Acc* __restrict__ factor,
+                                        const Acc* __restrict__ weight,
+                                        const Acc* __restrict__ bias, Acc* __restrict__ y,
+                                        TOut* __restrict__ n, Acc* __restrict__ mean,
+                                        Acc* __restrict__ rstd, int64_t rows, int64_t C,
+                                        int64_t tokens, Acc eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const int lane = threadIdx.x;
+  const Acc keep = factor == nullptr ? Acc(1) : factor[row / tokens];
+  const Acc* xr = x + row * C;
+  const TBranch* br = branch + row * C;
+  Acc* yr = y + row * C;
+  Acc sum = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    // gamma * keep first: the op path multiplies them into one (B, 1, C) scale.
+    const Acc v = xr[c] + static_cast<Acc>(br[c]) * (gamma[c] * keep);
+    yr[c] = v;  // each lane reads back only what it wrote
+    sum += v;
+  }
+  const Acc mu = warp_sum(sum) / static_cast<Acc>(C);
+  Acc squares = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc d = yr[c] - mu;
+    squares += d * d;
+  }
+  const Acc rs = reciprocal_sqrt(warp_sum(squares) / static_cast<Acc>(C) + eps);
+  TOut* nr = n + row * C;
+  for (int64_t c = lane; c < C; c += kWarp)
+    nr[c] = static_cast<TOut>((yr[c] - mu) * rs * weight[c] + bias[c]);
+  if (lane == 0) {
+    mean[row] = mu;
+    rstd[row] = rs;
+  }
+}
+
+// total = dy + LayerNorm's dy-from-dn (backward_input_kernel's formula on y); dx = total;
+// dbranch = total * gamma * factor.
+template <typename TBranch, typename TGrad, typename Acc>
+__global__ void residual_backward_rows_kernel(
+    const TGrad* __restrict__ dn, const Acc* __restrict__ dy, const Acc* __restrict__ y,
+    const Acc* __restrict__ weight, const Acc* __restrict__ mean, const Acc* __restrict__ rstd,
+    const Acc* __restrict__ gamma, const Acc* __restrict__ factor, Acc* __restrict__ dx,
+    TBranch* __restrict__ dbranch, int64_t rows, int64_t C, int64_t tokens) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
+  if (row >= rows) return;
+  const int lane = threadIdx.x;
+  const Acc keep = factor == nullptr ? Acc(1) : factor[row / tokens];
+  const int64_t base = row * C;
+  const Acc mu = mean[row], rs = rstd[row];
+  Acc sum_g = 0, sum_gx = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc g = static_cast<Acc>(dn[base + c]) * weight[c];
+    sum_g += g;
+    sum_gx += g * (y[base + c] - mu) * rs;
+  }
+  const Acc mean_g = warp_sum(sum_g) / static_cast<Acc>(C);
+  const Acc mean_gx = warp_sum(sum_gx) / static_cast<Acc>(C);
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc g = static_cast<Acc>(dn[base + c]) * weight[c];
+    const Acc y_hat = (y[base + c] - mu) * rs;
+    const Acc total = dy[base + c] + rs * (g - mean_g - y_hat * mean_gx);
+    dx[base + c] = total;
+    dbranch[base + c] = static_cast<TBranch>(total * (gamma[c] * keep));
+  }
+}
+
+// Per chunk of rows and per channel: sum(dx * branch * factor) for gamma, and sum(dn * y_hat),
+// sum(dn) for the LayerNorm's weight and bias.
+template <typename TBranch, typename TGrad, typename Acc>
+__global__ void residual_backward_columns_kernel(
+    const TGrad* __restrict__ dn, const Acc* __restrict__ dx, const TBranch* __restrict__ branch,
+    const Acc* __restrict__ y, const Acc* __restrict__ mean, const Acc* __restrict__ rstd,
+    const Acc* __restrict__ factor, Acc* __restrict__ dgamma, Acc* __restrict__ dweight,
+    Acc* __restrict__ dbias, int64_t rows, int64_t C, int64_t tokens, int64_t chunk_rows) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
+  if (c >= C) return;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t last = first + chunk_rows < rows ? first + chunk_rows : rows;
+  Acc dg = 0, dw = 0, db = 0;
+  for (int64_t r = first; r < last; ++r) {
+    const int64_t i = r * C + c;
+    const Acc keep = factor == nullptr ? Acc(1) : factor[r / tokens];
+    dg += dx[i] * static_cast<Acc>(branch[i]) * keep;
+    const Acc g = static_cast<Acc>(dn[i]);
+    dw += g * (y[i] - mean[r]) * rstd[r];
+    db += g;
+  }
+  const int64_t out = static_cast<int64_t>(blockIdx.y) * C + c;
+  dgamma[out] = dg;
+  dweight[out] = dw;
+  dbias[out] = db;
+}
+
 // Calls f with a value of the C++ type of `t`: float32, float16 or bfloat16 (the float64 case
 // is handled by the callers, whose accumulation type then changes too).
 template <typename F>
@@ -137,6 +239,16 @@ at::ScalarType accumulation_type(const at::Tensor& x) {
 
 dim3 row_grid(int64_t rows) {
   return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+}
+
+// Rows per chunk of the column kernels: at least kRowsPerChunk, and few enough chunks for a grid.
+int64_t chunk_rows_for(int64_t rows) {
+  return std::max(kRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
+}
+
+dim3 column_grid(int64_t rows, int64_t C, int64_t chunk_rows) {
+  return dim3(static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads),
+              static_cast<unsigned>(std::max<int64_t>(1, (rows + chunk_rows - 1) / chunk_rows)));
 }
 
 }  // namespace
@@ -200,8 +312,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor w = weight.to(acc).contiguous();
   at::Tensor dx = at::empty_like(x);
-  const int64_t chunk_rows = std::max(kRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
-  const int64_t chunks = std::max<int64_t>(1, (rows + chunk_rows - 1) / chunk_rows);
+  const int64_t chunk_rows = chunk_rows_for(rows);
+  const int64_t chunks = column_grid(rows, C, chunk_rows).y;
   at::Tensor dw_parts = at::empty({chunks, C}, x.options().dtype(acc));
   at::Tensor db_parts = at::empty({chunks, C}, x.options().dtype(acc));
   if (rows == 0) {
@@ -216,9 +328,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
         dy.data_ptr<TGrad>(), x.data_ptr<T>(), w.data_ptr<Acc>(), mean.data_ptr<Acc>(),
         rstd.data_ptr<Acc>(), dx.data_ptr<T>(), rows, C);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const dim3 grid(static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads),
-                    static_cast<unsigned>(chunks));
-    backward_params_kernel<T, TGrad, Acc><<<grid, kColumnThreads, 0, stream>>>(
+    backward_params_kernel<T, TGrad, Acc>
+        <<<column_grid(rows, C, chunk_rows), kColumnThreads, 0, stream>>>(
         dy.data_ptr<TGrad>(), x.data_ptr<T>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(),
         dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -236,6 +347,137 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
   const at::ScalarType wt = weight.scalar_type();
   return {dx, dw_parts.sum(0).to(wt).view(weight.sizes()),
           db_parts.sum(0).to(wt).view(weight.sizes())};
+}
+
+namespace {
+
+// The per-sample factor as the kernels read it: null, or x.size(0) values in `acc`.
+at::Tensor sample_factor(const at::Tensor& factor, const at::Tensor& x, at::ScalarType acc) {
+  if (!factor.defined()) return {};
+  XDINO_CHECK(x.dim() >= 2 && factor.numel() == x.size(0) && factor.device() == x.device(),
+              "CUDA residual LayerNorm: the stochastic-depth factor needs one value per sample (",
+              x.size(0), ") on ", x.device(), ", got ", factor.sizes());
+  return factor.to(acc).contiguous().view({-1});
+}
+
+int64_t tokens_per_sample(const at::Tensor& x) { return x.numel() / x.size(0) / x.size(-1); }
+
+template <typename Acc>
+const Acc* maybe_data(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<Acc>() : nullptr;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_forward(
+    const at::Tensor& x, const at::Tensor& branch, const at::Tensor& gamma,
+    const at::Tensor& factor, const at::Tensor& weight, const at::Tensor& bias, double eps,
+    at::ScalarType out_dtype) {
+  check_rows(x, "the residual");
+  check_rows(branch, "the branch");
+  const at::ScalarType acc = accumulation_type(x);
+  XDINO_CHECK(x.scalar_type() == acc && branch.sizes() == x.sizes(),
+              "CUDA residual LayerNorm: the residual must be float32 or float64 and the branch "
+              "of its shape, got ", c10::toString(x.scalar_type()), " ", x.sizes(), " and ",
+              branch.sizes());
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  XDINO_CHECK(gamma.numel() == C && weight.numel() == C && bias.numel() == C,
+              "CUDA residual LayerNorm: gamma, weight and bias must have ", C, " entries");
+  XDINO_CHECK(acc != at::kDouble || (out_dtype == at::kDouble && branch.scalar_type() == acc),
+              "CUDA residual LayerNorm: a float64 residual takes a float64 branch and output");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor g = gamma.to(acc).contiguous(), w = weight.to(acc).contiguous(),
+                   b = bias.to(acc).contiguous(), keep = sample_factor(factor, x, acc);
+  at::Tensor y = at::empty_like(x);
+  at::Tensor n = at::empty(x.sizes(), x.options().dtype(out_dtype));
+  at::Tensor mean = at::empty({rows}, x.options().dtype(acc));
+  at::Tensor rstd = at::empty({rows}, x.options().dtype(acc));
+  if (rows == 0) return {y, n, mean, rstd};
+  const int64_t tokens = tokens_per_sample(x);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  auto launch = [&](auto branch_type, auto out, auto accumulate) {
+    using TBranch = decltype(branch_type);
+    using TOut = decltype(out);
+    using Acc = decltype(accumulate);
+    residual_forward_kernel<TBranch, TOut, Acc>
+        <<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
+            x.data_ptr<Acc>(), branch.data_ptr<TBranch>(), g.data_ptr<Acc>(),
+            maybe_data<Acc>(keep), w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<Acc>(),
+            n.data_ptr<TOut>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, tokens,
+            static_cast<Acc>(eps));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (acc == at::kDouble) {
+    launch(double{}, double{}, double{});
+  } else {
+    with_reduced_or_float(branch.scalar_type(), "the branch", [&](auto in) {
+      with_reduced_or_float(out_dtype, "the output", [&](auto out) { launch(in, out, float{}); });
+    });
+  }
+  return {y, n, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+residual_layer_norm_backward(const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y,
+                             const at::Tensor& branch, const at::Tensor& gamma,
+                             const at::Tensor& factor, const at::Tensor& weight,
+                             const at::Tensor& mean, const at::Tensor& rstd) {
+  check_rows(y, "the residual's output");
+  check_rows(dn, "the normalised output's gradient");
+  check_rows(dy, "the residual's gradient");
+  const at::ScalarType acc = accumulation_type(y);
+  XDINO_CHECK(dn.sizes() == y.sizes() && dy.sizes() == y.sizes() && branch.sizes() == y.sizes() &&
+                  dy.scalar_type() == acc,
+              "CUDA residual LayerNorm: the gradients must match the outputs ", y.sizes());
+  const int64_t C = y.size(-1), rows = y.numel() / C;
+  XDINO_CHECK(mean.numel() == rows && rstd.numel() == rows && mean.scalar_type() == acc &&
+                  rstd.scalar_type() == acc,
+              "CUDA residual LayerNorm: mean and rstd must be the forward's");
+  const c10::cuda::CUDAGuard guard(y.device());
+  const at::Tensor g = gamma.to(acc).contiguous(), w = weight.to(acc).contiguous(),
+                   keep = sample_factor(factor, y, acc);
+  at::Tensor dx = at::empty_like(y);
+  at::Tensor dbranch = at::empty_like(branch);
+  const int64_t chunk_rows = chunk_rows_for(rows);
+  const dim3 columns = column_grid(rows, C, chunk_rows);
+  auto parts = [&] { return at::empty({static_cast<int64_t>(columns.y), C}, y.options().dtype(acc)); };
+  at::Tensor dg_parts = parts(), dw_parts = parts(), db_parts = parts();
+  if (rows == 0) {
+    return {dx, dbranch, at::zeros_like(gamma), at::zeros_like(weight), at::zeros_like(weight)};
+  }
+  const int64_t tokens = tokens_per_sample(y);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  auto launch = [&](auto branch_type, auto grad, auto accumulate) {
+    using TBranch = decltype(branch_type);
+    using TGrad = decltype(grad);
+    using Acc = decltype(accumulate);
+    residual_backward_rows_kernel<TBranch, TGrad, Acc>
+        <<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
+            dn.data_ptr<TGrad>(), dy.data_ptr<Acc>(), y.data_ptr<Acc>(), w.data_ptr<Acc>(),
+            mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), g.data_ptr<Acc>(), maybe_data<Acc>(keep),
+            dx.data_ptr<Acc>(), dbranch.data_ptr<TBranch>(), rows, C, tokens);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    residual_backward_columns_kernel<TBranch, TGrad, Acc><<<columns, kColumnThreads, 0, stream>>>(
+        dn.data_ptr<TGrad>(), dx.data_ptr<Acc>(), branch.data_ptr<TBranch>(), y.data_ptr<Acc>(),
+        mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), maybe_data<Acc>(keep),
+        dg_parts.data_ptr<Acc>(), dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C,
+        tokens, chunk_rows);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (acc == at::kDouble) {
+    XDINO_CHECK(dn.scalar_type() == at::kDouble && branch.scalar_type() == at::kDouble,
+                "CUDA residual LayerNorm: a float64 residual takes float64 gradients");
+    launch(double{}, double{}, double{});
+  } else {
+    with_reduced_or_float(branch.scalar_type(), "the branch", [&](auto in) {
+      with_reduced_or_float(dn.scalar_type(), "the gradient",
+                            [&](auto grad) { launch(in, grad, float{}); });
+    });
+  }
+  auto as = [](const at::Tensor& sums, const at::Tensor& like) {
+    return sums.sum(0).to(like.scalar_type()).view(like.sizes());
+  };
+  return {dx, dbranch, as(dg_parts, gamma), as(dw_parts, weight), as(db_parts, weight)};
 }
 
 }  // namespace xdino::kernels::cuda
