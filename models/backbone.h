@@ -62,15 +62,17 @@ namespace xdino::models {
 //    the flash kernel saves.
 enum class XcaAttention { kAuto, kOps, kSdpa };
 
-// How a block's LayerNorms run (docs/tiers.md, "A kernel"):
+// How an XCA block's normalisations run (docs/tiers.md, "A kernel"): its LayerNorms, the
+// LayerScale residuals that feed them, and XCA's token norms of q and k.
 //  - kOps: torch's LayerNorm; under autocast it writes float32, which the next matrix product
 //    casts to autocast's dtype in a kernel of its own;
 //  - kFused: on a CUDA tensor, in a build with kernels/cuda, kernels::layer_norm writes
 //    autocast's dtype directly (x's dtype without autocast), in one pass, and the two
 //    LayerScale residuals that feed norm3 and norm2 come out of the same kernel as the norm
-//    (kernels::residual_layer_norm; models/layers.h, residual_then_norm); elsewhere kOps;
-//  - kAuto: kOps until the fused kernel has passed tests/test_kernel_layer_norm.cpp on a card
-//    and been timed against kOps there (bench/results/gpu.md, "Fused kernels").
+//    (kernels::residual_layer_norm; models/layers.h, residual_then_norm), and XCA's token
+//    norms read q and k once (kernels::token_norm; models/xcit_layers.h); elsewhere kOps;
+//  - kAuto: kOps until the fused kernels have passed tests/test_kernel_*.cpp on a card and
+//    been timed against kOps there (bench/results/gpu.md, "Fused kernels").
 enum class LayerKernels { kAuto, kOps, kFused };
 
 struct QKNorms {

@@ -4,6 +4,9 @@
 
 #include "core/check.h"
 #include "core/compat.h"
+#ifdef XDINO_WITH_CUDA_KERNELS
+#include "kernels/cuda/token_norm_function.h"
+#endif
 
 namespace xdino::models {
 
@@ -50,7 +53,13 @@ struct TokenNorm : torch::autograd::Function<TokenNorm> {
 
 }  // namespace
 
-Tensor token_norm(const Tensor& t, c10::ScalarType acc) { return TokenNorm::apply(t, acc); }
+Tensor token_norm(const Tensor& t, c10::ScalarType acc, LayerKernels kernels) {
+#ifdef XDINO_WITH_CUDA_KERNELS
+  if (kernels == LayerKernels::kFused && xdino::kernels::token_norm_applies(t, acc))
+    return xdino::kernels::token_norm(t);
+#endif
+  return TokenNorm::apply(t, acc);
+}
 
 // ------------------------------------------------------------------------------------------
 
@@ -96,8 +105,8 @@ Tensor FourierPositionalEncodingImpl::forward(int64_t rows, int64_t cols) {
 
 // ------------------------------------------------------------------------------------------
 
-XCAImpl::XCAImpl(int64_t dim, int64_t heads, XcaAttention path)
-    : num_heads(heads), attention(path) {
+XCAImpl::XCAImpl(int64_t dim, int64_t heads, XcaAttention path, LayerKernels kernels_path)
+    : num_heads(heads), attention(path), kernels(kernels_path) {
   XDINO_CHECK_ARG(dim % heads == 0, "embed_dim ", dim, " is not divisible by ", heads, " heads");
   temperature = register_parameter("temperature", torch::ones({heads, 1, 1}));
   qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(true)));
@@ -116,8 +125,8 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
     const Tensor parts = qkv(x).transpose(1, 2).contiguous().view({B, 3, h, d, N});
     const Tensor q = parts.select(1, 0), k = parts.select(1, 1), v = parts.select(1, 2);
     const auto acc = accumulation_dtype(q.scalar_type());
-    const Tensor q_hat = q.to(acc) / token_norm(q, acc) * temperature.to(acc);
-    const Tensor k_hat = k.to(acc) / token_norm(k, acc);
+    const Tensor q_hat = q.to(acc) / token_norm(q, acc, kernels) * temperature.to(acc);
+    const Tensor k_hat = k.to(acc) / token_norm(k, acc, kernels);
     const Tensor out =
         compat::sdpa_unscaled(q_hat.to(v.scalar_type()), k_hat.to(v.scalar_type()), v);
     return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}).contiguous());
@@ -131,8 +140,8 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
   const auto acc = accumulation_dtype(q.scalar_type());
   // F.normalize divides each channel's token vector by max(|.|_2, 1e-12). square+sum is a
   // vectorised reduction over these strided views; linalg_vector_norm is ~4x slower here.
-  const Tensor nq = token_norm(q, acc);
-  const Tensor nk = token_norm(k, acc);
+  const Tensor nq = token_norm(q, acc, kernels);
+  const Tensor nk = token_norm(k, acc, kernels);
   Tensor logits;
   if (q.scalar_type() == torch::kHalf) {
     // float16 cannot hold the raw q.k^T sums of long sequences: normalise first, like the
@@ -198,7 +207,7 @@ XCABlockImpl::XCABlockImpl(const XCABlockOptions& o)
   gamma2 = register_parameter("gamma2", torch::full({dim}, eta));
   gamma3 = register_parameter("gamma3", torch::full({dim}, eta));
   norm1 = register_module("norm1", layer_norm(dim));
-  attn = register_module("attn", XCA(dim, heads, o.attention()));
+  attn = register_module("attn", XCA(dim, heads, o.attention(), o.kernels()));
   norm2 = register_module("norm2", layer_norm(dim));
   mlp = register_module("mlp", Mlp(dim, 4 * dim));
   norm3 = register_module("norm3", layer_norm(dim));

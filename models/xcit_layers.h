@@ -56,13 +56,15 @@ TORCH_MODULE(FourierPositionalEncoding);
 // function, to float rounding (tests/test_xcit_layers.cpp). kSdpa on LibTorch 1.13 throws
 // xdino::UsageError at forward; a call with `norms` takes the op path, which computes them.
 struct XCAImpl : torch::nn::Module {
-  XCAImpl(int64_t dim, int64_t num_heads, XcaAttention attention = XcaAttention::kAuto);
+  XCAImpl(int64_t dim, int64_t num_heads, XcaAttention attention = XcaAttention::kAuto,
+          LayerKernels kernels = LayerKernels::kAuto);
   // x (B, N, C) -> (B, N, C). `norms`: per-token |q|, |k| per head, raw and normalised.
   torch::Tensor forward(const torch::Tensor& x, QKNorms* norms = nullptr);
   // Whether forward runs scaled_dot_product_attention (when not asked for the norms).
   bool uses_sdpa() const;
   int64_t num_heads;
   XcaAttention attention;
+  LayerKernels kernels;  // the token norms' path
   torch::Tensor temperature;
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
 };
@@ -148,6 +150,9 @@ TORCH_MODULE(ClassAttentionBlock);
 // |t|_2 over the last dimension, clamped at 1e-12 as F.normalize does, accumulated in `acc`;
 // (..., 1) in `acc`. Its backward keeps t itself, never a wider copy, and gives an all-zero
 // vector gradient 0 (see xcit_layers.cpp).
-torch::Tensor token_norm(const torch::Tensor& t, c10::ScalarType acc);
+// kernels: kFused takes kernels::token_norm where it applies (CUDA), the same function in one
+// kernel each way (models/backbone.h, LayerKernels).
+torch::Tensor token_norm(const torch::Tensor& t, c10::ScalarType acc,
+                         LayerKernels kernels = LayerKernels::kOps);
 
 }  // namespace xdino::models

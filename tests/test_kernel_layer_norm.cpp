@@ -14,6 +14,7 @@
 #include "models/layers.h"
 #include "models/xcit_layers.h"
 #include "tests/support/grad_check.h"
+#include "tests/support/kernel_error.h"
 #include "tests/support/require.h"
 #ifdef XDINO_WITH_CUDA_KERNELS
 #include "kernels/cuda/layer_norm_function.h"
@@ -23,13 +24,7 @@ namespace xdino::models {
 namespace {
 
 using torch::Tensor;
-
-// Normalised mean squared error, as llama.cpp's test-backend-ops bounds a kernel's output.
-double nmse(const Tensor& got, const Tensor& want) {
-  const Tensor g = got.to(torch::kDouble).cpu(), w = want.to(torch::kDouble).cpu();
-  const double denominator = w.square().sum().item<double>();
-  return (g - w).square().sum().item<double>() / (denominator > 0 ? denominator : 1.0);
-}
+using xdino::testing::normalised_mse;
 
 // The inputs of one case: rows of width C around `offset`, spread `scale` (a large offset over
 // a small spread is where a one-pass variance loses its digits).
@@ -106,8 +101,8 @@ TEST(KernelLayerNorm, ForwardAndBackwardMatchTorch) {
                  truth = run(Path::kTruth);
       const char* names[] = {"y", "dx", "dweight", "dbias"};
       for (size_t i = 0; i < kernel.size(); ++i) {
-        const double bound = std::max(d.floor, 10 * nmse(torch_path[i], truth[i]));
-        EXPECT_LE(nmse(kernel[i], truth[i]), bound) << names[i];
+        const double bound = std::max(d.floor, 10 * normalised_mse(torch_path[i], truth[i]));
+        EXPECT_LE(normalised_mse(kernel[i], truth[i]), bound) << names[i];
       }
     }
   }
@@ -170,8 +165,8 @@ TEST(KernelLayerNorm, ResidualVariantMatchesTorch) {
                    truth = run(Path::kTruth);
         const char* names[] = {"y", "n", "dx", "dbranch", "dgamma", "dweight", "dbias"};
         for (size_t i = 0; i < kernel.size(); ++i) {
-          const double bound = std::max(d.floor, 10 * nmse(torch_path[i], truth[i]));
-          EXPECT_LE(nmse(kernel[i], truth[i]), bound) << names[i];
+          const double bound = std::max(d.floor, 10 * normalised_mse(torch_path[i], truth[i]));
+          EXPECT_LE(normalised_mse(kernel[i], truth[i]), bound) << names[i];
         }
       }
     }
@@ -298,7 +293,7 @@ TEST(KernelLayerNorm, XcaBlockOnCudaMatchesTheOpPath) {
     const double bound = autocast ? 1e-4 : 1e-10;
     const char* names[] = {"y",           "dx",          "norm1.weight grad", "norm3.bias grad",
                            "gamma1 grad", "fc1.weight grad"};
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(nmse(b[i], a[i]), bound) << names[i];
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(normalised_mse(b[i], a[i]), bound) << names[i];
   }
 }
 
