@@ -9,9 +9,10 @@
 # CPU:
 #   GPU_USER_DEVICE=cpu GPU_USER_SIZE=tiny PYTHON=build/pyenv/bin/python \
 #     bench/platform/gpu_user_run.sh build /tmp/user_run
-# Parts, GPU_USER_PARTS, run in the order given (default "data e2e:fp16 e2e:bf16 step program";
-# each a minute or a few on an H100); none starts after GPU_USER_DEADLINE seconds (0: no limit),
-# so that a lease's logs come back:
+# Parts, GPU_USER_PARTS, run in the order given (default "data e2e:fp16 e2e:bf16 step program
+# resume_cpu_cuda videoseg copydetect"; each a minute or a few on an H100, the last three about
+# a minute together, expected from the CPU check); none starts after GPU_USER_DEADLINE seconds
+# (0: no limit), so that a lease's logs come back:
 #   data     bench/scenarios/make_photos.py: GPU_USER_IMAGES (5120 = 80 steps of 64) training
 #            photos of 500 x 375 in 12 classes, and a tenth of that for val;
 #   e2e:P    GPU_USER_ROUNDS (1) rounds in precision P (fp16, bf16, fp32), ours then official:
@@ -29,11 +30,23 @@
 #            (checkpoint.pth compared byte for byte); the interrupted CUDA checkpoint resumed
 #            on the CPU; `dino launch --nproc 1` (NCCL, the peer monitor on) with timed
 #            checkpoints every 3 s; knn, linear and features on CUDA on the same photos;
+#   resume_cpu_cuda  the other direction: xcit_nano_12_p16 (out_dim 1024, batch 4, 48 photos)
+#            trained with --device cpu, SIGTERM after 2 steps, then the same command with
+#            --device cuda (precision auto: fp16), which must start at the saved iteration;
+#   videoseg `dino video_segmentation` (label propagation, J&F) on a DAVIS-like folder
+#            (bench/scenarios/make_eval_sets.py davis: GPU_USER_VIDEOS (2) videos of
+#            GPU_USER_FRAMES (16) frames, 854 x 480);
+#   copydetect  `dino copy_detection` on a Copydays-like folder (make_eval_sets.py copydays:
+#            GPU_USER_ORIGINALS (12) originals, 2 strong edits each, the 18 jpegqual and crops
+#            blocks, as many distractors, twice as many whitening images) at --imsize 320;
+#            videoseg and copydetect load e2e's checkpoint where there is one, else program's,
+#            else resume_cpu_cuda's, else random weights (their summary line says which);
 #   mainjob  configs/fashion_mnist.ini + fashion_mnist_gpu.ini + fashion_mnist_gpu_10min.ini,
 #            train to report (about 10 minutes: a lease of its own).
 # Everything goes to OUT (the device tool's $OUT); the last lines summarise, one per measure.
 # GPU_USER_SIZE=tiny (the CPU check): xcit_nano_12_p16, batch 4, 2 local crops, out_dim 256,
-# 48 photos; the official crops stay 224 and 96 (DataAugmentationDINO hard-codes them).
+# 48 photos; the official crops stay 224 and 96 (DataAugmentationDINO hard-codes them); 1 video
+# of 4 frames, 4 Copydays originals at --imsize 224.
 set -uo pipefail
 bundle=$(cd "${1:?usage: bench/platform/gpu_user_run.sh BUNDLE [OUT]}" && pwd)
 out=${2:-${OUT:-/tmp/gpu_user_run}}
@@ -48,7 +61,7 @@ note() { echo "$*" | tee -a "$summary"; }
 
 python=${PYTHON:-python3}
 device=${GPU_USER_DEVICE:-cuda}
-parts=${GPU_USER_PARTS:-data e2e:fp16 e2e:bf16 step program}
+parts=${GPU_USER_PARTS:-data e2e:fp16 e2e:bf16 step program resume_cpu_cuda videoseg copydetect}
 deadline=${GPU_USER_DEADLINE:-0}
 cores=$(nproc)
 workers=${GPU_USER_WORKERS:-$((cores > 4 ? cores - 2 : 2))}
@@ -56,16 +69,20 @@ if [[ ${GPU_USER_SIZE:-full} == tiny ]]; then
   shape=(--arch xcit_nano_12_p16 --batch_size_per_gpu 4 --local_crops_number 2 --out_dim 256)
   bench_shape=(--arch xcit_nano_12_p16 --batch 4 --locals 2 --out_dim 256)
   images=${GPU_USER_IMAGES:-48}
+  videos=${GPU_USER_VIDEOS:-1} frames=${GPU_USER_FRAMES:-4}
+  originals=${GPU_USER_ORIGINALS:-4} imsize=224
 else
   shape=(--arch xcit_small_12_p16 --batch_size_per_gpu 64 --local_crops_number 8)
   bench_shape=(--arch xcit_small_12_p16 --batch 64 --locals 8 --out_dim 65536)
   images=${GPU_USER_IMAGES:-5120}
+  videos=${GPU_USER_VIDEOS:-2} frames=${GPU_USER_FRAMES:-16}
+  originals=${GPU_USER_ORIGINALS:-12} imsize=320
 fi
 
 source bench/platform/bundle_env.sh
 # A bundle: its Debian libraries, the machine's torch; a build folder needs nothing.
 [[ -f "$bundle/libs.tar.xz" ]] && bundle_env "$bundle" "$python"
-dino=$bundle/dino
+dino=$bundle/dino  # the bundle's, or a build folder's: CMake puts dino at its top, not in launch/
 bench_train=$bundle/bench_train
 [[ -x $bench_train ]] || bench_train=$bundle/bench/bench_train
 
@@ -234,6 +251,95 @@ part_program() {
   note "  log.txt on cpu:  $(cut -c1-90 "$work/run_cpu/log.txt" 2>/dev/null)"
 }
 
+# The CPU-to-CUDA direction of resuming (program does CUDA to CPU): a run begun where there is no
+# GPU and carried to one. A small model, so that the CPU steps take seconds; the signal comes
+# after 2 steps (a progress line per step), so the checkpoint is mid-epoch; the CUDA run is the
+# same command with --device changed, precision left at auto, as a user would rerun it.
+part_resume_cpu_cuda() {
+  local work=/tmp/xdino_resume saved started code t0=$SECONDS pid
+  local args=(train --arch xcit_nano_12_p16 --out_dim 1024 --batch_size_per_gpu 4
+              --local_crops_number 2 --data_path "$photos/train" --output_dir "$work/run"
+              --max_samples 48 --epochs 1 --warmup_epochs 0 --saveckp_freq 0
+              --num_workers "$workers")
+  rm -rf "$work" && mkdir -p "$work"
+  say "resume_cpu_cuda: 2 steps with --device cpu, SIGTERM, then the same command on $device"
+  XDINO_PROGRESS_INTERVAL=0 timeout 120 "$dino" "${args[@]}" --device cpu \
+    > "$out/resume_cpu.log" 2>&1 &
+  pid=$!  # timeout's: it passes the SIGTERM on to dino
+  for _ in $(seq 1200); do
+    grep -aq 'Epoch \[0/1\] 2/' "$out/resume_cpu.log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  code=$?
+  saved=$(grep -ao 'saved before iteration [0-9]*' "$out/resume_cpu.log" | tail -1 |
+    grep -o '[0-9]*$')
+  note "resume_cpu_cuda: on the CPU, exit $code;" \
+    "checkpoint.pth saved before iteration ${saved:-NONE}"
+  [[ -n $saved ]] || return
+  read -r _ code < <(with_rss "$out/resume_cuda.log" timeout 120 "$dino" "${args[@]}" \
+    --device "$device")
+  started=$(grep -ao 'Starting DINO training at epoch [0-9]*, iteration [0-9]*' \
+    "$out/resume_cuda.log")
+  note "resume_cpu_cuda: on $device ($(sed -n 's/.*parameters each; \([^;]*\);.*/\1/p' \
+    "$out/resume_cuda.log")), exit $code in $((SECONDS - t0)) s (both runs);" \
+    "'${started:-no start line}': $([[ $started == *"epoch 0, iteration $saved" ]] &&
+      echo "the saved iteration" || echo "NOT the saved iteration $saved");" \
+    "$(grep -a '^Epoch 0:' "$out/resume_cuda.log" | cut -d';' -f1)"
+}
+
+# --arch and --pretrained_weights for videoseg and copydetect: the most trained checkpoint at
+# hand, e2e's (2 epochs of all the photos), else program's (1 epoch of 640), else
+# resume_cpu_cuda's (12 steps of xcit_nano_12_p16), else none: random weights of shape's arch.
+eval_weights() {
+  local dir
+  for dir in /tmp/xdino_e2e_ours /tmp/xdino_program/ref /tmp/xdino_resume/run; do
+    if [[ -f $dir/checkpoint.pth && -f $dir/config.ini ]]; then
+      echo --arch "$(sed -n 's/^arch = //p' "$dir/config.ini")" \
+        --pretrained_weights "$dir/checkpoint.pth"
+      return
+    fi
+  done
+  echo --arch "${shape[1]}"
+}
+weights_said() {  # FLAG...: eval_weights's flags in words, for the summary
+  [[ $* == *--pretrained_weights* ]] && echo "$2, weights $4" || echo "$2, RANDOM weights"
+}
+
+part_videoseg() {
+  local data=/tmp/xdino_davis_${videos}x$frames weights rss code t0
+  [[ -d $data/ImageSets ]] ||
+    "$python" bench/scenarios/make_eval_sets.py davis "$data" --videos "$videos" \
+      --frames "$frames" | tee "$out/davis.json"
+  read -ra weights < <(eval_weights)
+  say "videoseg: $videos x $frames frames, $(weights_said "${weights[@]}")"
+  t0=$SECONDS
+  read -r rss code < <(with_rss "$out/videoseg.log" timeout 300 "$dino" video_segmentation \
+    "${weights[@]}" --data_path "$data" --output_dir /tmp/xdino_videoseg)
+  note "videoseg: exit $code in $((SECONDS - t0)) s, host RSS $rss MiB;" \
+    "$(weights_said "${weights[@]}");" \
+    "$(grep -aE 'J&F-Mean|error' "$out/videoseg.log" | tail -1)"
+}
+
+part_copydetect() {
+  local data=/tmp/xdino_copydays_$originals weights rss code t0
+  [[ -d $data/original ]] ||
+    "$python" bench/scenarios/make_eval_sets.py copydays "$data" --originals "$originals" |
+      tee "$out/copydays.json"
+  read -ra weights < <(eval_weights)
+  say "copydetect: $originals originals at $imsize, $(weights_said "${weights[@]}")"
+  t0=$SECONDS
+  read -r rss code < <(with_rss "$out/copydetect.log" timeout 300 "$dino" copy_detection \
+    "${weights[@]}" --data_path "$data" --whitening_path "$data/whitening" \
+    --distractors_path "$data/distractors" --imsize "$imsize" --num_workers "$workers" \
+    --output_dir /tmp/xdino_copydetect)
+  note "copydetect: exit $code in $((SECONDS - t0)) s, host RSS $rss MiB;" \
+    "$(weights_said "${weights[@]}");" \
+    "$(grep -aE 'Copy detection:|error' "$out/copydetect.log" | tail -1)"
+}
+
 part_mainjob() {
   say "the GPU main job, sized for a lease (configs/fashion_mnist_gpu_10min.ini)"
   local data=/usr/share/datasets/fashion-mnist t0=$SECONDS
@@ -246,17 +352,18 @@ part_mainjob() {
   grep -aE "^\| " runs/fashion_mnist_gpu_10min/report.md 2>/dev/null | tee -a "$summary"
 }
 
-# e2e and program read the photos: made here when the parts do not name data.
-[[ " $parts " != *" data "* && " $parts " =~ (e2e|program) ]] && part_data
+# e2e, program and resume_cpu_cuda read the photos: made here when the parts do not name data.
+[[ " $parts " != *" data "* && " $parts " =~ (e2e|program|resume_cpu_cuda) ]] && part_data
 for part in $parts; do
   if ((deadline > 0 && SECONDS - start >= deadline)); then
     note "$part: not started, ${deadline} s (GPU_USER_DEADLINE) had passed"
     continue
   fi
   case $part in
-    data | step | program | mainjob) "part_$part" ;;
+    data | step | program | resume_cpu_cuda | videoseg | copydetect | mainjob) "part_$part" ;;
     e2e:*) part_e2e "${part#e2e:}" ;;
-    *) echo "gpu_user_run: unknown part '$part' (data, e2e:PRECISION, step, program, mainjob)" >&2
+    *) echo "gpu_user_run: unknown part '$part' (data, e2e:PRECISION, step, program," \
+         "resume_cpu_cuda, videoseg, copydetect, mainjob)" >&2
        exit 2 ;;
   esac
 done
