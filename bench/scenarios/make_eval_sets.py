@@ -22,6 +22,7 @@ JSON line: what was written and the seconds it took. Needs numpy, Pillow and sci
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -29,18 +30,11 @@ from PIL import Image, ImageDraw, ImageEnhance, ImageFilter, ImageOps
 
 from make_photos import SOURCES, photo
 
-
-def davis_palette():
-    """PASCAL VOC's colour map, which DAVIS annotations use: label bits spread over R, G, B."""
-    pal = []
-    for i in range(256):
-        c, label = [0, 0, 0], i
-        for shift in range(7, -1, -1):
-            for ch in range(3):
-                c[ch] |= ((label >> ch) & 1) << shift
-            label >>= 3
-        pal.extend(c)
-    return pal
+# DAVIS's palette, from the tests' own DAVIS generator (which is safe to import: only its
+# main reads Debian's scikit-image folder).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "data", "video"))
+from make_davis import palette as davis_palette  # noqa: E402
 
 
 def random_crop(rng, src, size):
