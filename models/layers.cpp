@@ -81,9 +81,8 @@ std::pair<Tensor, Tensor> residual_then_norm(const Tensor& x, const Tensor& bran
       xdino::kernels::residual_layer_norm_applies(x, branch, gamma, norm->weight, norm->bias)) {
     // The same random numbers, in the same order, as residual_drop_path draws them.
     const Tensor factor = drop_path_factor(x, rate, training);
-    return xdino::kernels::residual_layer_norm(x, branch, gamma, factor, norm->weight,
-                                               norm->bias, norm->options.eps(),
-                                               product_dtype(x));
+    return xdino::kernels::residual_layer_norm(x, branch, gamma, factor, norm->weight, norm->bias,
+                                               norm->options.eps(), product_dtype(x));
   }
 #endif
   Tensor y = residual_drop_path(x, branch, gamma, rate, training);

@@ -27,12 +27,9 @@ torch::Tensor layer_norm_for_product(torch::nn::LayerNorm& norm, const torch::Te
 // {y, n}: y = residual_drop_path(x, branch, gamma, rate, training) and
 // n = layer_norm_for_product(norm, y, kernels), as XCiT's blocks chain them; with kFused on
 // CUDA (float32 x) both come from one kernel, whose backward also sums y's two gradients.
-std::pair<torch::Tensor, torch::Tensor> residual_then_norm(const torch::Tensor& x,
-                                                           const torch::Tensor& branch,
-                                                           const torch::Tensor& gamma, double rate,
-                                                           bool training,
-                                                           torch::nn::LayerNorm& norm,
-                                                           LayerKernels kernels);
+std::pair<torch::Tensor, torch::Tensor> residual_then_norm(
+    const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& gamma, double rate,
+    bool training, torch::nn::LayerNorm& norm, LayerKernels kernels);
 
 // x + s * gamma * y, where s is the per-sample stochastic-depth factor (docs/architecture.md):
 // floor(keep + U[0,1)) / keep with keep = 1 - rate, drawn per sample; s = 1 in eval mode or

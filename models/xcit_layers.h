@@ -92,7 +92,7 @@ struct XCABlockOptions {
   TORCH_ARG(double, eta) = 1.0;             // initial value of the layer scales gamma1..3
   TORCH_ARG(double, drop_path_rate) = 0.0;  // stochastic depth of the three residuals
   TORCH_ARG(XcaAttention, attention) = XcaAttention::kAuto;  // XCA's path
-  TORCH_ARG(LayerKernels, kernels) = LayerKernels::kAuto;     // norm1..3's path (layers.h)
+  TORCH_ARG(LayerKernels, kernels) = LayerKernels::kAuto;    // norm1..3's path (layers.h)
 };
 
 struct XCABlockImpl : torch::nn::Module {

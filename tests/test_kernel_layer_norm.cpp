@@ -1,13 +1,14 @@
 // kernels/cuda's LayerNorm, alone and after a LayerScale residual, against torch's
 // (docs/tiers.md, "A kernel"): a table of shapes and dtype pairs, forward and backward against
-// autograd through the op path, float64 central differences, and an XCA block on each path. The CUDA cases skip, naming why, without a card;
-// the CPU cases check that kFused falls back to torch's LayerNorm bit for bit off CUDA.
+// autograd through the op path, float64 central differences, and an XCA block on each path. The
+// CUDA cases skip, naming why, without a card; the CPU cases check that kFused falls back to
+// torch's LayerNorm bit for bit off CUDA.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/compat.h"
@@ -52,9 +53,9 @@ struct DtypePair {
 // bfloat16 keeps 8 significant bits (a rounded value's squared relative error averages
 // 2^-18), float16 11 bits (2^-24); float32 sums differ from the truth in their last bits.
 const std::vector<DtypePair> kDtypes = {
-    {torch::kFloat, torch::kFloat, 1e-12},    {torch::kFloat, torch::kBFloat16, 3e-5},
-    {torch::kFloat, torch::kHalf, 1e-6},      {torch::kBFloat16, torch::kBFloat16, 3e-5},
-    {torch::kHalf, torch::kHalf, 1e-6},       {torch::kDouble, torch::kDouble, 1e-24},
+    {torch::kFloat, torch::kFloat, 1e-12}, {torch::kFloat, torch::kBFloat16, 3e-5},
+    {torch::kFloat, torch::kHalf, 1e-6},   {torch::kBFloat16, torch::kBFloat16, 3e-5},
+    {torch::kHalf, torch::kHalf, 1e-6},    {torch::kDouble, torch::kDouble, 1e-24},
 };
 
 std::string describe(const Case& c, const DtypePair& d) {
@@ -83,8 +84,10 @@ TEST(KernelLayerNorm, ForwardAndBackwardMatchTorch) {
 
       auto run = [&](Path path) {
         const auto as = path == Path::kTruth ? torch::kDouble : acc;
-        Tensor x = x0.to(cuda).to(path == Path::kTruth ? torch::kDouble : d.in).requires_grad_(true);
-        Tensor w = w0.to(cuda).to(as).requires_grad_(true), b = b0.to(cuda).to(as).requires_grad_(true);
+        Tensor x =
+            x0.to(cuda).to(path == Path::kTruth ? torch::kDouble : d.in).requires_grad_(true);
+        Tensor w = w0.to(cuda).to(as).requires_grad_(true),
+               b = b0.to(cuda).to(as).requires_grad_(true);
         Tensor y;
         if (path == Path::kKernel) {
           y = xdino::kernels::layer_norm(x, w, b, 1e-6, d.out);
@@ -158,8 +161,8 @@ TEST(KernelLayerNorm, ResidualVariantMatchesTorch) {
             if (path == Path::kTorch) n = n.to(d.out);
           }
           ((n.to(as) * dn.to(as)).sum() + (y * dy.to(as)).sum()).backward();
-          return std::vector<Tensor>{y,          n,           x.grad(), branch.grad(),
-                                     gamma.grad(), w.grad(), b.grad()};
+          return std::vector<Tensor>{y,        n,       x.grad(), branch.grad(), gamma.grad(),
+                                     w.grad(), b.grad()};
         };
         const auto kernel = run(Path::kKernel), torch_path = run(Path::kTorch),
                    truth = run(Path::kTruth);
@@ -193,14 +196,14 @@ TEST(KernelLayerNorm, ResidualGradientsMatchFiniteDifferencesInFloat64) {
   auto leaf = [&](std::vector<int64_t> shape) {
     return torch::randn(shape, on_cuda).requires_grad_(true);
   };
-  const Tensor x = leaf({3, 4, 37}), branch = leaf({3, 4, 37}), gamma = leaf({37}),
-               w = leaf({37}), b = leaf({37});
+  const Tensor x = leaf({3, 4, 37}), branch = leaf({3, 4, 37}), gamma = leaf({37}), w = leaf({37}),
+               b = leaf({37});
   const Tensor factor = torch::tensor({1.25, 0.0, 1.25}, on_cuda).view({3, 1, 1});
   const Tensor rn = torch::randn({3, 4, 37}, on_cuda), ry = torch::randn({3, 4, 37}, on_cuda);
   xdino::testing::expect_gradients_match(
       [&] {
-        const auto [y, n] =
-            xdino::kernels::residual_layer_norm(x, branch, gamma, factor, w, b, 1e-6, torch::kDouble);
+        const auto [y, n] = xdino::kernels::residual_layer_norm(x, branch, gamma, factor, w, b,
+                                                                1e-6, torch::kDouble);
         return (n * rn).sum() + (y * ry).sum();
       },
       {{"x", x}, {"branch", branch}, {"gamma", gamma}, {"weight", w}, {"bias", b}},
@@ -257,8 +260,8 @@ TEST(KernelLayerNorm, XcaBlockFallsBackToTorchOffCuda) {
   EXPECT_TRUE(torch::equal(y_ops, y_fused));
   const Tensor a = torch::randn({2, 16, 64}, torch::kDouble);
   ops->to(torch::kDouble);
-  EXPECT_TRUE(torch::equal(layer_norm_for_product(ops->norm1, a, LayerKernels::kFused),
-                           ops->norm1(a)));
+  EXPECT_TRUE(
+      torch::equal(layer_norm_for_product(ops->norm1, a, LayerKernels::kFused), ops->norm1(a)));
 }
 
 TEST(KernelLayerNorm, XcaBlockOnCudaMatchesTheOpPath) {
@@ -291,8 +294,8 @@ TEST(KernelLayerNorm, XcaBlockOnCudaMatchesTheOpPath) {
     // float32: the kernels' sums in another order. bf16: both round the same float32 values,
     // at most one unit apart where a value sits on a rounding boundary.
     const double bound = autocast ? 1e-4 : 1e-10;
-    const char* names[] = {"y",           "dx",          "norm1.weight grad", "norm3.bias grad",
-                           "gamma1 grad", "fc1.weight grad"};
+    const char* names[] = {
+        "y", "dx", "norm1.weight grad", "norm3.bias grad", "gamma1 grad", "fc1.weight grad"};
     for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(normalised_mse(b[i], a[i]), bound) << names[i];
   }
 }

@@ -46,8 +46,10 @@ TEST(KernelTokenNorm, MatchesTheOpPathOnXcaViewsAndOddShapes) {
   };
   const auto whole = [](const Tensor& t) { return t; };
   const std::vector<Input> inputs = {
-      {"XCiT-S12 global crop", torch::randn({2, 196, 3 * 384}), [](const Tensor& t) { return xca_view(t, 8); }},
-      {"XCiT-N12 local crop", torch::randn({3, 36, 3 * 128}), [](const Tensor& t) { return xca_view(t, 4); }},
+      {"XCiT-S12 global crop", torch::randn({2, 196, 3 * 384}),
+       [](const Tensor& t) { return xca_view(t, 8); }},
+      {"XCiT-N12 local crop", torch::randn({3, 36, 3 * 128}),
+       [](const Tensor& t) { return xca_view(t, 4); }},
       {"contiguous (B, h, d, N)", torch::randn({2, 3, 5, 7}), whole},
       {"3-d", torch::randn({4, 6, 33}), whole},
       {"1-d", torch::randn({65}), whole},
@@ -55,8 +57,10 @@ TEST(KernelTokenNorm, MatchesTheOpPathOnXcaViewsAndOddShapes) {
       {"all-zero rows", torch::randn({2, 4, 9}) * (torch::arange(4) % 2).view({1, 4, 1}), whole},
   };
   // float16/bfloat16: t itself is rounded alike on both paths; the sums are float32 on both.
-  const std::vector<std::pair<torch::ScalarType, double>> dtypes = {
-      {torch::kFloat, 1e-12}, {torch::kDouble, 1e-24}, {torch::kHalf, 1e-6}, {torch::kBFloat16, 3e-5}};
+  const std::vector<std::pair<torch::ScalarType, double>> dtypes = {{torch::kFloat, 1e-12},
+                                                                    {torch::kDouble, 1e-24},
+                                                                    {torch::kHalf, 1e-6},
+                                                                    {torch::kBFloat16, 3e-5}};
   for (const auto& input : inputs) {
     for (const auto& [dtype, bound] : dtypes) {
       SCOPED_TRACE(input.name + ", " + c10::toString(dtype));
@@ -156,7 +160,8 @@ TEST(KernelTokenNorm, XcaOnCudaMatchesTheOpPath) {
       const auto a = run(ops), b = run(fused);
       const double bound = dtype == torch::kFloat ? 1e-10 : dtype == torch::kHalf ? 1e-5 : 1e-4;
       const char* names[] = {"y", "dx", "temperature grad", "qkv.weight grad"};
-      for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(normalised_mse(b[i], a[i]), bound) << names[i];
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_LE(normalised_mse(b[i], a[i]), bound) << names[i];
     }
   }
 }

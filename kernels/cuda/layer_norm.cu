@@ -6,8 +6,6 @@
 // one channel (coalesced along C), then one at::sum over the chunks. The residual variant
 // computes its row first (x + branch * gamma * factor), writes it, and normalises it from there;
 // its backward adds the incoming residual gradient to the LayerNorm's in the same pass.
-#include "kernels/cuda/layer_norm.h"
-
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -16,19 +14,21 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "kernels/cuda/layer_norm.h"
 
 namespace xdino::kernels::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kRowsPerBlock = 4;        // warps per block in the row kernels
-constexpr int kColumnThreads = 128;     // channels per block in the column kernel
-constexpr int64_t kRowsPerChunk = 64;   // rows each column-kernel thread sums, at least
-constexpr int64_t kMaxChunks = 65535;   // a grid's y extent
+constexpr int kRowsPerBlock = 4;       // warps per block in the row kernels
+constexpr int kColumnThreads = 128;    // channels per block in the column kernel
+constexpr int64_t kRowsPerChunk = 64;  // rows each column-kernel thread sums, at least
+constexpr int64_t kMaxChunks = 65535;  // a grid's y extent
 
 template <typename Acc>
 __device__ __forceinline__ Acc warp_sum(Acc v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
@@ -65,8 +65,7 @@ __global__ void forward_kernel(const T* __restrict__ x, const Acc* __restrict__ 
 // dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight, per row.
 template <typename T, typename TGrad, typename Acc>
 __global__ void backward_input_kernel(const TGrad* __restrict__ dy, const T* __restrict__ x,
-                                      const Acc* __restrict__ weight,
-                                      const Acc* __restrict__ mean,
+                                      const Acc* __restrict__ weight, const Acc* __restrict__ mean,
                                       const Acc* __restrict__ rstd, T* __restrict__ dx,
                                       int64_t rows, int64_t C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
@@ -94,10 +93,9 @@ __global__ void backward_input_kernel(const TGrad* __restrict__ dy, const T* __r
 // Per chunk of `chunk_rows` rows and per channel: sum(dy * x_hat) and sum(dy).
 template <typename T, typename TGrad, typename Acc>
 __global__ void backward_params_kernel(const TGrad* __restrict__ dy, const T* __restrict__ x,
-                                       const Acc* __restrict__ mean,
-                                       const Acc* __restrict__ rstd, Acc* __restrict__ dweight,
-                                       Acc* __restrict__ dbias, int64_t rows, int64_t C,
-                                       int64_t chunk_rows) {
+                                       const Acc* __restrict__ mean, const Acc* __restrict__ rstd,
+                                       Acc* __restrict__ dweight, Acc* __restrict__ dbias,
+                                       int64_t rows, int64_t C, int64_t chunk_rows) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnThreads + threadIdx.x;
   if (c >= C) return;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * chunk_rows;
@@ -115,15 +113,11 @@ __global__ void backward_params_kernel(const TGrad* __restrict__ dy, const T* __
 // y = x + branch * gamma * factor[row / tokens] (factor: per-sample stochastic depth, or null),
 // then the LayerNorm of y as forward_kernel computes it. x, y in the accumulation type.
 template <typename TBranch, typename TOut, typename Acc>
-__global__ void residual_forward_kernel(const Acc* __restrict__ x,
-                                        const TBranch* __restrict__ branch,
-                                        const Acc* __restrict__ gamma,
-                                        const Acc* __restrict__ factor,
-                                        const Acc* __restrict__ weight,
-                                        const Acc* __restrict__ bias, Acc* __restrict__ y,
-                                        TOut* __restrict__ n, Acc* __restrict__ mean,
-                                        Acc* __restrict__ rstd, int64_t rows, int64_t C,
-                                        int64_t tokens, Acc eps) {
+__global__ void residual_forward_kernel(
+    const Acc* __restrict__ x, const TBranch* __restrict__ branch, const Acc* __restrict__ gamma,
+    const Acc* __restrict__ factor, const Acc* __restrict__ weight, const Acc* __restrict__ bias,
+    Acc* __restrict__ y, TOut* __restrict__ n, Acc* __restrict__ mean, Acc* __restrict__ rstd,
+    int64_t rows, int64_t C, int64_t tokens, Acc eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (row >= rows) return;
   const int lane = threadIdx.x;
@@ -217,9 +211,15 @@ __global__ void residual_backward_columns_kernel(
 template <typename F>
 void with_reduced_or_float(at::ScalarType t, const char* what, F&& f) {
   switch (t) {
-    case at::kFloat: f(float{}); return;
-    case at::kHalf: f(at::Half{}); return;
-    case at::kBFloat16: f(at::BFloat16{}); return;
+    case at::kFloat:
+      f(float{});
+      return;
+    case at::kHalf:
+      f(at::Half{});
+      return;
+    case at::kBFloat16:
+      f(at::BFloat16{});
+      return;
     default:
       XDINO_CHECK(false, "CUDA LayerNorm: ", what, " must be float32, float16 or bfloat16, got ",
                   c10::toString(t));
@@ -262,8 +262,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tens
   const int64_t C = x.size(-1), rows = x.numel() / C;
   XDINO_CHECK(weight.numel() == C && bias.numel() == C && weight.device() == x.device() &&
                   bias.device() == x.device(),
-              "CUDA LayerNorm: weight and bias must have ", C, " entries on ", x.device(),
-              ", got ", weight.sizes(), " and ", bias.sizes());
+              "CUDA LayerNorm: weight and bias must have ", C, " entries on ", x.device(), ", got ",
+              weight.sizes(), " and ", bias.sizes());
   const at::ScalarType acc = accumulation_type(x);
   XDINO_CHECK(acc != at::kDouble || out_dtype == at::kDouble,
               "CUDA LayerNorm: float64 input writes float64, not ", c10::toString(out_dtype));
@@ -330,13 +330,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     backward_params_kernel<T, TGrad, Acc>
         <<<column_grid(rows, C, chunk_rows), kColumnThreads, 0, stream>>>(
-        dy.data_ptr<TGrad>(), x.data_ptr<T>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(),
-        dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
+            dy.data_ptr<TGrad>(), x.data_ptr<T>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(),
+            dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (acc == at::kDouble) {
-    XDINO_CHECK(dy.scalar_type() == at::kDouble, "CUDA LayerNorm: float64 input takes a float64 "
-                "gradient, got ", c10::toString(dy.scalar_type()));
+    XDINO_CHECK(dy.scalar_type() == at::kDouble,
+                "CUDA LayerNorm: float64 input takes a float64 "
+                "gradient, got ",
+                c10::toString(dy.scalar_type()));
     launch(double{}, double{}, double{});
   } else {
     with_reduced_or_float(x.scalar_type(), "the input", [&](auto in) {
@@ -378,8 +380,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
   const at::ScalarType acc = accumulation_type(x);
   XDINO_CHECK(x.scalar_type() == acc && branch.sizes() == x.sizes(),
               "CUDA residual LayerNorm: the residual must be float32 or float64 and the branch "
-              "of its shape, got ", c10::toString(x.scalar_type()), " ", x.sizes(), " and ",
-              branch.sizes());
+              "of its shape, got ",
+              c10::toString(x.scalar_type()), " ", x.sizes(), " and ", branch.sizes());
   const int64_t C = x.size(-1), rows = x.numel() / C;
   XDINO_CHECK(gamma.numel() == C && weight.numel() == C && bias.numel() == C,
               "CUDA residual LayerNorm: gamma, weight and bias must have ", C, " entries");
@@ -401,10 +403,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
     using Acc = decltype(accumulate);
     residual_forward_kernel<TBranch, TOut, Acc>
         <<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
-            x.data_ptr<Acc>(), branch.data_ptr<TBranch>(), g.data_ptr<Acc>(),
-            maybe_data<Acc>(keep), w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<Acc>(),
-            n.data_ptr<TOut>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, tokens,
-            static_cast<Acc>(eps));
+            x.data_ptr<Acc>(), branch.data_ptr<TBranch>(), g.data_ptr<Acc>(), maybe_data<Acc>(keep),
+            w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<Acc>(), n.data_ptr<TOut>(),
+            mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, tokens, static_cast<Acc>(eps));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (acc == at::kDouble) {
@@ -417,11 +418,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
   return {y, n, mean, rstd};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-residual_layer_norm_backward(const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y,
-                             const at::Tensor& branch, const at::Tensor& gamma,
-                             const at::Tensor& factor, const at::Tensor& weight,
-                             const at::Tensor& mean, const at::Tensor& rstd) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_backward(
+    const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y, const at::Tensor& branch,
+    const at::Tensor& gamma, const at::Tensor& factor, const at::Tensor& weight,
+    const at::Tensor& mean, const at::Tensor& rstd) {
   check_rows(y, "the residual's output");
   check_rows(dn, "the normalised output's gradient");
   check_rows(dy, "the residual's gradient");
@@ -440,7 +440,9 @@ residual_layer_norm_backward(const at::Tensor& dn, const at::Tensor& dy, const a
   at::Tensor dbranch = at::empty_like(branch);
   const int64_t chunk_rows = chunk_rows_for(rows);
   const dim3 columns = column_grid(rows, C, chunk_rows);
-  auto parts = [&] { return at::empty({static_cast<int64_t>(columns.y), C}, y.options().dtype(acc)); };
+  auto parts = [&] {
+    return at::empty({static_cast<int64_t>(columns.y), C}, y.options().dtype(acc));
+  };
   at::Tensor dg_parts = parts(), dw_parts = parts(), db_parts = parts();
   if (rows == 0) {
     return {dx, dbranch, at::zeros_like(gamma), at::zeros_like(weight), at::zeros_like(weight)};
@@ -459,9 +461,8 @@ residual_layer_norm_backward(const at::Tensor& dn, const at::Tensor& dy, const a
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     residual_backward_columns_kernel<TBranch, TGrad, Acc><<<columns, kColumnThreads, 0, stream>>>(
         dn.data_ptr<TGrad>(), dx.data_ptr<Acc>(), branch.data_ptr<TBranch>(), y.data_ptr<Acc>(),
-        mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), maybe_data<Acc>(keep),
-        dg_parts.data_ptr<Acc>(), dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C,
-        tokens, chunk_rows);
+        mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), maybe_data<Acc>(keep), dg_parts.data_ptr<Acc>(),
+        dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, tokens, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   if (acc == at::kDouble) {

@@ -1,5 +1,6 @@
-// LayerNorm over the last dimension, alone or after XCiT's LayerScale residual, as CUDA kernels that read the input once and write the
-// output directly in the dtype the next matrix product takes (docs/tiers.md, "A kernel").
+// LayerNorm over the last dimension, alone or after XCiT's LayerScale residual, as CUDA kernels
+// that read the input once and write the output directly in the dtype the next matrix product takes
+// (docs/tiers.md, "A kernel").
 //
 // Why: under autocast LibTorch runs layer_norm in float32, writes a float32 result, and the
 // next Linear or convolution casts it to bfloat16/float16 in a kernel of its own; backward does
@@ -52,10 +53,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
     const at::Tensor& factor, const at::Tensor& weight, const at::Tensor& bias, double eps,
     at::ScalarType out_dtype);
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-residual_layer_norm_backward(const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y,
-                             const at::Tensor& branch, const at::Tensor& gamma,
-                             const at::Tensor& factor, const at::Tensor& weight,
-                             const at::Tensor& mean, const at::Tensor& rstd);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_backward(
+    const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y, const at::Tensor& branch,
+    const at::Tensor& gamma, const at::Tensor& factor, const at::Tensor& weight,
+    const at::Tensor& mean, const at::Tensor& rstd);
 
 }  // namespace xdino::kernels::cuda

@@ -51,10 +51,10 @@ class ResidualLayerNormFunction : public torch::autograd::Function<ResidualLayer
     const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
     // Unused outputs come as zeros (materialised grads, the default).
     auto [dx, dbranch, dgamma, dweight, dbias] = cuda::residual_layer_norm_backward(
-        grads[1].contiguous(), grads[0].to(s[0].scalar_type()).contiguous(), s[0], s[1], s[2],
-        s[6], s[3], s[4], s[5]);
-    return {dx, dbranch, dgamma, dweight, dbias.to(bias_dtype), at::Tensor(), at::Tensor(),
-            at::Tensor()};
+        grads[1].contiguous(), grads[0].to(s[0].scalar_type()).contiguous(), s[0], s[1], s[2], s[6],
+        s[3], s[4], s[5]);
+    return {dx,           dbranch,      dgamma,      dweight, dbias.to(bias_dtype),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -78,23 +78,21 @@ bool residual_layer_norm_applies(const at::Tensor& x, const at::Tensor& branch,
   const bool wide = x.scalar_type() == at::kDouble;
   if (!wide && x.scalar_type() != at::kFloat) return false;
   const at::ScalarType b = branch.scalar_type();
-  const bool branch_ok = wide ? b == at::kDouble
-                              : (b == at::kFloat || b == at::kHalf || b == at::kBFloat16);
+  const bool branch_ok =
+      wide ? b == at::kDouble : (b == at::kFloat || b == at::kHalf || b == at::kBFloat16);
   return branch_ok && branch.is_contiguous() && branch.sizes() == x.sizes() &&
          branch.device() == x.device() && x.dim() >= 2 && floating(gamma.scalar_type()) &&
          gamma.numel() == x.size(-1) && gamma.device() == x.device();
 }
 
-std::pair<at::Tensor, at::Tensor> residual_layer_norm(const at::Tensor& x,
-                                                      const at::Tensor& branch,
+std::pair<at::Tensor, at::Tensor> residual_layer_norm(const at::Tensor& x, const at::Tensor& branch,
                                                       const at::Tensor& gamma,
                                                       const at::Tensor& factor,
                                                       const at::Tensor& weight,
                                                       const at::Tensor& bias, double eps,
                                                       at::ScalarType out_dtype) {
-  const auto out = ResidualLayerNormFunction::apply(x, branch, gamma, weight, bias,
-                                                    factor.defined() ? factor.detach() : factor,
-                                                    eps, out_dtype);
+  const auto out = ResidualLayerNormFunction::apply(
+      x, branch, gamma, weight, bias, factor.defined() ? factor.detach() : factor, eps, out_dtype);
   return {out[0], out[1]};
 }
 

@@ -37,8 +37,7 @@ bool residual_layer_norm_applies(const at::Tensor& x, const at::Tensor& branch,
                                  const at::Tensor& gamma, const at::Tensor& weight,
                                  const at::Tensor& bias);
 
-std::pair<at::Tensor, at::Tensor> residual_layer_norm(const at::Tensor& x,
-                                                      const at::Tensor& branch,
+std::pair<at::Tensor, at::Tensor> residual_layer_norm(const at::Tensor& x, const at::Tensor& branch,
                                                       const at::Tensor& gamma,
                                                       const at::Tensor& factor,
                                                       const at::Tensor& weight,

@@ -3,8 +3,6 @@
 // N values; consecutive threads take consecutive i2, which in XCA's views are adjacent channels,
 // so every load of the loop is coalesced although the tokens are 3C apart. The backward gives
 // each thread one element, i2 fastest again, and writes dt in (D0, N, D1, D2) order.
-#include "kernels/cuda/token_norm.h"
-
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cuda/token_norm.h"
 
 namespace xdino::kernels::cuda {
 namespace {
@@ -44,7 +43,8 @@ __global__ void forward_kernel(const T* __restrict__ t, Shape4 s, Acc* __restric
   const int64_t rows = s.size[0] * s.size[1] * s.size[2];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (j >= rows) return;
-  const int64_t i2 = j % s.size[2], i1 = (j / s.size[2]) % s.size[1], i0 = j / (s.size[2] * s.size[1]);
+  const int64_t i2 = j % s.size[2], i1 = (j / s.size[2]) % s.size[1],
+                i0 = j / (s.size[2] * s.size[1]);
   const T* row = t + i0 * s.stride[0] + i1 * s.stride[1] + i2 * s.stride[2];
   Acc squares = 0;
   for (int64_t k = 0; k < s.size[3]; ++k) {
@@ -68,18 +68,26 @@ __global__ void backward_kernel(const Acc* __restrict__ dn, const T* __restrict_
   if (e >= total) return;
   const int64_t i2 = e % D2, i1 = (e / D2) % D1, k = (e / (D2 * D1)) % N, i0 = e / (D2 * D1 * N);
   const int64_t row = (i0 * D1 + i1) * D2 + i2;
-  const Acc v = static_cast<Acc>(t[i0 * s.stride[0] + i1 * s.stride[1] + i2 * s.stride[2] +
-                                   k * s.stride[3]]);
+  const Acc v =
+      static_cast<Acc>(t[i0 * s.stride[0] + i1 * s.stride[1] + i2 * s.stride[2] + k * s.stride[3]]);
   dt[e] = static_cast<T>(passes[row] ? v * (dn[row] / n[row]) : Acc(0));
 }
 
 template <typename F>
 void with_float_type(at::ScalarType t, F&& f) {
   switch (t) {
-    case at::kFloat: f(float{}, float{}); return;
-    case at::kDouble: f(double{}, double{}); return;
-    case at::kHalf: f(at::Half{}, float{}); return;
-    case at::kBFloat16: f(at::BFloat16{}, float{}); return;
+    case at::kFloat:
+      f(float{}, float{});
+      return;
+    case at::kDouble:
+      f(double{}, double{});
+      return;
+    case at::kHalf:
+      f(at::Half{}, float{});
+      return;
+    case at::kBFloat16:
+      f(at::BFloat16{}, float{});
+      return;
     default:
       XDINO_CHECK(false, "CUDA token norm: t must be float32, float64, float16 or bfloat16, got ",
                   c10::toString(t));
@@ -98,7 +106,9 @@ std::vector<int64_t> norm_shape(const at::Tensor& t) {
   return shape;
 }
 
-unsigned blocks_for(int64_t count) { return static_cast<unsigned>((count + kThreads - 1) / kThreads); }
+unsigned blocks_for(int64_t count) {
+  return static_cast<unsigned>((count + kThreads - 1) / kThreads);
+}
 
 }  // namespace
 
