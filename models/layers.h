@@ -1,7 +1,8 @@
 // Layers shared by the backbones (ViT, XCiT, and the ones to come): the timm Mlp, stochastic
 // depth on a residual branch, the two patch embeddings (ViT's linear one, XCiT's convolutional
-// one), and the dtype helpers every attention uses. Submodule names are the official ones
-// (fc1/fc2, proj.*), so checkpoints map onto them by name.
+// one), the dtype helpers every attention uses, and a LayerNorm (alone or after a residual) on
+// torch's ops or kernels/cuda's fused ones (LayerKernels, models/backbone.h). Submodule names
+// are the official ones (fc1/fc2, proj.*), so checkpoints map onto them by name.
 //
 // Contract: every forward accepts float32, float64 or bfloat16/float16 tensors and runs under
 // autocast; accumulation_dtype() is where softmax and norms run. BatchNorms are
