@@ -35,6 +35,53 @@ __device__ __forceinline__ Acc warp_sum(Acc v) {
 __device__ __forceinline__ float reciprocal_sqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double reciprocal_sqrt(double v) { return rsqrt(v); }
 
+// One warp's row `index`: its mean and 1 / sqrt(var + eps) (two passes, as
+// at::native_layer_norm), out = (row - mean) * rstd * weight + bias; lane 0 keeps mean and
+// rstd. Each lane reads only the columns c = lane + 32k, the ones it may just have written.
+template <typename TIn, typename TOut, typename Acc>
+__device__ __forceinline__ void normalise_row(const TIn* row, const Acc* weight, const Acc* bias,
+                                              TOut* out, Acc* mean, Acc* rstd, int64_t index,
+                                              int64_t C, Acc eps) {
+  const int lane = threadIdx.x;
+  Acc sum = 0;
+  for (int64_t c = lane; c < C; c += kWarp) sum += static_cast<Acc>(row[c]);
+  const Acc mu = warp_sum(sum) / static_cast<Acc>(C);
+  Acc squares = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc d = static_cast<Acc>(row[c]) - mu;
+    squares += d * d;
+  }
+  const Acc rs = reciprocal_sqrt(warp_sum(squares) / static_cast<Acc>(C) + eps);
+  for (int64_t c = lane; c < C; c += kWarp)
+    out[c] = static_cast<TOut>((static_cast<Acc>(row[c]) - mu) * rs * weight[c] + bias[c]);
+  if (lane == 0) {
+    mean[index] = mu;
+    rstd[index] = rs;
+  }
+}
+
+// LayerNorm's input gradient on one warp's row x (mean mu, rstd rs) from the output's dy:
+// rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight. Calls
+// write(c, gradient) for each of the lane's columns.
+template <typename TIn, typename TGrad, typename Acc, typename Write>
+__device__ __forceinline__ void row_input_gradient(const TGrad* dy, const TIn* x, const Acc* weight,
+                                                   Acc mu, Acc rs, int64_t C, Write&& write) {
+  const int lane = threadIdx.x;
+  Acc sum_g = 0, sum_gx = 0;
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc g = static_cast<Acc>(dy[c]) * weight[c];
+    sum_g += g;
+    sum_gx += g * (static_cast<Acc>(x[c]) - mu) * rs;
+  }
+  const Acc mean_g = warp_sum(sum_g) / static_cast<Acc>(C);
+  const Acc mean_gx = warp_sum(sum_gx) / static_cast<Acc>(C);
+  for (int64_t c = lane; c < C; c += kWarp) {
+    const Acc g = static_cast<Acc>(dy[c]) * weight[c];
+    const Acc x_hat = (static_cast<Acc>(x[c]) - mu) * rs;
+    write(c, rs * (g - mean_g - x_hat * mean_gx));
+  }
+}
+
 template <typename T, typename TOut, typename Acc>
 __global__ void forward_kernel(const T* __restrict__ x, const Acc* __restrict__ weight,
                                const Acc* __restrict__ bias, TOut* __restrict__ y,
@@ -42,27 +89,10 @@ __global__ void forward_kernel(const T* __restrict__ x, const Acc* __restrict__ 
                                int64_t C, Acc eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (row >= rows) return;  // the whole warp leaves together: the shuffles stay full
-  const int lane = threadIdx.x;
-  const T* xr = x + row * C;
-  Acc sum = 0;
-  for (int64_t c = lane; c < C; c += kWarp) sum += static_cast<Acc>(xr[c]);
-  const Acc mu = warp_sum(sum) / static_cast<Acc>(C);
-  Acc squares = 0;
-  for (int64_t c = lane; c < C; c += kWarp) {
-    const Acc d = static_cast<Acc>(xr[c]) - mu;
-    squares += d * d;
-  }
-  const Acc rs = reciprocal_sqrt(warp_sum(squares) / static_cast<Acc>(C) + eps);
-  TOut* yr = y + row * C;
-  for (int64_t c = lane; c < C; c += kWarp)
-    yr[c] = static_cast<TOut>((static_cast<Acc>(xr[c]) - mu) * rs * weight[c] + bias[c]);
-  if (lane == 0) {
-    mean[row] = mu;
-    rstd[row] = rs;
-  }
+  normalise_row(x + row * C, weight, bias, y + row * C, mean, rstd, row, C, eps);
 }
 
-// dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * weight, per row.
+// dx per row (row_input_gradient).
 template <typename T, typename TGrad, typename Acc>
 __global__ void backward_input_kernel(const TGrad* __restrict__ dy, const T* __restrict__ x,
                                       const Acc* __restrict__ weight, const Acc* __restrict__ mean,
@@ -70,24 +100,9 @@ __global__ void backward_input_kernel(const TGrad* __restrict__ dy, const T* __r
                                       int64_t rows, int64_t C) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (row >= rows) return;
-  const int lane = threadIdx.x;
-  const T* xr = x + row * C;
-  const TGrad* gr = dy + row * C;
-  const Acc mu = mean[row], rs = rstd[row];
-  Acc sum_g = 0, sum_gx = 0;
-  for (int64_t c = lane; c < C; c += kWarp) {
-    const Acc g = static_cast<Acc>(gr[c]) * weight[c];
-    sum_g += g;
-    sum_gx += g * (static_cast<Acc>(xr[c]) - mu) * rs;
-  }
-  const Acc mean_g = warp_sum(sum_g) / static_cast<Acc>(C);
-  const Acc mean_gx = warp_sum(sum_gx) / static_cast<Acc>(C);
   T* dxr = dx + row * C;
-  for (int64_t c = lane; c < C; c += kWarp) {
-    const Acc g = static_cast<Acc>(gr[c]) * weight[c];
-    const Acc x_hat = (static_cast<Acc>(xr[c]) - mu) * rs;
-    dxr[c] = static_cast<T>(rs * (g - mean_g - x_hat * mean_gx));
-  }
+  row_input_gradient(dy + row * C, x + row * C, weight, mean[row], rstd[row], C,
+                     [&](int64_t c, Acc grad) { dxr[c] = static_cast<T>(grad); });
 }
 
 // Per chunk of `chunk_rows` rows and per channel: sum(dy * x_hat) and sum(dy).
@@ -125,30 +140,13 @@ __global__ void residual_forward_kernel(
   const Acc* xr = x + row * C;
   const TBranch* br = branch + row * C;
   Acc* yr = y + row * C;
-  Acc sum = 0;
-  for (int64_t c = lane; c < C; c += kWarp) {
-    // gamma * keep first: the op path multiplies them into one (B, 1, C) scale.
-    const Acc v = xr[c] + static_cast<Acc>(br[c]) * (gamma[c] * keep);
-    yr[c] = v;  // each lane reads back only what it wrote
-    sum += v;
-  }
-  const Acc mu = warp_sum(sum) / static_cast<Acc>(C);
-  Acc squares = 0;
-  for (int64_t c = lane; c < C; c += kWarp) {
-    const Acc d = yr[c] - mu;
-    squares += d * d;
-  }
-  const Acc rs = reciprocal_sqrt(warp_sum(squares) / static_cast<Acc>(C) + eps);
-  TOut* nr = n + row * C;
+  // gamma * keep first: the op path multiplies them into one (B, 1, C) scale.
   for (int64_t c = lane; c < C; c += kWarp)
-    nr[c] = static_cast<TOut>((yr[c] - mu) * rs * weight[c] + bias[c]);
-  if (lane == 0) {
-    mean[row] = mu;
-    rstd[row] = rs;
-  }
+    yr[c] = xr[c] + static_cast<Acc>(br[c]) * (gamma[c] * keep);
+  normalise_row(yr, weight, bias, n + row * C, mean, rstd, row, C, eps);  // same lanes, same c
 }
 
-// total = dy + LayerNorm's dy-from-dn (backward_input_kernel's formula on y); dx = total;
+// total = dy + LayerNorm's input gradient from dn (row_input_gradient on y); dx = total;
 // dbranch = total * gamma * factor.
 template <typename TBranch, typename TGrad, typename Acc>
 __global__ void residual_backward_rows_kernel(
@@ -158,25 +156,14 @@ __global__ void residual_backward_rows_kernel(
     TBranch* __restrict__ dbranch, int64_t rows, int64_t C, int64_t tokens) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
   if (row >= rows) return;
-  const int lane = threadIdx.x;
   const Acc keep = factor == nullptr ? Acc(1) : factor[row / tokens];
   const int64_t base = row * C;
-  const Acc mu = mean[row], rs = rstd[row];
-  Acc sum_g = 0, sum_gx = 0;
-  for (int64_t c = lane; c < C; c += kWarp) {
-    const Acc g = static_cast<Acc>(dn[base + c]) * weight[c];
-    sum_g += g;
-    sum_gx += g * (y[base + c] - mu) * rs;
-  }
-  const Acc mean_g = warp_sum(sum_g) / static_cast<Acc>(C);
-  const Acc mean_gx = warp_sum(sum_gx) / static_cast<Acc>(C);
-  for (int64_t c = lane; c < C; c += kWarp) {
-    const Acc g = static_cast<Acc>(dn[base + c]) * weight[c];
-    const Acc y_hat = (y[base + c] - mu) * rs;
-    const Acc total = dy[base + c] + rs * (g - mean_g - y_hat * mean_gx);
-    dx[base + c] = total;
-    dbranch[base + c] = static_cast<TBranch>(total * (gamma[c] * keep));
-  }
+  row_input_gradient(dn + base, y + base, weight, mean[row], rstd[row], C,
+                     [&](int64_t c, Acc from_norm) {
+                       const Acc total = dy[base + c] + from_norm;
+                       dx[base + c] = total;
+                       dbranch[base + c] = static_cast<TBranch>(total * (gamma[c] * keep));
+                     });
 }
 
 // Per chunk of rows and per channel: sum(dx * branch * factor) for gamma, and sum(dn * y_hat),
@@ -226,6 +213,21 @@ void with_reduced_or_float(at::ScalarType t, const char* what, F&& f) {
   }
 }
 
+// Calls launch(T1{}, T2{}, Acc{}): every type double where `acc` is float64 (callers check that
+// the tensors then are), otherwise T1 and T2 the C++ types of `first` and `second` (float32,
+// float16 or bfloat16, named `first_what` and `second_what` in an error) and Acc float.
+template <typename F>
+void with_types(at::ScalarType acc, at::ScalarType first, const char* first_what,
+                at::ScalarType second, const char* second_what, F&& launch) {
+  if (acc == at::kDouble) {
+    launch(double{}, double{}, double{});
+    return;
+  }
+  with_reduced_or_float(first, first_what, [&](auto a) {
+    with_reduced_or_float(second, second_what, [&](auto b) { launch(a, b, float{}); });
+  });
+}
+
 void check_rows(const at::Tensor& t, const char* what) {
   XDINO_CHECK(t.is_cuda() && t.is_contiguous(), "CUDA LayerNorm: ", what,
               " must be a contiguous CUDA tensor");
@@ -236,6 +238,8 @@ void check_rows(const at::Tensor& t, const char* what) {
 at::ScalarType accumulation_type(const at::Tensor& x) {
   return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
+
+dim3 row_block() { return dim3(kWarp, kRowsPerBlock); }  // one warp a row
 
 dim3 row_grid(int64_t rows) {
   return dim3(static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
@@ -249,6 +253,16 @@ int64_t chunk_rows_for(int64_t rows) {
 dim3 column_grid(int64_t rows, int64_t C, int64_t chunk_rows) {
   return dim3(static_cast<unsigned>((C + kColumnThreads - 1) / kColumnThreads),
               static_cast<unsigned>(std::max<int64_t>(1, (rows + chunk_rows - 1) / chunk_rows)));
+}
+
+// The column kernels' partial sums, one row per chunk of rows (column_grid's y).
+at::Tensor column_parts(const dim3& columns, int64_t C, const at::TensorOptions& options) {
+  return at::empty({static_cast<int64_t>(columns.y), C}, options);
+}
+
+// The sum over the chunks, as a gradient of `like` (its dtype and shape).
+at::Tensor column_sum(const at::Tensor& parts, const at::Tensor& like) {
+  return parts.sum(0).to(like.scalar_type()).view(like.sizes());
 }
 
 }  // namespace
@@ -274,23 +288,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tens
   at::Tensor rstd = at::empty({rows}, x.options().dtype(acc));
   if (rows == 0) return {y, mean, rstd};
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  const dim3 block(kWarp, kRowsPerBlock);
   auto launch = [&](auto in, auto out, auto accumulate) {
     using T = decltype(in);
     using TOut = decltype(out);
     using Acc = decltype(accumulate);
-    forward_kernel<T, TOut, Acc><<<row_grid(rows), block, 0, stream>>>(
+    forward_kernel<T, TOut, Acc><<<row_grid(rows), row_block(), 0, stream>>>(
         x.data_ptr<T>(), w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<TOut>(),
         mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, static_cast<Acc>(eps));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  if (acc == at::kDouble) {
-    launch(double{}, double{}, double{});
-  } else {
-    with_reduced_or_float(x.scalar_type(), "the input", [&](auto in) {
-      with_reduced_or_float(out_dtype, "the output", [&](auto out) { launch(in, out, float{}); });
-    });
-  }
+  with_types(acc, x.scalar_type(), "the input", out_dtype, "the output", launch);
   return {y, mean, rstd};
 }
 
@@ -313,9 +320,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
   const at::Tensor w = weight.to(acc).contiguous();
   at::Tensor dx = at::empty_like(x);
   const int64_t chunk_rows = chunk_rows_for(rows);
-  const int64_t chunks = column_grid(rows, C, chunk_rows).y;
-  at::Tensor dw_parts = at::empty({chunks, C}, x.options().dtype(acc));
-  at::Tensor db_parts = at::empty({chunks, C}, x.options().dtype(acc));
+  const dim3 columns = column_grid(rows, C, chunk_rows);
+  at::Tensor dw_parts = column_parts(columns, C, x.options().dtype(acc));
+  at::Tensor db_parts = column_parts(columns, C, x.options().dtype(acc));
   if (rows == 0) {
     return {dx, at::zeros_like(weight), at::zeros_like(weight)};
   }
@@ -324,31 +331,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
     using T = decltype(in);
     using TGrad = decltype(grad);
     using Acc = decltype(accumulate);
-    backward_input_kernel<T, TGrad, Acc><<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
+    backward_input_kernel<T, TGrad, Acc><<<row_grid(rows), row_block(), 0, stream>>>(
         dy.data_ptr<TGrad>(), x.data_ptr<T>(), w.data_ptr<Acc>(), mean.data_ptr<Acc>(),
         rstd.data_ptr<Acc>(), dx.data_ptr<T>(), rows, C);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    backward_params_kernel<T, TGrad, Acc>
-        <<<column_grid(rows, C, chunk_rows), kColumnThreads, 0, stream>>>(
-            dy.data_ptr<TGrad>(), x.data_ptr<T>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(),
-            dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
+    backward_params_kernel<T, TGrad, Acc><<<columns, kColumnThreads, 0, stream>>>(
+        dy.data_ptr<TGrad>(), x.data_ptr<T>(), mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(),
+        dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  if (acc == at::kDouble) {
-    XDINO_CHECK(dy.scalar_type() == at::kDouble,
-                "CUDA LayerNorm: float64 input takes a float64 "
-                "gradient, got ",
-                c10::toString(dy.scalar_type()));
-    launch(double{}, double{}, double{});
-  } else {
-    with_reduced_or_float(x.scalar_type(), "the input", [&](auto in) {
-      with_reduced_or_float(dy.scalar_type(), "the gradient",
-                            [&](auto grad) { launch(in, grad, float{}); });
-    });
-  }
-  const at::ScalarType wt = weight.scalar_type();
-  return {dx, dw_parts.sum(0).to(wt).view(weight.sizes()),
-          db_parts.sum(0).to(wt).view(weight.sizes())};
+  XDINO_CHECK(acc != at::kDouble || dy.scalar_type() == at::kDouble,
+              "CUDA LayerNorm: float64 input takes a float64 gradient, got ",
+              c10::toString(dy.scalar_type()));
+  with_types(acc, x.scalar_type(), "the input", dy.scalar_type(), "the gradient", launch);
+  return {dx, column_sum(dw_parts, weight), column_sum(db_parts, weight)};
 }
 
 namespace {
@@ -401,20 +397,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
     using TBranch = decltype(branch_type);
     using TOut = decltype(out);
     using Acc = decltype(accumulate);
-    residual_forward_kernel<TBranch, TOut, Acc>
-        <<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
-            x.data_ptr<Acc>(), branch.data_ptr<TBranch>(), g.data_ptr<Acc>(), maybe_data<Acc>(keep),
-            w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<Acc>(), n.data_ptr<TOut>(),
-            mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, tokens, static_cast<Acc>(eps));
+    residual_forward_kernel<TBranch, TOut, Acc><<<row_grid(rows), row_block(), 0, stream>>>(
+        x.data_ptr<Acc>(), branch.data_ptr<TBranch>(), g.data_ptr<Acc>(), maybe_data<Acc>(keep),
+        w.data_ptr<Acc>(), b.data_ptr<Acc>(), y.data_ptr<Acc>(), n.data_ptr<TOut>(),
+        mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), rows, C, tokens, static_cast<Acc>(eps));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  if (acc == at::kDouble) {
-    launch(double{}, double{}, double{});
-  } else {
-    with_reduced_or_float(branch.scalar_type(), "the branch", [&](auto in) {
-      with_reduced_or_float(out_dtype, "the output", [&](auto out) { launch(in, out, float{}); });
-    });
-  }
+  with_types(acc, branch.scalar_type(), "the branch", out_dtype, "the output", launch);
   return {y, n, mean, rstd};
 }
 
@@ -440,10 +429,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
   at::Tensor dbranch = at::empty_like(branch);
   const int64_t chunk_rows = chunk_rows_for(rows);
   const dim3 columns = column_grid(rows, C, chunk_rows);
-  auto parts = [&] {
-    return at::empty({static_cast<int64_t>(columns.y), C}, y.options().dtype(acc));
-  };
-  at::Tensor dg_parts = parts(), dw_parts = parts(), db_parts = parts();
+  at::Tensor dg_parts = column_parts(columns, C, y.options().dtype(acc));
+  at::Tensor dw_parts = column_parts(columns, C, y.options().dtype(acc));
+  at::Tensor db_parts = column_parts(columns, C, y.options().dtype(acc));
   if (rows == 0) {
     return {dx, dbranch, at::zeros_like(gamma), at::zeros_like(weight), at::zeros_like(weight)};
   }
@@ -453,11 +441,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
     using TBranch = decltype(branch_type);
     using TGrad = decltype(grad);
     using Acc = decltype(accumulate);
-    residual_backward_rows_kernel<TBranch, TGrad, Acc>
-        <<<row_grid(rows), dim3(kWarp, kRowsPerBlock), 0, stream>>>(
-            dn.data_ptr<TGrad>(), dy.data_ptr<Acc>(), y.data_ptr<Acc>(), w.data_ptr<Acc>(),
-            mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), g.data_ptr<Acc>(), maybe_data<Acc>(keep),
-            dx.data_ptr<Acc>(), dbranch.data_ptr<TBranch>(), rows, C, tokens);
+    residual_backward_rows_kernel<TBranch, TGrad, Acc><<<row_grid(rows), row_block(), 0, stream>>>(
+        dn.data_ptr<TGrad>(), dy.data_ptr<Acc>(), y.data_ptr<Acc>(), w.data_ptr<Acc>(),
+        mean.data_ptr<Acc>(), rstd.data_ptr<Acc>(), g.data_ptr<Acc>(), maybe_data<Acc>(keep),
+        dx.data_ptr<Acc>(), dbranch.data_ptr<TBranch>(), rows, C, tokens);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     residual_backward_columns_kernel<TBranch, TGrad, Acc><<<columns, kColumnThreads, 0, stream>>>(
         dn.data_ptr<TGrad>(), dx.data_ptr<Acc>(), branch.data_ptr<TBranch>(), y.data_ptr<Acc>(),
@@ -465,20 +452,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
         dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, tokens, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  if (acc == at::kDouble) {
-    XDINO_CHECK(dn.scalar_type() == at::kDouble && branch.scalar_type() == at::kDouble,
-                "CUDA residual LayerNorm: a float64 residual takes float64 gradients");
-    launch(double{}, double{}, double{});
-  } else {
-    with_reduced_or_float(branch.scalar_type(), "the branch", [&](auto in) {
-      with_reduced_or_float(dn.scalar_type(), "the gradient",
-                            [&](auto grad) { launch(in, grad, float{}); });
-    });
-  }
-  auto as = [](const at::Tensor& sums, const at::Tensor& like) {
-    return sums.sum(0).to(like.scalar_type()).view(like.sizes());
-  };
-  return {dx, dbranch, as(dg_parts, gamma), as(dw_parts, weight), as(db_parts, weight)};
+  XDINO_CHECK(acc != at::kDouble ||
+                  (dn.scalar_type() == at::kDouble && branch.scalar_type() == at::kDouble),
+              "CUDA residual LayerNorm: a float64 residual takes float64 gradients");
+  with_types(acc, branch.scalar_type(), "the branch", dn.scalar_type(), "the gradient", launch);
+  return {dx, dbranch, column_sum(dg_parts, gamma), column_sum(dw_parts, weight),
+          column_sum(db_parts, weight)};
 }
 
 }  // namespace xdino::kernels::cuda
