@@ -16,6 +16,8 @@
 #include "models/xcit_layers.h"
 #include "tests/support/grad_check.h"
 #include "tests/support/kernel_error.h"
+#include "tests/support/module_testing.h"
+#include "tests/support/naive_xcit.h"
 #include "tests/support/require.h"
 #ifdef XDINO_WITH_CUDA_KERNELS
 #include "kernels/cuda/layer_norm_function.h"
@@ -25,7 +27,10 @@ namespace xdino::models {
 namespace {
 
 using torch::Tensor;
+using xdino::testing::expect_close;
 using xdino::testing::normalised_mse;
+using xdino::testing::prepared;
+namespace naive = xdino::testing::naive;
 
 // The inputs of one case: rows of width C around `offset`, spread `scale` (a large offset over
 // a small spread is where a one-pass variance loses its digits).
@@ -232,36 +237,39 @@ TEST(KernelLayerNorm, RejectsWhatItDoesNotTake) {
 }
 #endif
 
-// Two XCA blocks with the same weights, on the op path and on kFused; stochastic depth at
-// `drop_path_rate` (in training mode).
-std::pair<XCABlock, XCABlock> block_pair(torch::Device device, double drop_path_rate = 0.0) {
-  torch::manual_seed(2);
-  const auto options = XCABlockOptions(64, 4).eta(0.5).drop_path_rate(drop_path_rate);
-  XCABlock ops(XCABlockOptions(options).kernels(LayerKernels::kOps));
-  XCABlock fused(XCABlockOptions(options).kernels(LayerKernels::kFused));
-  torch::NoGradGuard no_grad;
-  for (const auto& p : ops->named_parameters()) {
-    // Non-trivial LayerNorm parameters, so that a swapped weight and bias would show.
-    if (p.key().find("norm") != std::string::npos) p.value().normal_();
-    fused->named_parameters()[p.key()].copy_(p.value());
+// Two XCA blocks with the same seeded, non-trivial weights (LayerNorm weights and biases,
+// gammas), on the op path and on kFused, in training mode: stochastic depth at
+// `drop_path_rate`, LPI's BatchNorm on the batch's statistics.
+std::pair<XCABlock, XCABlock> block_pair(torch::Device device, double drop_path_rate) {
+  const auto options = XCABlockOptions(64, 4).drop_path_rate(drop_path_rate);
+  XCABlock ops =
+      prepared(XCABlock(XCABlockOptions(options).kernels(LayerKernels::kOps)), torch::kFloat, 2);
+  XCABlock fused =
+      prepared(XCABlock(XCABlockOptions(options).kernels(LayerKernels::kFused)), torch::kFloat, 2);
+  for (XCABlock* block : {&ops, &fused}) {
+    (*block)->train();
+    (*block)->to(device);
   }
-  ops->to(device);
-  fused->to(device);
   return {ops, fused};
 }
 
+// Off CUDA kFused is the op path: the block as the naive float64 reference computes it, and
+// with stochastic depth the op path's own result, bit for bit (the same draws).
 TEST(KernelLayerNorm, XcaBlockFallsBackToTorchOffCuda) {
+  XCABlock block =
+      prepared(XCABlock(XCABlockOptions(16, 4).kernels(LayerKernels::kFused)), torch::kDouble, 4);
+  const Tensor x = torch::randn({2, 12, 16}, torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    expect_close(block(x, 4, 3), naive::xca_block(x, naive::params_of(*block), "", 4, 4, 3), 1e-6,
+                 "kFused XCA block on the CPU against the naive block");
+  }
   auto [ops, fused] = block_pair(torch::kCPU, 0.5);
-  const Tensor x = torch::randn({4, 16, 64});
+  const Tensor x2 = torch::randn({4, 16, 64});
   torch::manual_seed(3);
-  const Tensor y_ops = ops(x, 4, 4);
+  const Tensor y_ops = ops(x2, 4, 4);
   torch::manual_seed(3);  // the same stochastic-depth draws
-  const Tensor y_fused = fused(x, 4, 4);
-  EXPECT_TRUE(torch::equal(y_ops, y_fused));
-  const Tensor a = torch::randn({2, 16, 64}, torch::kDouble);
-  ops->to(torch::kDouble);
-  EXPECT_TRUE(
-      torch::equal(layer_norm_for_product(ops->norm1, a, LayerKernels::kFused), ops->norm1(a)));
+  EXPECT_TRUE(torch::equal(y_ops, fused(x2, 4, 4)));
 }
 
 TEST(KernelLayerNorm, XcaBlockOnCudaMatchesTheOpPath) {

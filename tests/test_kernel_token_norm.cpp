@@ -12,6 +12,8 @@
 #include "models/xcit_layers.h"
 #include "tests/support/grad_check.h"
 #include "tests/support/kernel_error.h"
+#include "tests/support/module_testing.h"
+#include "tests/support/naive_xcit.h"
 #include "tests/support/require.h"
 #ifdef XDINO_WITH_CUDA_KERNELS
 #include "kernels/cuda/token_norm_function.h"
@@ -21,7 +23,10 @@ namespace xdino::models {
 namespace {
 
 using torch::Tensor;
+using xdino::testing::expect_close;
 using xdino::testing::normalised_mse;
+using xdino::testing::prepared;
+namespace naive = xdino::testing::naive;
 
 torch::ScalarType accumulation(torch::ScalarType t) {
   return t == torch::kDouble ? torch::kDouble : torch::kFloat;
@@ -122,13 +127,15 @@ TEST(KernelTokenNorm, GradientMatchesFiniteDifferencesInFloat64) {
 }
 #endif
 
+// Off CUDA kFused is the op path: XCA as the naive float64 reference computes it, and the op
+// path's own result bit for bit.
 TEST(KernelTokenNorm, XcaOffCudaIsTheOpPath) {
-  torch::manual_seed(3);
-  XCA ops(32, 4, XcaAttention::kOps, LayerKernels::kOps);
-  XCA fused(32, 4, XcaAttention::kOps, LayerKernels::kFused);
+  XCA ops = prepared(XCA(32, 4, XcaAttention::kOps, LayerKernels::kOps), torch::kDouble, 3);
+  XCA fused = prepared(XCA(32, 4, XcaAttention::kOps, LayerKernels::kFused), torch::kDouble, 3);
   torch::NoGradGuard no_grad;
-  for (const auto& p : ops->named_parameters()) fused->named_parameters()[p.key()].copy_(p.value());
-  const Tensor x = torch::randn({2, 9, 32});
+  const Tensor x = torch::randn({2, 9, 32}, torch::kDouble);
+  expect_close(fused(x), naive::xca(x, naive::params_of(*fused), "", 4), 1e-6,
+               "kFused XCA on the CPU against the naive XCA");
   EXPECT_TRUE(torch::equal(ops(x), fused(x)));
 }
 
@@ -140,12 +147,9 @@ TEST(KernelTokenNorm, XcaOnCudaMatchesTheOpPath) {
     for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       SCOPED_TRACE(std::string(path == XcaAttention::kOps ? "ops" : "sdpa") + ", " +
                    c10::toString(dtype));
-      XCA ops(64, 4, path, LayerKernels::kOps), fused(64, 4, path, LayerKernels::kFused);
-      {
-        torch::NoGradGuard no_grad;
-        for (const auto& p : ops->named_parameters())
-          fused->named_parameters()[p.key()].copy_(p.value());
-      }
+      // The same seeded weights (a temperature away from 1 among them).
+      XCA ops = prepared(XCA(64, 4, path, LayerKernels::kOps), torch::kFloat, 5);
+      XCA fused = prepared(XCA(64, 4, path, LayerKernels::kFused), torch::kFloat, 5);
       ops->to(cuda, dtype);
       fused->to(cuda, dtype);
       const Tensor x0 = torch::randn({2, 49, 64}, torch::TensorOptions().device(cuda)).to(dtype);
