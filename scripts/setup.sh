@@ -114,8 +114,22 @@ if [[ "$mode" == "--cuda" ]]; then
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv"
   installed=$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
   if [[ "$installed" != "$torch_pin"* ]]; then
+    # The wheels (3.0 GB) sit in pip's temporary folder until all are installed (5.3 GB):
+    # 8.2 GB at the peak (bench/results/platforms_and_ci.md, "Disk"). Say so before pip
+    # fails halfway with "No space left on device"; --no-cache-dir keeps a third copy away.
+    need_gb=9
+    for dir in "$venv" "${TMPDIR:-/tmp}"; do
+      free_gb=$(($(df --output=avail -B1M "$dir" | tail -1) / 1024))
+      if ((free_gb < need_gb)); then
+        echo "setup: torch==$torch_pin with CUDA needs about $need_gb GB free where pip" \
+             "unpacks and installs it; $dir has $free_gb GB: free some space, or put the" \
+             "environment (scripts/setup.sh --cuda VENV) and TMPDIR on a larger disk" >&2
+        exit 1
+      fi
+    done
     echo "setup: installing torch==$torch_pin (CUDA) into $venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_pin"
+    "$venv/bin/python" -m pip install -q --no-cache-dir --disable-pip-version-check \
+      "torch==$torch_pin"
   fi
   torch_dir=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
   ln -sfn "$torch_dir" "$(dirname "$venv")/libtorch"

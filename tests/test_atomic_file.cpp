@@ -1,6 +1,5 @@
 // Atomic writes: a failing writer never damages the existing file nor leaves litter.
 #include <gtest/gtest.h>
-#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <fstream>
@@ -11,16 +10,9 @@
 #include "tests/support/files.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::fresh_dir;
 
 namespace {
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / ("xdino_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 size_t files_in(const fs::path& dir) {
   size_t n = 0;

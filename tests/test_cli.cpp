@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 
 using xdino::testing::count_lines;
@@ -117,7 +118,7 @@ TEST(Cli, LaunchTakesTorchrunSpellings) {
 // A run refused for a usage error leaves nothing behind: no config.ini, not even the folder
 // (a stray config.ini was once committed from a refused run).
 TEST(Cli, ARefusedTrainLeavesNoConfigBehind) {
-  const std::string dir = xdino::testing::fresh_temp_dir("refused_train") + "/run";
+  const std::string dir = (xdino::testing::fresh_dir("refused_train") / "run").string();
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--data_path", "/no/such/folder"},
         {"--data_path", "/usr/share/datasets/fashion-mnist", "--arch", "nosuch"},

@@ -8,12 +8,13 @@
 
 #include "core/json.h"
 #include "eval/features_io.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
 using xdino::testing::count_lines;
 using xdino::testing::dino_binary;
-using xdino::testing::fresh_temp_dir;
+using xdino::testing::fresh_dir;
 using xdino::testing::run_process;
 
 namespace {
@@ -31,7 +32,7 @@ void expect_one_line_failure(const std::vector<std::string>& args, int code,
 
 // A tiny ImageFolder of binary PPM files (no image library needed): 2 classes by colour.
 fs::path make_ppm_folder(const std::string& name, int train_per_class, int val_per_class) {
-  const fs::path root = fresh_temp_dir(name);
+  const fs::path root = fresh_dir(name);
   uint32_t state = 12345;
   auto next = [&] { return (state = state * 1664525u + 1013904223u) >> 24; };
   for (const auto& [split, count] : {std::pair{"train", train_per_class}, {"val", val_per_class}})
@@ -189,7 +190,7 @@ TEST(EvalCli, ReportUnknownFormatExitsTwo) {
 }
 
 TEST(EvalCli, ReportCorruptResultExitsOne) {
-  const fs::path dir = fresh_temp_dir("report_corrupt");
+  const fs::path dir = fresh_dir("report_corrupt");
   std::ofstream(dir / "knn.json") << "{\"reported\": [";
   expect_one_line_failure({"report", "--runs", dir.string(), "--output", (dir / "t.md").string()},
                           1, "knn.json");

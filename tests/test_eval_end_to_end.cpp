@@ -19,10 +19,11 @@
 #include "eval/extract.h"
 #include "eval/knn_eval.h"
 #include "models/weights.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
-using xdino::testing::fresh_temp_dir;
+using xdino::testing::fresh_dir;
 using namespace xdino::eval;
 using xdino::Json;
 
@@ -30,7 +31,7 @@ namespace {
 
 // Two classes told apart by colour; 40x48 images so the eval resize and crop both act.
 fs::path make_image_folder(const std::string& name, int per_class_train, int per_class_val) {
-  const fs::path root = fresh_temp_dir(name);
+  const fs::path root = fresh_dir(name);
   cv::RNG rng(7);
   for (const auto& [split, count] : {std::pair{"train", per_class_train}, {"val", per_class_val}})
     for (int c = 0; c < 2; ++c) {
@@ -178,7 +179,7 @@ TEST(EvalEndToEnd, KnnRunWritesResultsAndReloadsDumps) {
 }
 
 TEST(EvalEndToEnd, LoadsDinoCheckpointsLikeTheOfficialLoader) {
-  const fs::path dir = fresh_temp_dir("dino_ckpt");
+  const fs::path dir = fresh_dir("dino_ckpt");
   torch::manual_seed(5);
   auto source = xdino::models::create_backbone("xcit_nano_12_p16",
                                                eval_backbone_options("xcit_nano_12_p16", 16, 32));
@@ -219,7 +220,7 @@ TEST(EvalEndToEnd, LoadsDinoCheckpointsLikeTheOfficialLoader) {
 TEST(EvalEndToEnd, LoadsAViTTrainedAtAnotherCropSize) {
   // `dino train --global_crops_size 32` builds its ViT with a 2 x 2 (+1) position table, the
   // official checkpoints have 14 x 14 (+1): both must evaluate, at any input size.
-  const fs::path dir = fresh_temp_dir("vit_small_crops");
+  const fs::path dir = fresh_dir("vit_small_crops");
   torch::manual_seed(7);
   xdino::models::BackboneOptions trained;
   trained.patch_size = 16;

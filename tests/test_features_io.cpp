@@ -13,7 +13,7 @@
 #include "tests/support/require.h"
 
 namespace fs = std::filesystem;
-using xdino::testing::fresh_temp_dir;
+using xdino::testing::fresh_dir;
 using namespace xdino::eval;
 
 namespace {
@@ -36,7 +36,7 @@ FeatureSet sample_set() {
 }  // namespace
 
 TEST(FeaturesIo, RoundTrip) {
-  const fs::path dir = fresh_temp_dir("features_rt");
+  const fs::path dir = fresh_dir("features_rt");
   const FeatureSet s = sample_set();
   write_features(dir / "f.h5", s);
   const FeatureSet r = read_features(dir / "f.h5");
@@ -59,7 +59,7 @@ TEST(FeaturesIo, H5pyReadsOurFileAndWeReadH5pys) {
   if (!fs::exists("/usr/bin/python3")) XDINO_SKIP_MISSING() << "no /usr/bin/python3";
   const auto probe = xdino::testing::run_process({"/usr/bin/python3", "-c", "import h5py"});
   if (probe.exit_code != 0) XDINO_SKIP_MISSING() << "h5py not installed";
-  const fs::path dir = fresh_temp_dir("features_h5py");
+  const fs::path dir = fresh_dir("features_h5py");
   write_features(dir / "ours.h5", sample_set());
   const std::string script = R"(
 import sys, h5py, numpy as np
@@ -92,7 +92,7 @@ print('ok')
 }
 
 TEST(FeaturesIo, ErrorsNameTheFile) {
-  const fs::path dir = fresh_temp_dir("features_err");
+  const fs::path dir = fresh_dir("features_err");
   try {
     read_features(dir / "missing.h5");
     FAIL() << "no exception";
@@ -112,7 +112,7 @@ TEST(FeaturesIo, ErrorsNameTheFile) {
 // `dino` ignores it): one line naming the file and the reason, the previous file intact, no
 // temporary file left.
 TEST(FeaturesIo, AFailedWriteNamesTheFileAndKeepsThePreviousOne) {
-  const fs::path dir = fresh_temp_dir("features_efbig");
+  const fs::path dir = fresh_dir("features_efbig");
   const fs::path path = dir / "trainfeat.h5";
   write_features(path, sample_set());
   const std::string before = xdino::read_file(path);

@@ -188,7 +188,7 @@ TEST(FloatPipeline, OpsEqualTorchvisionTensorOps) {
       {"solarize", std::to_string(128.0f / 255.0f), 4, [](Image& im) { xa::solarize(im, 128); },
        0.0},
   };
-  const fs::path dir = xdino::testing::fresh_temp_dir("float_pipeline");
+  const fs::path dir = xdino::testing::fresh_dir("float_pipeline");
   std::ofstream list(dir / "jobs.txt");
   std::vector<Image> inputs;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -394,7 +394,7 @@ TEST(FloatPipeline, DecodesSixteenBitAndFourChannelsExactly) {
 // A corrupt first image does not decide, nor stop the opening: the loader reports and skips it
 // (loader.h), and the first image that decodes picks the pipeline.
 TEST(FloatPipeline, ACorruptFirstImageIsPassedOverWhenChoosingThePipeline) {
-  const fs::path root = xdino::testing::fresh_temp_dir("float_auto");
+  const fs::path root = xdino::testing::fresh_dir("float_auto");
   fs::create_directories(root / "a");
   std::ofstream(root / "a" / "0.png") << "not a png";
   ASSERT_TRUE(

@@ -1,7 +1,6 @@
 // Picture and file outputs of the visualisations: masks keep the requested attention mass,
 // nearest upsampling, colour maps, PNG and .npy files that decode back.
 #include <gtest/gtest.h>
-#include <unistd.h>  // getpid
 
 #include <cstdlib>
 #include <filesystem>
@@ -9,20 +8,11 @@
 
 #include "core/atomic_file.h"
 #include "eval/heatmap.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 
 namespace fs = std::filesystem;
 using namespace xdino::eval;
-
-namespace {
-
-fs::path temp_dir() {
-  fs::path d = fs::temp_directory_path() / ("xdino_heatmap_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
-
-}  // namespace
 
 TEST(Heatmap, MaskKeepsTheSmallestSetReachingTheMass) {
   torch::manual_seed(0);
@@ -86,7 +76,7 @@ TEST(Heatmap, OverlayBlendsHalfwayTowardsTheColour) {
 }
 
 TEST(Heatmap, PngDecodesBackWithItsSize) {
-  const fs::path dir = temp_dir();
+  const fs::path dir = xdino::testing::fresh_dir("heatmap");
   const cv::Mat grid = make_grid(
       {{"image", {cv::Mat(20, 30, CV_8UC3, cv::Scalar(1, 2, 3))}, {}},
        {"heads", {colorize(torch::rand({5, 5})), colorize(torch::rand({5, 5}))}, {"h0", "h1"}}},
@@ -100,7 +90,7 @@ TEST(Heatmap, PngDecodesBackWithItsSize) {
 }
 
 TEST(Heatmap, NpyHasAValidHeaderAndNumpyReadsIt) {
-  const fs::path dir = temp_dir();
+  const fs::path dir = xdino::testing::fresh_dir("heatmap");
   const auto t = torch::arange(24, torch::kFloat).view({2, 3, 4}) / 7;
   write_npy(dir / "maps.npy", t);
   write_npy(dir / "vec.npy", torch::arange(5, torch::kLong));

@@ -70,7 +70,7 @@ TEST(MainJobDigest, TheRecipesFirstIterationsGiveTheRecordedNumbers) {
   if (!fs::exists(xdino::testing::kFashionMnist / "train-images-idx3-ubyte.gz"))
     XDINO_SKIP_MISSING() << xdino::testing::kFashionMnist << " (apt-get install "
                          << "dataset-fashion-mnist)";
-  const fs::path out = xdino::testing::fresh_temp_dir("main_job_digest");
+  const fs::path out = xdino::testing::fresh_dir("main_job_digest");
   const auto r = xdino::testing::run_process(
       {xdino::testing::dino_binary(), "train", "--config",
        xdino::testing::repo_file("configs/fashion_mnist.ini"), "--max_samples", "256", "--epochs",

@@ -11,11 +11,12 @@
 #include "core/check.h"
 #include "core/json.h"
 #include "eval/report.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 
 namespace fs = std::filesystem;
-using xdino::testing::fresh_temp_dir;
+using xdino::testing::fresh_dir;
 using namespace xdino::eval;
 
 namespace {
@@ -28,7 +29,7 @@ void write(const fs::path& p, const std::string& text) {
 // Two runs: A has both results side by side; B has them in knn/ and linear/ subfolders, the
 // model only in config.ini, random weights, a cached-features linear probe and 384 pixels.
 fs::path make_runs() {
-  const fs::path root = fresh_temp_dir("report");
+  const fs::path root = fresh_dir("report");
   write(root / "a/knn.json", R"J({"arch": "xcit_small_12_p16", "patch_size": 16,
     "image_size": 224, "weights": "pretrained",
     "results": [{"k": 10, "top1": 75.5, "top5": 90.0}, {"k": 20, "top1": 76.04, "top5": 91.2}],
@@ -209,7 +210,7 @@ TEST(Report, SmallImageModelsShowFlopsInMillions) {
 // The transfer table: a run folder with copy detection, retrieval on both datasets (one
 // folder each) and DAVIS results; another with k-NN only has no transfer row.
 TEST(Report, TransferTableInTheDinoPaperLayout) {
-  const fs::path root = fresh_temp_dir("report_transfer");
+  const fs::path root = fresh_dir("report_transfer");
   const std::string model =
       R"("arch": "xcit_small_12_p16", "patch_size": 16, "weights": "pretrained")";
   write(root / "t/copy_detection.json",
@@ -252,7 +253,7 @@ TEST(Report, TransferTableInTheDinoPaperLayout) {
 // reference"): a knn.json of `dino knn --recalibrate_bn` gives two rows, the second with the
 // data's BatchNorm statistics; a model without BatchNorm gives one row that says so.
 TEST(Report, RandomInitRowsSayWhatTheirBatchNormStatisticsAre) {
-  const fs::path root = fresh_temp_dir("report_batch_norm");
+  const fs::path root = fresh_dir("report_batch_norm");
   write(root / "bn/knn.json", R"J({"arch": "xcit_small_12_p16", "patch_size": 16,
     "image_size": 224, "weights": "random",
     "reported": {"k": 20, "top1": 30.04, "top5": 60.0}, "batch_norm": "initial",

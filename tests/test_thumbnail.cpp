@@ -105,7 +105,7 @@ TEST(Thumbnail, BitExactWithPillow) {
       {"reduce", 37, 41, 5, 1},
       {"reduce", 37, 41, 7, 7},
   };
-  const fs::path dir = xdino::testing::fresh_temp_dir("thumbnail");
+  const fs::path dir = xdino::testing::fresh_dir("thumbnail");
   std::ofstream list(dir / "jobs.txt");
   std::vector<Image> inputs;
   for (size_t i = 0; i < jobs.size(); ++i) {

@@ -329,8 +329,8 @@ TEST(XViT, StateDictRoundTripByName) {
 #ifdef XDINO_TEST_XVIT_CLI
 TEST(XViTCli, DinoTrainSmoke) {
   namespace fs = std::filesystem;
-  const fs::path data = xdino::testing::fresh_temp_dir("xvit_data");
-  const fs::path out = xdino::testing::fresh_temp_dir("xvit_out");
+  const fs::path data = xdino::testing::fresh_dir("xvit_data");
+  const fs::path out = xdino::testing::fresh_dir("xvit_out");
   xdino::testing::write_random_idx(data, 16);
   namespace cli = xdino::testing::cli;
   const auto r =
@@ -369,7 +369,7 @@ TEST(XViTCli, InfoPrintsTheChosenTable) {
 
 TEST(XViTCli, VisualizeWritesClassAttentionAndQueryNormMaps) {
   namespace fs = std::filesystem;
-  const fs::path out = xdino::testing::fresh_temp_dir("xvit_visualize");
+  const fs::path out = xdino::testing::fresh_dir("xvit_visualize");
   const std::string image = xdino::testing::test_data_dir() + "/augment/photo_a.png";
   const auto r = xdino::testing::run_process({xdino::testing::dino_binary(), "visualize", "--arch",
                                               "xvit_tiny", "--image_path", image, "--image_size",

@@ -1,11 +1,15 @@
 #include "tests/support/files.h"
 
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <iostream>
+#include <mutex>
 #include <random>
 
 #include "core/atomic_file.h"
@@ -15,11 +19,52 @@
 namespace xdino::testing {
 namespace fs = std::filesystem;
 
+namespace {
+
+// The folders fresh_dir made in this process. A test run writes checkpoints of 100 MB and more,
+// and every run has its own pid, so folders left behind add up: they filled CI's disk once
+// (docs/contributing.md, "A test"). When the program exits they are removed, unless a test
+// failed or XDINO_KEEP_TEST_DIRS is set: then they stay, named on stderr, to be looked at.
+// Made on first use, after GoogleTest's UnitTest, so destroyed before it and able to ask it.
+class ScratchFolders {
+ public:
+  void add(const fs::path& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(dirs_.begin(), dirs_.end(), dir) == dirs_.end()) dirs_.push_back(dir);
+  }
+  ~ScratchFolders() {
+    if (::getpid() != owner_) return;  // a forked child that exits normally keeps its parent's
+    const auto* unit = ::testing::UnitTest::GetInstance();
+    const bool keep =
+        std::getenv("XDINO_KEEP_TEST_DIRS") != nullptr || unit->failed_test_count() > 0;
+    for (const auto& dir : dirs_) {
+      std::error_code ignored;  // a folder a test removed itself is fine
+      if (!keep)
+        fs::remove_all(dir, ignored);
+      else if (fs::exists(dir, ignored))
+        std::cerr << "test files kept in " << dir.string() << "\n";
+    }
+  }
+
+ private:
+  const pid_t owner_ = ::getpid();
+  std::mutex mutex_;
+  std::vector<fs::path> dirs_;
+};
+
+ScratchFolders& scratch_folders() {
+  static ScratchFolders folders;
+  return folders;
+}
+
+}  // namespace
+
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir =
       fs::temp_directory_path() / ("xdino_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
+  scratch_folders().add(dir);
   return dir;
 }
 

@@ -1,7 +1,8 @@
 // Files for tests: scratch folders and the committed fixtures.
 //
 // Contract: fresh_dir(name) returns an empty folder under the system temp dir, unique to this
-// process and name (removed first if it exists; tests remove it when done). fixture(rel) is
+// process and name (removed first if it exists). Every such folder is removed when the test
+// program exits, unless a test failed or XDINO_KEEP_TEST_DIRS is set (then stderr names it). fixture(rel) is
 // tests/data/<rel>; repo_file(rel) is <rel> under the repository root (bench/, tools/, ...).
 // python_has(module, python) tells whether `python` (default kPython) can import `module`;
 // python_lacks(modules, python) is "" when it can import all of them, else "<python> cannot

@@ -142,12 +142,4 @@ std::string last_line(const std::string& text) {
 std::string dino_binary() { return XDINO_DINO_BIN; }
 std::string test_data_dir() { return XDINO_TEST_DATA_DIR; }
 
-std::string fresh_temp_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("xdino_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
 }  // namespace xdino::testing

@@ -43,7 +43,5 @@ std::string last_line(const std::string& text);
 std::string dino_binary();
 // Folder with the committed test fixtures (tests/data).
 std::string test_data_dir();
-// An empty folder <tmp>/xdino_test_<name>_<pid> (removed first if it exists).
-std::string fresh_temp_dir(const std::string& name);
 
 }  // namespace xdino::testing
