@@ -2,11 +2,11 @@
 //
 // Contract: fresh_dir(name) returns an empty folder under the system temp dir, unique to this
 // process and name (removed first if it exists). Every such folder is removed when the test
-// program exits, unless a test failed or XDINO_KEEP_TEST_DIRS is set (then stderr names it). fixture(rel) is
-// tests/data/<rel>; repo_file(rel) is <rel> under the repository root (bench/, tools/, ...).
-// python_has(module, python) tells whether `python` (default kPython) can import `module`;
-// python_lacks(modules, python) is "" when it can import all of them, else "<python> cannot
-// import <the first missing>" (tests that cross-check with Python skip themselves, with that
+// program exits, unless a test failed or XDINO_KEEP_TEST_DIRS is set (then stderr names it).
+// fixture(rel) is tests/data/<rel>; repo_file(rel) is <rel> under the repository root (bench/,
+// tools/, ...). python_has(module, python) tells whether `python` (default kPython) can import
+// `module`; python_lacks(modules, python) is "" when it can import all of them, else "<python>
+// cannot import <the first missing>" (tests that cross-check with Python skip themselves, with that
 // reason, when it cannot). pyenv_python() is the virtual environment scripts/setup.sh --tests
 // makes for the packages Debian lacks (timm, safetensors, tensorboard; XDINO_PYENV, default
 // build/pyenv), with Debian's python3-torch visible in it.
