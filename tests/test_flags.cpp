@@ -1,6 +1,5 @@
 // Flag parsing: defaults, INI files, override order, sections, errors that name the key.
 #include <gtest/gtest.h>
-#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <fstream>
@@ -9,6 +8,7 @@
 #include "core/check.h"
 #include "core/python_format.h"
 #include "launch/flags.h"
+#include "tests/support/files.h"
 
 namespace fs = std::filesystem;
 using xdino::launch::Flags;
@@ -33,26 +33,11 @@ void declare(Flags& f, Opts& o) {
       .add("runs", &o.runs, "run folders");
 }
 
-// This process's INI files, in one folder that goes when the process ends (they used to stay
-// in /tmp, a dozen per run).
-class IniFolder {
- public:
-  IniFolder() : path_(fs::temp_directory_path() / ("xdino_flags_" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~IniFolder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
+// This process's INI files, in one scratch folder that goes when the process ends (they used
+// to stay in /tmp, a dozen per run).
 std::string write_ini(const std::string& name, const std::string& text) {
-  static const IniFolder folder;
-  const fs::path p = folder.path() / (name + ".ini");
+  static const fs::path folder = xdino::testing::fresh_dir("flags");
+  const fs::path p = folder / (name + ".ini");
   std::ofstream(p) << text;
   return p.string();
 }
