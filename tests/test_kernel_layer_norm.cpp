@@ -102,7 +102,9 @@ TEST(KernelLayerNorm, ForwardAndBackwardMatchTorch) {
           if (path == Path::kTorch) y = y.to(d.out);
         }
         (y.to(as) * dy.to(as)).sum().backward();
-        if (path == Path::kKernel) EXPECT_EQ(x.grad().scalar_type(), d.in);
+        if (path == Path::kKernel) {
+          EXPECT_EQ(x.grad().scalar_type(), d.in);
+        }
         return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
       };
       const auto kernel = run(Path::kKernel), torch_path = run(Path::kTorch),
