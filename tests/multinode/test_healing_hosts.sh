@@ -98,7 +98,8 @@ expect_healed 1 "rank 2 SIGKILLed"
 grep -q "restart 1 of 1 after: rank 2 (pid $victim) was killed by signal 9" "$work/b1.log" ||
   fail "node 1 did not count a restart for its killed rank: $(tail -3 "$work/b1.log")"
 echo "ok: rank 2 on host B SIGKILLed mid-epoch: both launchers restarted (node 0:" \
-  "$(restart_kind "$work/a1.log")), the run resumed from iteration $(resumed_from "$work/a1.log") and ended with the uninterrupted checkpoint"
+  "$(restart_kind "$work/a1.log")), the run resumed from iteration" \
+  "$(resumed_from "$work/a1.log") and ended with the uninterrupted checkpoint"
 rm -rf "$run"
 
 # --- 2. the link cut for 20 s, then back ----------------------------------------------------
