@@ -359,7 +359,8 @@ class LaunchMistakes : public DistributedCli {
 TEST_F(LaunchMistakes, AWorldSizeThatDiffersIsNamedByEveryProcess) {
   const int port = xdino::distributed::free_tcp_port();
   const int first = start("first", env(0, 2, port));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 hosts the store
+  ASSERT_TRUE(xdino::testing::wait_until_listening(first, port, 60))  // rank 0 hosts the store
+      << read_file(out_ / "first.err");
   const auto second = run_process(train("second"), env(1, 3, port), 60);
   const auto r0 = xdino::testing::wait_process(first, 60);
   const std::string says =
@@ -379,7 +380,8 @@ TEST_F(LaunchMistakes, AWorldSizeThatDiffersIsNamedByEveryProcess) {
 TEST_F(LaunchMistakes, ARankStartedTwiceIsNamed) {
   const int port = xdino::distributed::free_tcp_port();
   const int rank0 = start("rank0", env(0, 3, port));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(xdino::testing::wait_until_listening(rank0, port, 60))
+      << read_file(out_ / "rank0.err");
   const int rank1 = start("rank1", env(1, 3, port));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto again = run_process(train("again"), env(1, 3, port), 60);
@@ -404,7 +406,10 @@ TEST_F(LaunchMistakes, ARankStartedTwiceIsNamed) {
 TEST_F(LaunchMistakes, APortAlreadyTakenIsNamed) {
   const int port = xdino::distributed::free_tcp_port();
   const int rank0 = start("holder", env(0, 2, port));  // holds the port, waits for rank 1
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Not a fixed pause: loading LibTorch 2.x's CUDA libraries under CI's load once took longer
+  // than 500 ms, the second process bound the port first and waited out --dist_timeout.
+  ASSERT_TRUE(xdino::testing::wait_until_listening(rank0, port, 60))
+      << read_file(out_ / "holder.err");
   const auto r = run_process(train("second"), env(0, 2, port), 60);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -121,6 +123,41 @@ ProcessResult wait_process(int pid, double timeout_seconds) {
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+namespace {
+// /proc/net/tcp{,6} rows read "sl local_address rem_address st ...", the address as
+// HEX_IP:HEX_PORT and the state in hex: 0A is LISTEN.
+bool listening(int port) {
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream row(line);
+      std::string slot, local, remote, state;
+      if (!(row >> slot >> local >> remote >> state)) continue;
+      const auto colon = local.rfind(':');
+      if (colon == std::string::npos || state != "0A") continue;
+      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+bool wait_until_listening(int pid, int port, double timeout_seconds) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (listening(port)) return true;
+    siginfo_t info{};  // WNOWAIT: an exited child stays a zombie for wait_process to reap
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid != 0)
+      return false;
+    usleep(20000);
+  }
+  return false;
 }
 
 size_t count_lines(const std::string& text) {

@@ -8,6 +8,9 @@
 // stdout and stderr going to the two files, and returns its pid; wait_process(pid, timeout)
 // waits for it (killing it after timeout_seconds: then timed_out) and returns the exit code,
 // timed_out and seconds of a ProcessResult (out and err stay empty).
+// wait_until_listening(pid, port, timeout) polls /proc/net/tcp and tcp6 (so without connecting
+// to, and disturbing, the server) until some socket listens on the TCP port; false when the
+// process pid exits first or timeout_seconds pass.
 // count_lines(text) counts its newlines, count_of(text, what) the (possibly overlapping)
 // occurrences of `what`, last_line(text) is its last non-empty line without the newline.
 #pragma once
@@ -34,6 +37,7 @@ ProcessResult run_process(const std::vector<std::string>& argv,
 int start_process(const std::vector<std::string>& argv, const std::string& out_path,
                   const std::string& err_path, const std::map<std::string, std::string>& env = {});
 ProcessResult wait_process(int pid, double timeout_seconds);
+bool wait_until_listening(int pid, int port, double timeout_seconds);
 
 size_t count_lines(const std::string& text);
 size_t count_of(const std::string& text, const std::string& what);
