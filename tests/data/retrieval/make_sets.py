@@ -4,6 +4,9 @@ python3-skimage ships (no download): a Copydays-like set and a revisited-Oxford-
 
   make_sets.py copydays OUT   OUT/{original,strong,jpegqual/<q>,crops/<p>}/*.jpg,
                               OUT/distractors/*.jpg, OUT/whitening/*.jpg
+  make_sets.py copydays OUT --originals N   the same with the first N (at most 12) of its
+                              originals and their copies: a smaller set, for tests that only
+                              run the command
   make_sets.py copydays OUT --hard   the same layout, but strong/ holds 4 copies per original
                               made of the edits DINO trains invariance to (a resized crop, a
                               flip, strong colour changes, grayscale), and more distractors
@@ -128,11 +131,15 @@ def photos(out, count):
 
 
 def copydays(out):
+    count = 12
+    if "--originals" in sys.argv:
+        count = int(sys.argv[sys.argv.index("--originals") + 1])
     if "--hard" in sys.argv[3:]:
-        count = int(sys.argv[sys.argv.index("--originals") + 1]) if "--originals" in sys.argv else 12
         return copydays_hard(out, count)
+    if not 1 <= count <= 12:
+        sys.exit("make_sets.py: copydays without --hard has 1 to 12 originals, not %d" % count)
     rng = random.Random(1)
-    originals = scenes(12, (160, 120), seed=2)
+    originals = scenes(12, (160, 120), seed=2)[:count]  # the first N: the same images and edits
     for i, im in enumerate(originals):
         name = "20%02d00.jpg" % i  # Copydays-style: copies share the first 4 characters
         save(im, os.path.join(out, "original", name), quality=95)
