@@ -383,6 +383,8 @@ TEST_F(LaunchMistakes, ARankStartedTwiceIsNamed) {
   ASSERT_TRUE(xdino::testing::wait_until_listening(rank0, port, 60))
       << read_file(out_ / "rank0.err");
   const int rank1 = start("rank1", env(1, 3, port));
+  // A head start for the first rank 1, not a condition: if the second claims rank 1 first, the
+  // first finds the conflict instead, and every process reads the same line.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const auto again = run_process(train("again"), env(1, 3, port), 60);
   const std::string says =
