@@ -9,12 +9,17 @@
 //    invalid (unknown key, bad value, missing required path). `main` maps it to exit code 2.
 //    Its message is the parts alone: it speaks to the user, not to a developer.
 //  - XDINO_FAIL / XDINO_FAIL_ARG throw unconditionally.
-// Messages name the problem and, where one exists, the fix. They never contain a newline.
+// Messages name the problem and, where one exists, the fix. They never contain a newline, nor
+// any other control character: one_line() writes those as \xNN, so that a name read from a file
+// (a tensor name, a path) cannot move the cursor or recolour a terminal.
+//  - quote(s): 's' in single quotes with control characters, DEL, backslash and the quote
+//    written as escapes (\n, \t, \xNN, \\, \'): how messages name a value read from a file.
 #pragma once
 
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace xdino {
 
@@ -30,6 +35,8 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+std::string quote(std::string_view s);
+
 namespace detail {
 
 template <typename... Parts>
@@ -39,7 +46,8 @@ std::string concat(const Parts&... parts) {
   return os.str();
 }
 
-// The message with each line break replaced by a space (a user's value may hold one).
+// The message with each line break replaced by a space (a user's value may hold one), and any
+// other control character as \xNN.
 std::string one_line(std::string message);
 
 std::string located(const std::string& message, const char* condition, const char* file, int line);

@@ -210,6 +210,68 @@ void EventWriter::image(const std::string& tag, std::string_view png, int width,
 
 void EventWriter::flush() { std::fflush(file_); }
 
+namespace {
+
+uint32_t stored_crc(const std::string& data, size_t at) {
+  uint32_t crc = 0;
+  std::memcpy(&crc, data.data() + at, 4);
+  return crc;
+}
+
+// What prune_events makes of one file: its records kept, or why it leaves the file alone.
+struct Pruned {
+  std::string kept;      // the records to keep, framing and all
+  bool changed = false;  // some record was dropped (a pruned step, or a tail cut short)
+  std::string foreign;   // non-empty: not a file this writer wrote; the reason
+};
+
+// Reads the records in order, each checked as the writer framed it: the length and its masked
+// CRC-32C, then the event and its CRC. A file killed mid-write ends in a record cut short at
+// any byte (its first 0..11 bytes, or fewer than its length says): that tail is dropped. Bytes
+// that are not a prefix of a record (a wrong CRC, an event that does not parse), or a file whose
+// very first record is not whole, are not this writer's to rewrite.
+Pruned prune_records(const std::string& data,
+                     const std::function<bool(const std::string& tag, int64_t step)>& keep) {
+  Pruned p;
+  for (size_t at = 0; at < data.size();) {
+    const size_t left = data.size() - at;
+    if (left < 12) {  // the length or its CRC cut short
+      if (at == 0) p.foreign = "shorter than one record";
+      p.changed = true;
+      break;
+    }
+    uint64_t n = 0;
+    std::memcpy(&n, data.data() + at, 8);
+    if (stored_crc(data, at + 8) != masked_crc32c(std::string_view(data.data() + at, 8))) {
+      p.foreign = "a record's length fails its CRC-32C at byte " + std::to_string(at);
+      break;
+    }
+    if (n > left - 12 || left - 12 - n < 4) {  // the event or its CRC cut short
+      if (at == 0) p.foreign = "its first record is cut short";
+      p.changed = true;
+      break;
+    }
+    const std::string_view event(data.data() + at + 12, n);
+    if (stored_crc(data, at + 12 + n) != masked_crc32c(event)) {
+      p.foreign = "a record fails its CRC-32C at byte " + std::to_string(at);
+      break;
+    }
+    const auto parsed = tag_and_step(event);
+    if (!parsed) {
+      p.foreign = "a record at byte " + std::to_string(at) + " is not an event";
+      break;
+    }
+    if (parsed->first.empty() || keep(parsed->first, parsed->second))
+      p.kept.append(data, at, 16 + n);
+    else
+      p.changed = true;
+    at += 16 + n;
+  }
+  return p;
+}
+
+}  // namespace
+
 void prune_events(const fs::path& dir,
                   const std::function<bool(const std::string& tag, int64_t step)>& keep) {
   std::error_code ec;
@@ -217,38 +279,13 @@ void prune_events(const fs::path& dir,
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || name.rfind("events.out.tfevents.", 0) != 0) continue;
-    const std::string data = read_file(entry.path());
-    std::string kept;
-    bool ok = true, changed = false;
-    for (size_t at = 0; at < data.size();) {
-      uint64_t n = 0;
-      if (data.size() - at < 12) {
-        ok = false;
-        break;
-      }
-      std::memcpy(&n, data.data() + at, 8);
-      if (n > data.size() - at - 16) {  // a record cut short: the rest is dropped
-        changed = true;
-        break;
-      }
-      const std::string_view event(data.data() + at + 12, n);
-      const auto parsed = tag_and_step(event);
-      if (!parsed) {
-        ok = false;
-        break;
-      }
-      const std::string_view record(data.data() + at, 16 + n);
-      if (parsed->first.empty() || keep(parsed->first, parsed->second))
-        kept.append(record);
-      else
-        changed = true;
-      at += 16 + n;
-    }
-    if (!ok) {
-      log::warn("left ", entry.path().string(), " as it is: not an event file this writer reads");
+    const Pruned p = prune_records(read_file(entry.path()), keep);
+    if (!p.foreign.empty()) {
+      log::warn("left ", quote(entry.path().string()), " as it is: not an event file this ",
+                "writer wrote (", p.foreign, ")");
       continue;
     }
-    if (changed) write_file_atomically(entry.path(), kept);
+    if (p.changed) write_file_atomically(entry.path(), p.kept);
   }
 }
 

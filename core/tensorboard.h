@@ -19,7 +19,10 @@
 //  - prune_events(dir, keep): rewrites every event file in `dir` (each atomically, through
 //    core/atomic_file.h) without the events for which keep(tag, step) is false: what a run
 //    that resumes calls for the steps it will log again, so the curves carry no duplicate
-//    step. Files it cannot parse are left as they are, with a warning. A missing dir: nothing.
+//    step. A last record cut short at any byte (a run killed mid-write) is dropped with them.
+//    Every record's framing is checked (both CRC-32Cs): a file that is not one this writer
+//    wrote (a wrong CRC, a record that is not an event, a first record that is not whole) is
+//    left as it is, byte for byte, with a warning. A missing dir: nothing.
 //  - crc32c(), masked_crc32c(): the checksums of the framing (exposed for tests).
 #pragma once
 

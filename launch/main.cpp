@@ -31,7 +31,7 @@ std::string first_line(const char* what) {
        s.find("out of memory") != std::string::npos) &&
       s.find("lower --") == std::string::npos)
     s += " (out of memory: lower --batch_size_per_gpu, the crop or image sizes, or --in_chans)";
-  return s;
+  return xdino::detail::one_line(s);  // no control character of a file's names reaches the terminal
 }
 
 }  // namespace

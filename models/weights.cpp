@@ -180,16 +180,59 @@ LoadReport load_state_dict(torch::nn::Module& module, const StateDict& state, bo
   return report;
 }
 
+namespace {
+
+// "0.5 0.25" (dino export's metadata) -> {0.5, 0.25}; anything else -> {}.
+std::vector<double> numbers_of(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<double> out;
+  for (double v; in >> v;) out.push_back(v);
+  return in.eof() ? out : std::vector<double>{};
+}
+
+// A training checkpoint's args.mean / args.std (ssl/checkpoint.h), or {}.
+std::vector<double> numbers_of(const c10::impl::GenericDict& file, const char* key) {
+  std::vector<double> out;
+  if (!file.contains("args") || !file.at("args").isGenericDict()) return out;
+  const auto args = file.at("args").toGenericDict();
+  if (!args.contains(key) || !args.at(key).isList()) return out;
+  for (const c10::IValue& v : args.at(key).toListRef()) {
+    if (!v.isDouble() && !v.isInt()) return {};
+    out.push_back(v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt()));
+  }
+  return out;
+}
+
+}  // namespace
+
 PretrainedWeights read_pretrained(const std::filesystem::path& path,
                                   const std::string& checkpoint_key) {
-  const std::string where = "'" + path.string() + "'";
+  const std::string where = quote(path.string());
   // A safetensors file (timm's, the hub's, `dino export`'s) is one flat dict of tensors, in
-  // the official layout or timm's (models/timm_names.h): no key to take.
-  if (is_safetensors(path)) {
-    const StateDict state = from_timm_layout(read_safetensors(path).tensors);
+  // the official layout or timm's (models/timm_names.h): no key to take. A file named
+  // .safetensors, or one that neither starts nor is named as a torch.save file, is read as
+  // one, so that its own reader names what is wrong with it (a .pth error about zip headers
+  // would not help); a file named .pth that is not one gets the .pth reader's line.
+  const std::string ext = path.extension().string();
+  const bool pth_name = ext == ".pth" || ext == ".pt" || ext == ".tar" || ext == ".ckpt";
+  if (ext == ".safetensors" || (!looks_like_pth(path) && !pth_name)) {
+    Safetensors file;
+    try {
+      file = read_safetensors(path);
+    } catch (const UsageError& e) {
+      if (ext == ".safetensors" || is_safetensors(path)) throw;
+      XDINO_FAIL_ARG(where, " is neither a torch.save file (.pth: it does not start with a zip ",
+                     "header) nor a safetensors file (", e.what(), ")");
+    }
+    const StateDict state = from_timm_layout(file.tensors);
     c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
     for (const auto& item : state) dict.insert(item.key(), item.value());
-    return {dict, where, false};
+    PretrainedWeights w{dict, where, false};
+    if (file.metadata.count("mean") && file.metadata.count("std")) {
+      w.mean = numbers_of(file.metadata.at("mean"));
+      w.std = numbers_of(file.metadata.at("std"));
+    }
+    return w;
   }
   const c10::IValue file = load_pth(path);
   XDINO_CHECK(file.isGenericDict(), where, " holds a ", file.tagKind(), ", not a dict of weights");
@@ -218,11 +261,14 @@ PretrainedWeights read_pretrained(const std::filesystem::path& path,
                     keys);
   }
   const c10::IValue weights = taken.empty() ? file : top.at(taken);
-  const std::string source = taken.empty() ? where : where + " (key '" + taken + "')";
+  const std::string source = taken.empty() ? where : where + " (key " + quote(taken) + ")";
   XDINO_CHECK(weights.isGenericDict(), source, " is a ", weights.tagKind(),
               ", not a dict of weights");
-  return {weights.toGenericDict(), source,
-          taken.empty() && (top.contains("student") || top.contains("teacher"))};
+  PretrainedWeights w{weights.toGenericDict(), source,
+                      taken.empty() && (top.contains("student") || top.contains("teacher"))};
+  w.mean = numbers_of(top, "mean");
+  w.std = numbers_of(top, "std");
+  return w;
 }
 
 std::string pretrained_name(const std::string& key) {
@@ -258,6 +304,11 @@ std::shared_ptr<Backbone> create_backbone_for(const std::string& arch, BackboneO
     const std::string key = input_conv_weight_of(arch);
     const torch::Tensor conv = key.empty() ? torch::Tensor() : find_weight(weights, key);
     options.in_chans = conv.defined() && conv.dim() == 4 ? conv.size(1) : 3;
+    // The count is the file's, not a flag's: say so, rather than advise an --in_chans the user
+    // never typed.
+    XDINO_CHECK_ARG(options.in_chans >= 1, weights.source, ": its input convolution ", quote(key),
+                    " has shape ", conv.sizes(),
+                    ", which takes no input channel; a model needs at least one");
   }
   return create_backbone(arch, options);
 }

@@ -72,10 +72,16 @@ LoadReport load_pretrained(torch::nn::Module& module, const std::filesystem::pat
 
 // load_pretrained in two steps, for a caller that looks at the weights before it builds the
 // model (create_backbone_for below).
+// A file named .safetensors, or one that neither starts as a torch.save file does
+// (core/safetensors.h, looks_like_pth) nor is named like one (.pth, .pt, .tar, .ckpt), is read
+// as safetensors, so that the error names what is wrong with it as one.
 struct PretrainedWeights {
   c10::impl::GenericDict weights;  // the chosen sub-dict (or the whole file), keys as stored
   std::string source;              // "'path'" or "'path' (key 'teacher')", for messages
   bool whole_training_checkpoint = false;  // no key taken from a file with student/teacher
+  // The normalisation the file records, or empty: a safetensors file's metadata (`dino
+  // export` writes mean and std there) or a training checkpoint's args.mean / args.std.
+  std::vector<double> mean{}, std{};
 };
 PretrainedWeights read_pretrained(const std::filesystem::path& path,
                                   const std::string& checkpoint_key = "teacher");

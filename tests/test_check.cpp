@@ -59,3 +59,27 @@ TEST(Check, UsageMessagesStayOnOneLine) {
     EXPECT_EQ(std::string(e.what()), "a b");
   }
 }
+
+// A name read from a file may hold terminal escapes: no message passes a control character on.
+TEST(Check, ControlCharactersAreWrittenAsEscapes) {
+  const std::string name = "a\x1b[31mred\x07\x7f";
+  try {
+    XDINO_CHECK_ARG(name.empty(), "tensor ", name);
+    FAIL() << "XDINO_CHECK_ARG must throw";
+  } catch (const xdino::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "tensor a\\x1b[31mred\\x07\\x7f");
+  }
+  try {
+    XDINO_FAIL("tensor ", name);
+    FAIL() << "XDINO_FAIL must throw";
+  } catch (const xdino::Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("tensor a\\x1b[31mred\\x07\\x7f [", 0), 0u) << e.what();
+  }
+}
+
+TEST(Check, QuoteWritesAValueAsPythonWould) {
+  EXPECT_EQ(xdino::quote("blocks.0.w"), "'blocks.0.w'");
+  EXPECT_EQ(xdino::quote("it's\\"), "'it\\'s\\\\'");
+  EXPECT_EQ(xdino::quote(std::string("a\nb\tc\x1b\0d", 8)), "'a\\nb\\tc\\x1b\\x00d'");
+  EXPECT_EQ(xdino::quote("résumé"), "'résumé'");  // UTF-8 passes as it is
+}

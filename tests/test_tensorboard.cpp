@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -146,6 +147,92 @@ TEST(TensorBoard, PruneKeepsExactlyWhatItIsTold) {
   }
   EXPECT_EQ(order, expected);
   xdino::prune_events(dir / "missing", [](const std::string&, int64_t) { return false; });
+}
+
+// A run killed while it wrote its last event leaves a file that ends at any byte of that
+// record. Resuming prunes the steps it will log again, and the file must come out as its
+// whole records before them, every cut alike: a record cut within its 8-byte length or its
+// CRC, or within the event, as well as one cut at a record boundary. The resumed run's new
+// file then holds those steps again, and tensorboard's reader sees each step once.
+TEST(TensorBoard, AFileCutAtAnyByteOfItsLastRecordsResumesWithEveryStepOnce) {
+  if (const std::string why = reader_missing(); !why.empty()) XDINO_SKIP_MISSING() << why;
+  const fs::path root = xdino::testing::fresh_dir("tb_cut");
+  fs::path written;
+  {
+    xdino::EventWriter w(root / "whole");
+    written = w.path();
+    for (int64_t step = 0; step < 6; ++step) w.scalar("train/loss", 0.5 * step, step);
+  }
+  const std::string whole = xdino::read_file(written);
+  // The records' starts, from the framing: 8-byte length, 4-byte CRC, data, 4-byte CRC.
+  std::vector<size_t> starts;
+  for (size_t at = 0; at < whole.size();) {
+    starts.push_back(at);
+    uint64_t n = 0;
+    std::memcpy(&n, whole.data() + at, 8);
+    at += 16 + n;
+  }
+  ASSERT_EQ(starts.size(), 7u);       // file_version, then steps 0..5
+  const size_t keep_end = starts[5];  // steps 4 and 5 (the last two records) are logged again
+  const auto keep = [](const std::string& tag, int64_t step) {
+    return tag != "train/loss" || step < 4;
+  };
+  std::vector<std::string> files;  // per cut: the pruned file, then the resumed run's
+  for (size_t cut = keep_end; cut <= whole.size(); ++cut) {
+    const fs::path dir = root / ("cut_" + std::to_string(cut));
+    fs::create_directories(dir);
+    const fs::path file = dir / written.filename();
+    std::ofstream(file, std::ios::binary) << whole.substr(0, cut);
+    xdino::prune_events(dir, keep);
+    // What remains is the records before the pruned steps, byte for byte.
+    EXPECT_EQ(xdino::read_file(file), whole.substr(0, keep_end)) << "cut at byte " << cut;
+    fs::path resumed;
+    {
+      xdino::EventWriter w(dir);
+      resumed = w.path();
+      for (int64_t step = 4; step < 6; ++step) w.scalar("train/loss", 0.5 * step, step);
+    }
+    files.push_back(file.string());
+    files.push_back(resumed.string());
+  }
+  std::vector<std::string> argv{
+      pyenv_python(), xdino::testing::repo_file("tests/support/tensorboard_read.py"), "--each"};
+  argv.insert(argv.end(), files.begin(), files.end());
+  const auto r = run_process(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const xdino::Json each = xdino::Json::parse(r.out)["files"];
+  ASSERT_EQ(each.size(), files.size());
+  for (size_t i = 0; i < files.size(); i += 2) {
+    SCOPED_TRACE(files[i]);
+    xdino::Json both = each[i];
+    for (const auto& s : each[i + 1]["scalars"]) both["scalars"].push_back(s);
+    const auto scalars = scalars_of(both);  // fails on a step seen twice
+    EXPECT_EQ(scalars.size(), 6u) << both.dump();
+  }
+}
+
+// Resuming prunes only what this writer wrote: a file with the name of an event file that is
+// not one (another program's, a damaged one) stays byte for byte, whatever it holds.
+TEST(TensorBoard, PruneLeavesAFileItDidNotWriteAsItIs) {
+  const fs::path dir = xdino::testing::fresh_dir("tb_foreign");
+  fs::path ours;
+  {
+    xdino::EventWriter w(dir);
+    ours = w.path();
+    for (int64_t step = 0; step < 4; ++step) w.scalar("train/loss", 1.0, step);
+  }
+  std::string flipped = xdino::read_file(ours);
+  flipped[flipped.size() / 2] ^= 0x01;  // inside a record: its CRC no longer matches
+  const std::vector<std::pair<std::string, std::string>> foreign = {
+      {"events.out.tfevents.text", std::string(500, 'x')},  // its "length" is 8 x's
+      {"events.out.tfevents.short", "abc"},
+      {"events.out.tfevents.zeros", std::string(64, '\0')},
+      {"events.out.tfevents.flipped", flipped},
+  };
+  for (const auto& [name, bytes] : foreign) std::ofstream(dir / name, std::ios::binary) << bytes;
+  xdino::prune_events(dir, [](const std::string&, int64_t step) { return step < 2; });
+  for (const auto& [name, bytes] : foreign) EXPECT_EQ(xdino::read_file(dir / name), bytes) << name;
+  EXPECT_LT(xdino::read_file(ours).size(), flipped.size()) << "our own file is still pruned";
 }
 
 namespace {

@@ -29,13 +29,13 @@ uint16_t get16(const unsigned char* p) { return uint16_t(p[0] | p[1] << 8); }
 uint32_t get32(const unsigned char* p) { return load_le32(p); }
 uint64_t get64(const unsigned char* p) { return get32(p) | uint64_t(get32(p + 4)) << 32; }
 
-std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+std::string quote(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
 
 }  // namespace
 
 // ------------------------------------ reader ------------------------------------
 
-ZipReader::ZipReader(const std::filesystem::path& path) : where_(quoted(path)) {
+ZipReader::ZipReader(const std::filesystem::path& path) : where_(quote(path)) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   XDINO_CHECK(fd_ >= 0, "cannot open ", where_, ": ", std::strerror(errno));
   struct stat st = {};
