@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "augment/ops/tensor.h"
@@ -11,6 +14,7 @@
 #include "core/check.h"
 #include "core/ivalue.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "core/paths.h"
 #include "core/pth.h"
 #include "core/python_format.h"
@@ -29,7 +33,7 @@ namespace fs = std::filesystem;
 // A training checkpoint's args (ssl/checkpoint.h writes them), or none: flat weights, a
 // safetensors file, an official checkpoint whose args are an argparse Namespace.
 IDict checkpoint_args(const fs::path& path) {
-  if (is_safetensors(path)) return make_dict();
+  if (!looks_like_pth(path)) return make_dict();  // safetensors: metadata_args() below
   const c10::IValue file = load_pth(path);
   if (!file.isGenericDict()) return make_dict();
   const c10::IValue* args = find(file.toGenericDict(), "args");
@@ -112,6 +116,14 @@ std::string model_card(const ExportOptions& o, const std::string& arch, int64_t 
     std::map<std::string, std::string> copied;
     for (ReportRow& r : rows) {
       if (r.curves.empty()) continue;
+      // Only a plain file of the run goes into the folder a user uploads: a link may point
+      // anywhere.
+      if (fs::is_symlink(r.curves) || !fs::is_regular_file(r.curves)) {
+        log::warn(quote(r.curves), " is not a regular file (a link?): the model card leaves ",
+                  "the curves of ", r.method, " ", r.model, " out");
+        r.curves.clear();
+        continue;
+      }
       auto [it, added] = copied.try_emplace(
           r.curves,
           copied.empty() ? "curves.png" : "curves_" + std::to_string(copied.size()) + ".png");
@@ -134,6 +146,220 @@ std::string model_card(const ExportOptions& o, const std::string& arch, int64_t 
   return md.str();
 }
 
+// The folder --output names, without a trailing separator ("runs/x/" is "runs/x": shells
+// complete folder names with one).
+fs::path output_folder(const std::string& output) {
+  fs::path out = fs::path(output).lexically_normal();
+  while (!out.empty() && !out.has_filename() && out.has_parent_path() && out != out.root_path())
+    out = out.parent_path();
+  XDINO_CHECK_ARG(
+      !out.empty() && out.has_filename() && out.filename() != "." && out.filename() != "..",
+      "--output ", quote(output), " does not name a folder to write");
+  return out;
+}
+
+// The files an export writes; a folder holding anything else is not one.
+bool export_file(const std::string& name) {
+  if (name == "model.safetensors" || name == "config.json" || name == "README.md" ||
+      name == "dino_head.safetensors" || name == "curves.png")
+    return true;
+  const std::string prefix = "curves_", suffix = ".png";  // curves_1.png, ...
+  return name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         name.find_first_not_of("0123456789", prefix.size()) == name.size() - suffix.size();
+}
+
+// --force replaces only what an earlier export wrote: a folder of export files alone, with
+// model.safetensors and a model card of this project. Anything else is refused, whole.
+void check_replaceable(const fs::path& out, const std::string& output) {
+  XDINO_CHECK_ARG(!fs::is_symlink(out) && fs::is_directory(out), quote(output),
+                  " is not a folder: --output names the folder to write (--force replaces only "
+                  "a folder that dino export wrote)");
+  const std::string refuse = quote(output) + " was not written by dino export";
+  const std::string fix =
+      ": --force replaces only a folder of an earlier export; give another "
+      "--output";
+  std::vector<fs::directory_entry> entries(fs::directory_iterator(out), {});
+  std::sort(entries.begin(), entries.end());  // the line names the first, whatever the disk's order
+  for (const auto& e : entries) {
+    const std::string name = e.path().filename().string();
+    XDINO_CHECK_ARG(e.is_regular_file() && !e.is_symlink() && export_file(name), refuse,
+                    " (it holds ", quote(name), ")", fix);
+  }
+  XDINO_CHECK_ARG(fs::is_regular_file(out / "model.safetensors") &&
+                      fs::is_regular_file(out / "README.md") &&
+                      read_file(out / "README.md").find("\n- xcit-dino\n") != std::string::npos,
+                  refuse, " (no model.safetensors and model card of this project)", fix);
+}
+
+// What a safetensors file's metadata says of its model (dino export writes arch, patch_size,
+// in_chans, mean and std): as the args of a checkpoint.
+IDict metadata_args(const fs::path& path) {
+  IDict args = make_dict();
+  if (looks_like_pth(path)) return args;
+  std::map<std::string, std::string> m;
+  try {
+    m = read_safetensors(path).metadata;
+  } catch (const std::exception&) {
+    return args;  // not one: read_pretrained says why, in the weights' own words
+  }
+  const auto numbers = [](const std::string& text) {
+    c10::impl::GenericList list(c10::FloatType::get());
+    std::istringstream in(text);
+    for (double v; in >> v;) list.push_back(v);
+    return list;
+  };
+  if (m.count("arch")) args.insert("arch", m.at("arch"));
+  if (m.count("patch_size")) {
+    char* end = nullptr;
+    const long long v = std::strtoll(m.at("patch_size").c_str(), &end, 10);
+    if (end != nullptr && *end == '\0') args.insert("patch_size", static_cast<int64_t>(v));
+  }
+  for (const char* key : {"mean", "std"})
+    if (m.count(key)) args.insert(key, numbers(m.at(key)));
+  return args;
+}
+
+// What the exporter needs of the normalisation: as many means and stds as the model has
+// input channels (the checkpoint's, or the defaults of 1 and 3 channels). Unlike the loaders,
+// any count: exporting reads no image.
+augment::Normalization export_normalization(int64_t channels, const IDict& args,
+                                            const std::string& weights) {
+  const std::vector<double> mean = doubles_of(args, "mean"), std = doubles_of(args, "std");
+  augment::Normalization n;
+  n.channels = channels;
+  if (mean.empty() && std.empty()) {
+    XDINO_CHECK_ARG(channels == 1 || channels == 3, quote(weights), " holds a ", channels,
+                    "-channel model and records no mean and std for its config; only 1 and 3 "
+                    "channels have a default (export it from the training checkpoint, whose "
+                    "args hold them)");
+    return augment::default_normalization(channels);
+  }
+  const auto expand = [&](const std::vector<double>& v, const char* what) {
+    XDINO_CHECK_ARG(v.size() == 1 || static_cast<int64_t>(v.size()) == channels, quote(weights),
+                    " records ", v.size(), " ", what, " values for a ", channels, "-channel model");
+    return v.size() == 1 ? std::vector<double>(channels, v[0]) : v;
+  };
+  n.mean = expand(mean, "mean");
+  n.std = expand(std, "std");
+  return n;
+}
+
+// The model to export, built for its weights and loaded strictly: what is exported is what
+// evaluates.
+struct Exported {
+  std::string arch;
+  int64_t patch_size = 0, image_size = 0;
+  std::optional<models::TimmTwin> twin;
+  std::shared_ptr<models::Backbone> model;
+  models::StateDict state, head;
+  IDict args = make_dict();
+  augment::Normalization norm;
+};
+
+Exported read_model(const ExportOptions& o) {
+  Exported x;
+  x.args = checkpoint_args(o.pretrained_weights);
+  if (x.args.size() == 0) x.args = metadata_args(o.pretrained_weights);
+  x.arch = o.arch;
+  if (x.arch.empty())
+    if (const c10::IValue* a = find(x.args, "arch"); a != nullptr && a->isString())
+      x.arch = a->toStringRef();
+  XDINO_CHECK_ARG(!x.arch.empty(), "--arch is required: ", quote(o.pretrained_weights),
+                  " records no architecture");
+  models::check_arch(x.arch);
+  x.patch_size = o.patch_size;
+  if (const c10::IValue* p = find(x.args, "patch_size"); p != nullptr && o.arch.empty())
+    x.patch_size = as_int(*p, "patch_size");
+  x.patch_size = models::patch_size_of(x.arch, x.patch_size);
+  std::string why;
+  x.twin = models::timm_twin(x.arch, x.patch_size, &why);
+  XDINO_CHECK_ARG(o.format != "timm" || x.twin, why,
+                  "; --format safetensors exports it in this project's own layout");
+
+  const models::PretrainedWeights weights =
+      models::read_pretrained(o.pretrained_weights, o.checkpoint_key);
+  x.image_size = o.image_size;
+  if (x.image_size == 0) {
+    const c10::IValue* g = find(x.args, "global_crops_size");
+    x.image_size = g != nullptr ? as_int(*g, "global_crops_size") : 224;
+  }
+  x.image_size = models::position_table_image_size(weights, x.patch_size, x.image_size);
+  models::BackboneOptions bo = eval_backbone_options(x.arch, x.patch_size, x.image_size);
+  bo.in_chans = models::kInChansFromWeights;
+  x.model = models::create_backbone_for(x.arch, bo, weights);
+  models::load_pretrained(*x.model, weights, /*strict=*/true);
+  x.state = models::state_dict(*x.model);
+  for (const auto& item : weights.weights) {
+    const std::string name = models::pretrained_name(item.key().toStringRef());
+    if (o.with_head && models::is_dino_head_key(name) && item.value().isTensor())
+      x.head.insert(name, item.value().toTensor());
+  }
+  XDINO_CHECK_ARG(!o.with_head || !x.head.is_empty(), "--with_head: ", quote(o.pretrained_weights),
+                  " holds no DINO head (head.mlp.*, head.last_layer.*)");
+  x.norm = export_normalization(x.model->in_chans(), x.args, o.pretrained_weights);
+  return x;
+}
+
+// timm's config.json for the model (what timm.create_model("local-dir:DIR") reads).
+Json timm_config(const Exported& x) {
+  const TimmFamily family = timm_family(*x.model);
+  Json model_args = Json::object();
+  model_args["num_classes"] = 0;
+  model_args["in_chans"] = x.model->in_chans();
+  model_args["global_pool"] = family.global_pool;
+  if (family.fixed_input_size) model_args["img_size"] = Json::array({x.image_size, x.image_size});
+  for (const auto& [k, v] : x.twin->model_args.items()) model_args[k] = v;
+  Json cfg = Json::object();
+  cfg["tag"] = "dino";
+  cfg["custom_load"] = false;
+  cfg["input_size"] = Json::array({x.model->in_chans(), x.image_size, x.image_size});
+  cfg["fixed_input_size"] = family.fixed_input_size;
+  cfg["interpolation"] = "bicubic";
+  cfg["crop_pct"] = 0.875;  // DINO's evaluations: Resize(size * 256 / 224), CenterCrop(size)
+  cfg["crop_mode"] = "center";
+  cfg["mean"] = x.norm.mean;
+  cfg["std"] = x.norm.std;
+  cfg["num_classes"] = 0;
+  cfg["pool_size"] = nullptr;
+  cfg["first_conv"] = family.first_conv;
+  cfg["classifier"] = family.classifier;
+  Json config = Json::object();
+  config["architecture"] = x.twin->architecture;
+  config["num_classes"] = 0;
+  config["num_features"] = x.model->embed_dim();
+  config["global_pool"] = family.global_pool;
+  config["model_args"] = model_args;
+  config["pretrained_cfg"] = cfg;
+  return config;
+}
+
+// Every file of the export into `dir`.
+void write_export(const ExportOptions& o, const Exported& x, const fs::path& dir) {
+  if (o.format == "timm") {
+    write_safetensors(dir / "model.safetensors", models::to_timm_layout(x.state, x.arch),
+                      {{"format", "pt"}});
+    write_file_atomically(dir / "config.json", timm_config(x).dump(2) + "\n");
+  } else {
+    const auto list = [](const std::vector<double>& v) {
+      std::string text;
+      for (double value : v) text += (text.empty() ? "" : " ") + python_repr(value);
+      return text;
+    };
+    write_safetensors(dir / "model.safetensors", x.state,
+                      {{"format", "pt"},
+                       {"arch", x.arch},
+                       {"patch_size", std::to_string(x.patch_size)},
+                       {"in_chans", std::to_string(x.model->in_chans())},
+                       {"mean", list(x.norm.mean)},
+                       {"std", list(x.norm.std)}});
+  }
+  if (!x.head.is_empty()) write_safetensors(dir / "dino_head.safetensors", x.head);
+  write_file_atomically(dir / "README.md",
+                        model_card(o, x.arch, x.patch_size, *x.model,
+                                   x.twin ? x.twin->architecture : "", x.args, dir));
+}
+
 }  // namespace
 
 std::string export_weights(const ExportOptions& o) {
@@ -141,117 +367,31 @@ std::string export_weights(const ExportOptions& o) {
                   " is not one of timm, safetensors");
   XDINO_CHECK_ARG(!o.output.empty(), "--output is required: the folder to write");
   XDINO_CHECK_ARG(!o.pretrained_weights.empty(), "--pretrained_weights is required");
+  XDINO_CHECK_ARG(o.image_size >= 0 && o.image_size <= 65536, "--image_size must be 0 (the run's) ",
+                  "or a size in pixels, got ", o.image_size);
   const std::string problem = file_problem(o.pretrained_weights);
-  XDINO_CHECK_ARG(problem.empty(), "weights file '", o.pretrained_weights, "' ", problem,
+  XDINO_CHECK_ARG(problem.empty(), "weights file ", quote(o.pretrained_weights), " ", problem,
                   " (--pretrained_weights)");
-  const fs::path out(o.output);
-  XDINO_CHECK_ARG(!fs::exists(out) || o.force, "'", o.output,
-                  "' exists: give --force to replace it, or another --output");
-  XDINO_CHECK_ARG(!fs::exists(out) || fs::is_directory(out), "'", o.output,
-                  "' is a file: --output names a folder");
+  const fs::path out = output_folder(o.output);
+  const bool exists = fs::exists(fs::symlink_status(out));
+  XDINO_CHECK_ARG(!exists || o.force, quote(o.output),
+                  " exists: give --force to replace it, or another --output");
+  if (exists) check_replaceable(out, o.output);
 
-  const IDict args = checkpoint_args(o.pretrained_weights);
-  std::string arch = o.arch;
-  if (arch.empty())
-    if (const c10::IValue* a = find(args, "arch"); a != nullptr && a->isString())
-      arch = a->toStringRef();
-  XDINO_CHECK_ARG(!arch.empty(), "--arch is required: '", o.pretrained_weights,
-                  "' records no architecture");
-  models::check_arch(arch);
-  int64_t patch_size = o.patch_size;
-  if (const c10::IValue* p = find(args, "patch_size"); p != nullptr && o.arch.empty())
-    patch_size = as_int(*p, "patch_size");
-  patch_size = models::patch_size_of(arch, patch_size);
-  std::string why;
-  const std::optional<models::TimmTwin> twin = models::timm_twin(arch, patch_size, &why);
-  XDINO_CHECK_ARG(o.format != "timm" || twin, why,
-                  "; --format safetensors exports it in this project's own layout");
-
-  // The model, built for its weights and loaded strictly: what is exported is what evaluates.
-  const models::PretrainedWeights weights =
-      models::read_pretrained(o.pretrained_weights, o.checkpoint_key);
-  int64_t image_size = o.image_size;
-  if (image_size == 0) {
-    const c10::IValue* g = find(args, "global_crops_size");
-    image_size = g != nullptr ? as_int(*g, "global_crops_size") : 224;
-  }
-  image_size = models::position_table_image_size(weights, patch_size, image_size);
-  models::BackboneOptions bo = eval_backbone_options(arch, patch_size, image_size);
-  bo.in_chans = models::kInChansFromWeights;
-  const auto model = models::create_backbone_for(arch, bo, weights);
-  models::load_pretrained(*model, weights, /*strict=*/true);
-  models::StateDict state = models::state_dict(*model);
-  models::StateDict head;
-  for (const auto& item : weights.weights) {
-    const std::string name = models::pretrained_name(item.key().toStringRef());
-    if (o.with_head && models::is_dino_head_key(name) && item.value().isTensor())
-      head.insert(name, item.value().toTensor());
-  }
-  XDINO_CHECK_ARG(!o.with_head || !head.is_empty(), "--with_head: '", o.pretrained_weights,
-                  "' holds no DINO head (head.mlp.*, head.last_layer.*)");
-  const augment::Normalization norm = augment::normalization_for(
-      model->in_chans(), doubles_of(args, "mean"), doubles_of(args, "std"));
+  const Exported x = read_model(o);
 
   // Everything into a temporary folder beside the output, renamed into place at the end.
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   fs::create_directories(parent);
-  const fs::path tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
+  const std::string stem = out.filename().string(), pid = std::to_string(getpid());
+  const fs::path tmp = parent / (stem + ".tmp-" + pid);
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
-    const std::string timm_name = twin ? twin->architecture : "";
-    if (o.format == "timm") {
-      write_safetensors(tmp / "model.safetensors", models::to_timm_layout(state, arch),
-                        {{"format", "pt"}});
-      const TimmFamily family = timm_family(*model);
-      Json model_args = Json::object();
-      model_args["num_classes"] = 0;
-      model_args["in_chans"] = model->in_chans();
-      model_args["global_pool"] = family.global_pool;
-      if (family.fixed_input_size) model_args["img_size"] = Json::array({image_size, image_size});
-      for (const auto& [k, v] : twin->model_args.items()) model_args[k] = v;
-      Json cfg = Json::object();
-      cfg["tag"] = "dino";
-      cfg["custom_load"] = false;
-      cfg["input_size"] = Json::array({model->in_chans(), image_size, image_size});
-      cfg["fixed_input_size"] = family.fixed_input_size;
-      cfg["interpolation"] = "bicubic";
-      cfg["crop_pct"] = 0.875;  // DINO's evaluations: Resize(size * 256 / 224), CenterCrop(size)
-      cfg["crop_mode"] = "center";
-      cfg["mean"] = norm.mean;
-      cfg["std"] = norm.std;
-      cfg["num_classes"] = 0;
-      cfg["pool_size"] = nullptr;
-      cfg["first_conv"] = family.first_conv;
-      cfg["classifier"] = family.classifier;
-      Json config = Json::object();
-      config["architecture"] = timm_name;
-      config["num_classes"] = 0;
-      config["num_features"] = model->embed_dim();
-      config["global_pool"] = family.global_pool;
-      config["model_args"] = model_args;
-      config["pretrained_cfg"] = cfg;
-      write_file_atomically(tmp / "config.json", config.dump(2) + "\n");
-    } else {
-      const auto list = [](const std::vector<double>& v) {
-        std::string s;
-        for (double x : v) s += (s.empty() ? "" : " ") + python_repr(x);
-        return s;
-      };
-      write_safetensors(tmp / "model.safetensors", state,
-                        {{"format", "pt"},
-                         {"arch", arch},
-                         {"patch_size", std::to_string(patch_size)},
-                         {"in_chans", std::to_string(model->in_chans())},
-                         {"mean", list(norm.mean)},
-                         {"std", list(norm.std)}});
-    }
-    if (!head.is_empty()) write_safetensors(tmp / "dino_head.safetensors", head);
-    write_file_atomically(tmp / "README.md",
-                          model_card(o, arch, patch_size, *model, timm_name, args, tmp));
+    write_export(o, x, tmp);
     // Replace the old folder whole: aside, the new one in, the old one gone.
-    const fs::path old = parent / (out.filename().string() + ".old-" + std::to_string(getpid()));
-    if (fs::exists(out)) fs::rename(out, old);
+    const fs::path old = parent / (stem + ".old-" + pid);
+    if (exists) fs::rename(out, old);
     fs::rename(tmp, out);
     fs::remove_all(old);
   } catch (...) {
@@ -259,9 +399,9 @@ std::string export_weights(const ExportOptions& o) {
     fs::remove_all(tmp, ec);
     throw;
   }
-  return "exported " + arch + " (" + std::to_string(state.size()) + " tensors" +
-         (o.format == "timm" ? ", as timm's " + twin->architecture : ", official layout") +
-         (head.is_empty() ? "" : ", with the DINO head") + ") to " + o.output;
+  return "exported " + x.arch + " (" + std::to_string(x.state.size()) + " tensors" +
+         (o.format == "timm" ? ", as timm's " + x.twin->architecture : ", official layout") +
+         (x.head.is_empty() ? "" : ", with the DINO head") + ") to " + out.string();
 }
 
 }  // namespace xdino::eval

@@ -22,11 +22,18 @@
 //    --pretrained_weights reads back), with arch, patch_size, in_chans, mean and std in its
 //    metadata; README.md as above.
 //  - image_size 0: the checkpoint's --global_crops_size, else 224; a ViT's is its position
-//    table's. in_chans, mean and std come from the checkpoint's args (ImageNet's, or their
-//    average for 1 channel, when it has none).
-//  - Written safely: into a temporary folder beside DIR, renamed into place at the end. An
-//    existing DIR is a UsageError unless force; with force it is replaced whole, never mixed
-//    with the new files. Returns one line for the log saying what was written.
+//    table's; otherwise 1 to 65536. in_chans, mean and std come from the checkpoint's args, or
+//    a safetensors file's metadata (an export exports again): ImageNet's, or their average
+//    for 1 channel, when it has none; any channel count (the loaders' limit of 4 channels is
+//    not the exporter's), but one without a default needs the recorded mean and std.
+//  - Written safely: into a temporary folder beside DIR, renamed into place at the end. DIR is
+//    --output without a trailing '/'. An existing DIR is a UsageError unless force; with
+//    force it is replaced whole, never mixed with the new files, and only if it is a folder
+//    that an export wrote: export files alone (model.safetensors, config.json, README.md,
+//    dino_head.safetensors, curves*.png) with this project's model card. Any other folder
+//    (a run folder holding the very checkpoint, say) is one UsageError line naming what it
+//    holds, and stays as it is. A curves.png that is a link is not copied (a warning says so).
+//    Returns one line for the log saying what was written.
 #pragma once
 
 #include <cstdint>

@@ -27,6 +27,7 @@
 #include "core/pth.h"
 #include "core/safetensors.h"
 #include "eval/features_io.h"
+#include "models/registry.h"
 #include "models/weights.h"
 #include "tests/support/cli_args.h"
 #include "tests/support/files.h"
@@ -273,7 +274,6 @@ TEST(Export, RefusesWithoutForceAndReplacesWholeWithIt) {
       dino({"export", "--pretrained_weights", f.checkpoint.string(), "--output", out.string()})
           .exit_code,
       0);
-  std::ofstream(out / "stale.txt") << "from before";
   const std::string before = xdino::read_file(out / "model.safetensors");
 
   const auto refused = dino({"export", "--pretrained_weights", f.checkpoint.string(), "--format",
@@ -282,16 +282,133 @@ TEST(Export, RefusesWithoutForceAndReplacesWholeWithIt) {
   EXPECT_EQ(count_lines(refused.err), 1u) << refused.err;
   EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
   EXPECT_EQ(xdino::read_file(out / "model.safetensors"), before);
-  EXPECT_TRUE(fs::exists(out / "stale.txt"));
 
+  // Tab completion's trailing slash names the same folder.
   const auto forced = dino({"export", "--pretrained_weights", f.checkpoint.string(), "--format",
-                            "safetensors", "--output", out.string(), "--force"});
+                            "safetensors", "--output", out.string() + "/", "--force"});
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
-  EXPECT_FALSE(fs::exists(out / "stale.txt"));
   EXPECT_FALSE(fs::exists(out / "config.json"));  // the timm export's, gone with the folder
   EXPECT_TRUE(xdino::read_safetensors(out / "model.safetensors").metadata.count("arch"));
-  for (const auto& e : fs::directory_iterator(f.root))
+  for (const auto& e : fs::directory_iterator(f.root)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find(".old-"), std::string::npos) << e.path();
+  }
+}
+
+// --force replaces an earlier export, never anything else: a folder with a file an export
+// does not write, a run folder holding the very checkpoint, a file. Each is one line naming
+// what it holds, and keeps every byte.
+TEST(Export, ForceReplacesOnlyAnEarlierExport) {
+  const Fixture& f = trained();
+  const fs::path mixed = f.root / "mixed";
+  ASSERT_EQ(
+      dino({"export", "--pretrained_weights", f.checkpoint.string(), "--output", mixed.string()})
+          .exit_code,
+      0);
+  std::ofstream(mixed / "notes.txt") << "mine";
+  const fs::path file = f.root / "a_file";
+  std::ofstream(file) << "x";
+  const fs::path run = f.checkpoint.parent_path();
+  const std::string checkpoint = xdino::read_file(f.checkpoint);
+  struct Case {
+    fs::path output;
+    std::string needle;
+  };
+  for (const Case& c : {Case{mixed, "was not written by dino export (it holds 'notes.txt')"},
+                        Case{run, "was not written by dino export (it holds '"},
+                        Case{fs::path(run.string() + "/"), "was not written by dino export"},
+                        Case{file, "is not a folder"}}) {
+    SCOPED_TRACE(c.output.string());
+    const auto r = dino({"export", "--pretrained_weights", f.checkpoint.string(), "--output",
+                         c.output.string(), "--force"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(xdino::read_file(mixed / "notes.txt"), "mine");
+  EXPECT_TRUE(fs::exists(mixed / "model.safetensors"));
+  EXPECT_EQ(xdino::read_file(f.checkpoint), checkpoint);
+  EXPECT_EQ(xdino::read_file(file), "x");
+}
+
+// A new folder named with a trailing slash is made beside its parent's other entries, not
+// inside itself.
+TEST(Export, ATrailingSlashNamesTheFolder) {
+  const Fixture& f = trained();
+  const fs::path out = f.root / "slash";
+  const auto r = dino(
+      {"export", "--pretrained_weights", f.checkpoint.string(), "--output", out.string() + "/"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(out / "model.safetensors"));
+  EXPECT_TRUE(fs::is_regular_file(out / "README.md"));
+}
+
+// A model of any channel count exports (the loaders' 4-channel limit is theirs): its
+// normalisation comes from the checkpoint's args, and travels in the safetensors metadata, so
+// the export exports again and evaluates without --mean/--std.
+TEST(Export, ModelsOfFourAndFiveChannelsExportAndTheirStatisticsTravel) {
+  const Fixture& f = trained();
+  for (const int64_t channels : {int64_t{4}, int64_t{5}}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels");
+    xdino::models::BackboneOptions bo;
+    bo.num_classes = 0;
+    bo.img_size = 32;
+    bo.in_chans = channels;
+    torch::manual_seed(0);
+    const auto model = xdino::models::create_backbone("xcit_nano_12_p16", bo);
+    auto args = c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+    args.insert("arch", std::string("xcit_nano_12_p16"));
+    args.insert("in_chans", channels);
+    c10::impl::GenericList mean(c10::FloatType::get()), std(c10::FloatType::get());
+    for (int64_t c = 0; c < channels; ++c) {
+      mean.push_back(0.1 * static_cast<double>(c + 1));
+      std.push_back(0.2);
+    }
+    args.insert("mean", mean);
+    args.insert("std", std);
+    auto file = c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+    file.insert("teacher", xdino::models::to_ivalue(xdino::models::state_dict(*model)));
+    file.insert("args", args);
+    const fs::path ckpt = f.root / ("chans" + std::to_string(channels) + ".pth");
+    xdino::save_pth(ckpt, file);
+
+    const fs::path once = f.root / ("chans_once_" + std::to_string(channels));
+    const fs::path twice = f.root / ("chans_twice_" + std::to_string(channels));
+    auto r = dino({"export", "--pretrained_weights", ckpt.string(), "--format", "safetensors",
+                   "--output", once.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto meta = xdino::read_safetensors(once / "model.safetensors").metadata;
+    EXPECT_EQ(meta.at("in_chans"), std::to_string(channels));
+    EXPECT_EQ(meta.at("std"), channels == 4 ? "0.2 0.2 0.2 0.2" : "0.2 0.2 0.2 0.2 0.2");
+    r = dino({"export", "--pretrained_weights", (once / "model.safetensors").string(), "--format",
+              "safetensors", "--output", twice.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(xdino::read_safetensors(twice / "model.safetensors").metadata, meta);
+  }
+}
+
+// A curves.png that is a link is not copied into the folder a user uploads, wherever it
+// points; the card then leaves the curves out.
+TEST(Export, ALinkedCurvesPngIsNotCopied) {
+  const Fixture& f = trained();
+  const fs::path run = f.root / "linked_run";
+  fs::create_directories(run);
+  fs::copy_file(f.checkpoint, run / "checkpoint.pth", fs::copy_options::overwrite_existing);
+  std::ofstream(f.root / "secret.txt") << "not for the card";
+  fs::remove(run / "curves.png");
+  fs::create_symlink(f.root / "secret.txt", run / "curves.png");
+  const fs::path knn = f.root / "linked_knn", out = f.root / "linked_card";
+  const auto k = dino({"knn", "--arch", "xcit_nano_12_p16", "--pretrained_weights",
+                       (run / "checkpoint.pth").string(), "--data_path", f.data.string(),
+                       "--image_size", "32", "--nb_knn", "2", "--output_dir", knn.string(),
+                       "--num_workers", "1", "--tensorboard", "false"});
+  ASSERT_EQ(k.exit_code, 0) << k.err;
+  const auto r = dino({"export", "--pretrained_weights", (run / "checkpoint.pth").string(),
+                       "--output", out.string(), "--runs", knn.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("is not a regular file (a link?)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out / "curves.png"));
+  EXPECT_EQ(xdino::read_file(out / "README.md").find("curves.png"), std::string::npos);
 }
 
 TEST(Export, BadRequestsAreOneLineAndWriteNothing) {
@@ -306,6 +423,7 @@ TEST(Export, BadRequestsAreOneLineAndWriteNothing) {
            Case{{"--pretrained_weights", ckpt, "--format", "onnx"}, "not one of timm, safetensors"},
            Case{{"--pretrained_weights", (f.root / "none.pth").string()}, "none.pth"},
            Case{{"--pretrained_weights", ckpt, "--arch", "xvit_tiny"}, "timm"},
+           Case{{"--pretrained_weights", ckpt, "--image_size", "-5"}, "--image_size must be 0"},
        }) {
     const fs::path out = f.root / "refused";
     std::vector<std::string> args{"export", "--output", out.string()};
