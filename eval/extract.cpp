@@ -97,7 +97,8 @@ FeatureSet extract_features(models::Backbone& model, const augment::DatasetPtr& 
   return out;
 }
 
-void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device device) {
+void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device device,
+                  const ChecksPassed& checks_passed) {
   XDINO_CHECK_ARG(o.split == "train" || o.split == "val", "--split must be train or val, got '",
                   o.split, "'");
   models::check_arch(o.model.arch);
@@ -106,11 +107,14 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   XDINO_CHECK_ARG(!std::filesystem::is_directory(o.output), "'", o.output,
                   "' is a directory, not a file (--output)");
   const augment::DatasetPtr data = o.input.open(o.data_path, o.split);
-  const auto model = load_frozen_backbone(o.model, o.input, device);
+  const FrozenBackbone frozen = load_frozen_backbone(o.model, o.input, device);
+  const std::shared_ptr<models::Backbone>& model = frozen.model;
+  const ImageInput& input = frozen.input;
   ExtractOptions e;
-  e.input = o.input;
+  e.input = input;
   e.patch_tokens = o.patch_tokens;
   const std::filesystem::path out(o.output);
+  notify(checks_passed);
   if (comm.is_main() && out.has_parent_path())
     std::filesystem::create_directories(out.parent_path());
   // Rank 0 extracts inside the writer when the patch tokens stream to the file as they come.

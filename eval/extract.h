@@ -26,6 +26,7 @@
 #include "augment/data/dataset.h"
 #include "augment/data/sample_transform.h"
 #include "distributed/communicator.h"
+#include "eval/checks_passed.h"
 #include "eval/features_io.h"
 #include "eval/frozen_backbone.h"
 #include "eval/image_input.h"
@@ -84,6 +85,7 @@ struct FeaturesOptions {
   bool patch_tokens = false;  // also /patch_tokens [N, T, D] (features_io.h)
 };
 
-void run_features(const FeaturesOptions& options, Communicator& comm, torch::Device device);
+void run_features(const FeaturesOptions& options, Communicator& comm, torch::Device device,
+                  const ChecksPassed& checks_passed = {});
 
 }  // namespace xdino::eval

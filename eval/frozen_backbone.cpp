@@ -44,9 +44,8 @@ std::shared_ptr<models::Backbone> frozen(std::shared_ptr<models::Backbone> model
 
 }  // namespace
 
-std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
-                                                       const ImageInput& input,
-                                                       torch::Device device, const char* rgb_only) {
+FrozenBackbone load_frozen_backbone(const BackboneSpec& spec, const ImageInput& input,
+                                    torch::Device device, const char* rgb_only) {
   XDINO_CHECK_ARG(input.image_size >= 1, "--image_size must be positive, got ", input.image_size);
   // LibTorch seeds its generator randomly per process: without this, random weights would
   // differ between the processes of one distributed run.
@@ -64,10 +63,12 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
                 " (the official scripts would download the reference DINO weights; this "
                 "build never downloads: pass the .pth file with --pretrained_weights)");
     }
-    return frozen(model, device, rgb_only);
+    ImageInput for_model =
+        input.for_model(model->in_chans(), {}, {}, "random " + spec.arch + " weights");
+    return {frozen(model, device, rgb_only), std::move(for_model)};
   }
   const std::string problem = file_problem(spec.pretrained_weights);
-  XDINO_CHECK_ARG(problem.empty(), "weights file '", spec.pretrained_weights, "' ", problem,
+  XDINO_CHECK_ARG(problem.empty(), "weights file ", quote(spec.pretrained_weights), " ", problem,
                   " (--pretrained_weights)");
   const models::PretrainedWeights weights =
       models::read_pretrained(spec.pretrained_weights, spec.checkpoint_key);
@@ -77,7 +78,9 @@ std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
   const models::LoadReport report = models::load_pretrained(*model, weights, /*strict=*/false);
   XDINO_CHECK(report.loaded > 0, "no tensor of ", spec.pretrained_weights, " matches ", spec.arch,
               ": wrong --arch or --checkpoint_key?");
-  return frozen(model, device, rgb_only);
+  ImageInput for_model = input.for_model(model->in_chans(), weights.mean, weights.std,
+                                         "the weights " + weights.source);
+  return {frozen(model, device, rgb_only), std::move(for_model)};
 }
 
 void add_model_fields(Json& json, const BackboneSpec& spec, int64_t image_size) {

@@ -21,6 +21,8 @@
 //    A model of other than 3 channels is logged in one line ("vit_small reads 1-channel
 //    images"); `rgb_only` names a protocol whose data pipeline is RGB only (copy detection,
 //    retrieval, video segmentation, visualize): such a model is then one UsageError line.
+//    Returns the model and `input` for it (ImageInput::for_model: its channel count, and the
+//    weights file's mean and std where no flag gave them and the count has no default).
 //  - add_model_fields() records the model in a result JSON (knn.json, linear.json):
 //    arch, patch_size (the model's: XCiT/X-ViT names carry it, models::patch_size_of), image_size
 //    (the evaluation's),
@@ -58,10 +60,13 @@ struct BackboneSpec {
 models::BackboneOptions eval_backbone_options(const std::string& arch, int64_t patch_size,
                                               int64_t image_size);
 
-std::shared_ptr<models::Backbone> load_frozen_backbone(const BackboneSpec& spec,
-                                                       const ImageInput& input,
-                                                       torch::Device device,
-                                                       const char* rgb_only = nullptr);
+struct FrozenBackbone {
+  std::shared_ptr<models::Backbone> model;
+  ImageInput input;  // the evaluation's input, for this model
+};
+
+FrozenBackbone load_frozen_backbone(const BackboneSpec& spec, const ImageInput& input,
+                                    torch::Device device, const char* rgb_only = nullptr);
 
 // "pretrained", "random" (no weights given) or "none" (pixels: nothing to learn).
 std::string weights_kind(const BackboneSpec& spec);

@@ -4,6 +4,7 @@
 #include "augment/data/open_dataset.h"
 #include "augment/sample_transforms.h"
 #include "core/check.h"
+#include "core/log.h"
 
 namespace xdino::eval {
 
@@ -16,6 +17,29 @@ void ImageInput::check() const {
 
 augment::Normalization ImageInput::normalization(int64_t channels) const {
   return augment::normalization_for(channels, mean, std);
+}
+
+ImageInput ImageInput::for_model(int64_t channels, const std::vector<double>& file_mean,
+                                 const std::vector<double>& file_std,
+                                 const std::string& whose) const {
+  ImageInput out = *this;
+  out.in_chans = channels;
+  XDINO_CHECK_ARG(channels <= augment::kMaxImageChannels, whose, " take ", channels,
+                  "-channel images, and the images read here hold at most ",
+                  augment::kMaxImageChannels,
+                  " channels (OpenCV's TIFF and PNG codecs): this model cannot be evaluated here");
+  const bool has_default = channels == 1 || channels == 3;
+  if (mean.empty() && std.empty() && !has_default) {
+    XDINO_CHECK_ARG(!file_mean.empty() && !file_std.empty(), whose, " take ", channels,
+                    "-channel images and record no mean and std: give --mean and --std (the "
+                    "per-channel statistics the model was trained with)");
+    out.mean = file_mean;
+    out.std = file_std;
+    log::info("normalising ", channels, "-channel images with the mean and std that ", whose,
+              " record");
+  }
+  out.normalization(channels);  // the counts of --mean/--std against the model's channels
+  return out;
 }
 
 augment::DatasetPtr ImageInput::open(const std::string& data_path, const std::string& split,

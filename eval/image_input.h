@@ -13,6 +13,12 @@
 //    or size is one UsageError line, for the commands to call before they open anything.
 //  - normalization(channels): the one place --mean/--std become an augment::Normalization, for
 //    a model of `channels` channels (normalization_for: empty is the default of that count).
+//  - for_model(channels, file_mean, file_std, whose): this input for a model of `channels`
+//    input channels (in_chans set to it): --mean/--std when given, else the weights file's
+//    (file_mean/file_std, dino export's metadata or a checkpoint's args) for a count without
+//    a default, else the count's default. A count no image read here holds (more than
+//    augment::kMaxImageChannels), or one without a normalisation, is one UsageError line
+//    naming `whose` ("the weights 'w.pth'"): the count is the model's, not a flag's.
 //  - open(data_path, split, max_samples): the split (augment::open_dataset), decoded for
 //    in_chans channels (8-bit, or the float pipeline), limited to a class-balanced subset
 //    (0: all).
@@ -49,6 +55,8 @@ struct ImageInput {
 
   void check() const;
   augment::Normalization normalization(int64_t channels) const;
+  ImageInput for_model(int64_t channels, const std::vector<double>& file_mean,
+                       const std::vector<double>& file_std, const std::string& whose) const;
   augment::DatasetPtr open(const std::string& data_path, const std::string& split,
                            int64_t max_samples = 0) const;
   augment::SampleTransform transform(int64_t channels) const;

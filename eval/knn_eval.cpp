@@ -67,11 +67,11 @@ Splits load_dumped(const std::string& dir_text, BackboneSpec& model, int64_t& im
   return s;
 }
 
-FeatureSet extract_split(models::Backbone& model, const KnnEvalOptions& o,
+FeatureSet extract_split(models::Backbone& model, const ImageInput& input, const KnnEvalOptions& o,
                          const augment::DatasetPtr& data, const char* split, Communicator& comm,
                          torch::Device device) {
   ExtractOptions e;
-  e.input = o.input;
+  e.input = input;
   log::info("Extracting features for ", split, " set...");
   FeatureSet f = extract_features(model, data, e, comm, device);
   set_model_attributes(f.attributes, o.model, split);
@@ -87,19 +87,17 @@ struct BatchNormReference {
   double seconds = 0;
 };
 
-BatchNormReference with_data_batch_norm(models::Backbone& model, const KnnEvalOptions& o,
-                                        const augment::DatasetPtr& train,
+BatchNormReference with_data_batch_norm(models::Backbone& model, const ImageInput& input,
+                                        const KnnEvalOptions& o, const augment::DatasetPtr& train,
                                         const augment::DatasetPtr& val, Communicator& comm,
                                         torch::Device device) {
   const auto start = std::chrono::steady_clock::now();
-  ImageInput input = o.input;
-  input.in_chans = model.in_chans();  // known now: the weights' when the flag left it open
   BatchNormReference r;
   r.images = recalibrate_batch_norm(model, input.open(o.data_path, "train", o.recalibrate_bn),
                                     input, comm, device);
   log::info("Random init with the BatchNorm statistics of the data:");
-  r.data.train = extract_split(model, o, train, "train", comm, device);
-  r.data.test = extract_split(model, o, val, "val", comm, device);
+  r.data.train = extract_split(model, input, o, train, "train", comm, device);
+  r.data.test = extract_split(model, input, o, val, "val", comm, device);
   r.seconds = seconds_since(start);
   return r;
 }
@@ -112,8 +110,8 @@ KnnBackend parse_backend(const std::string& name) {
 
 }  // namespace
 
-KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
-                           torch::Device device) {
+KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm, torch::Device device,
+                           const ChecksPassed& checks_passed) {
   KnnParams params;
   params.ks = options.nb_knn;
   params.temperature = options.temperature;
@@ -145,22 +143,25 @@ KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm,
     const augment::DatasetPtr train =
         in.open(options.data_path, "train", options.subset.of("train"));
     const augment::DatasetPtr val = in.open(options.data_path, "val", options.subset.of("val"));
-    const auto model = load_frozen_backbone(options.model, in, device);
+    const FrozenBackbone frozen = load_frozen_backbone(options.model, in, device);
+    const std::shared_ptr<models::Backbone>& model = frozen.model;
+    const ImageInput& input = frozen.input;
     if (random_weights) batch_norm = has_batch_norm(*model) ? "initial" : "none";
-    data.train = extract_split(*model, options, train, "train", comm, device);
-    data.test = extract_split(*model, options, val, "val", comm, device);
+    data.train = extract_split(*model, input, options, train, "train", comm, device);
+    data.test = extract_split(*model, input, options, val, "val", comm, device);
     if (options.recalibrate_bn > 0 && batch_norm == "none") {
       if (comm.is_main())
         log::info(options.model.arch,
                   " has no BatchNorm: random init is already the reference with the data's "
                   "BatchNorm statistics, measured once (--recalibrate_bn has nothing to do)");
     } else if (options.recalibrate_bn > 0) {
-      bn = with_data_batch_norm(*model, options, train, val, comm, device);
+      bn = with_data_batch_norm(*model, input, options, train, val, comm, device);
     }
   }
   const double extraction_s = seconds_since(t0) - (bn ? bn->seconds : 0.0);
 
   KnnEvalResult result;
+  notify(checks_passed);
   if (comm.is_main()) {
     if (!options.dump_features.empty()) {
       fs::create_directories(options.dump_features);

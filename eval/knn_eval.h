@@ -42,6 +42,7 @@
 
 #include "core/json.h"
 #include "distributed/communicator.h"
+#include "eval/checks_passed.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "eval/knn.h"
@@ -70,6 +71,7 @@ struct KnnEvalResult {
   Json json;                                     // what knn.json holds (rank 0 only)
 };
 
-KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm, torch::Device device);
+KnnEvalResult run_knn_eval(const KnnEvalOptions& options, Communicator& comm, torch::Device device,
+                           const ChecksPassed& checks_passed = {});
 
 }  // namespace xdino::eval

@@ -58,8 +58,9 @@ std::string without_paths(const std::string& identity) {
   return std::regex_replace(identity, named, "$1 $2");
 }
 
-// Moves the files of a probe trained on other features out of the way, into
-// <output_dir>/replaced/<n>/, so that nothing a user finished is overwritten.
+// Moves the whole record of a probe trained on other features out of the way, into
+// <output_dir>/replaced/<n>/ (its checkpoint, log, result, config.ini and TensorBoard events),
+// so that nothing a user finished is overwritten or pruned.
 fs::path set_aside_probe(const fs::path& out_dir) {
   fs::path aside;
   for (int n = 1;; ++n) {
@@ -67,8 +68,13 @@ fs::path set_aside_probe(const fs::path& out_dir) {
     if (!fs::exists(aside)) break;
   }
   fs::create_directories(aside);
-  for (const char* name : {"checkpoint.pth", "log.txt", "linear.json"})
-    if (fs::exists(out_dir / name)) fs::rename(out_dir / name, aside / name);
+  std::vector<fs::path> record;
+  for (const char* name : {"checkpoint.pth", "log.txt", "linear.json", "config.ini"})
+    if (fs::exists(out_dir / name)) record.push_back(out_dir / name);
+  for (const auto& e : fs::directory_iterator(out_dir))
+    if (e.is_regular_file() && e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      record.push_back(e.path());
+  for (const fs::path& p : record) fs::rename(p, aside / p.filename());
   return aside;
 }
 
@@ -182,9 +188,9 @@ struct ProbeInputs {
 // The official protocol: the frozen backbone on augmented training images (RandomResizedCrop +
 // flip) and centre-cropped validation images, every epoch.
 ProbeInputs official_inputs(const LinearEvalOptions& o, Communicator& comm, torch::Device device) {
-  const std::shared_ptr<models::Backbone> model = load_frozen_backbone(o.model, o.input, device);
-  ImageInput input = o.input;
-  input.in_chans = model->in_chans();  // known now: the weights' when the flag left it open
+  FrozenBackbone frozen = load_frozen_backbone(o.model, o.input, device);
+  const std::shared_ptr<models::Backbone> model = frozen.model;
+  const ImageInput input = frozen.input;  // the lambdas below keep copies of both
   augment::DatasetPtr train_data;
   if (!o.evaluate) train_data = input.open(o.data_path, "train", o.subset.of("train"));
   const augment::DatasetPtr val_data = input.open(o.data_path, "val", o.subset.of("val"));
@@ -237,9 +243,9 @@ ProbeInputs cached_inputs(const LinearEvalOptions& o, const ExtractOptions& ex, 
                       "true --dump_features DIR)");
     }
   } else {
-    const auto model = load_frozen_backbone(o.model, o.input, device);
-    ImageInput input = o.input;
-    input.in_chans = model->in_chans();
+    const FrozenBackbone frozen = load_frozen_backbone(o.model, o.input, device);
+    const std::shared_ptr<models::Backbone>& model = frozen.model;
+    const ImageInput& input = frozen.input;
     const auto train_data = input.open(o.data_path, "train", o.subset.of("train"));
     const auto val_data = input.open(o.data_path, "val", o.subset.of("val"));
     train_set = extract_features(*model, train_data, ex, comm, device);
@@ -324,7 +330,7 @@ Json result_json(const LinearEvalOptions& o, const ExtractOptions& ex, const Pro
 }  // namespace
 
 LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
-                                 torch::Device device) {
+                                 torch::Device device, const ChecksPassed& checks_passed) {
   const auto begin = std::chrono::steady_clock::now();
   XDINO_CHECK_ARG(o.num_labels >= 1, "--num_labels must be >= 1, got ", o.num_labels);
   XDINO_CHECK_ARG(o.load_features.empty() || o.cached_features,
@@ -394,6 +400,7 @@ LinearEvalResult run_linear_eval(const LinearEvalOptions& o, Communicator& comm,
                 resumed.best_acc, "%)");
     }
   }
+  notify(checks_passed);  // all checked, the old record aside: config.ini, then the probe's files
   if (comm.is_main()) fs::create_directories(out_dir);
 
   LinearEvalResult result;

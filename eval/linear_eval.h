@@ -38,6 +38,7 @@
 
 #include "core/json.h"
 #include "distributed/communicator.h"
+#include "eval/checks_passed.h"
 #include "eval/extract.h"
 #include "eval/frozen_backbone.h"
 #include "eval/linear.h"
@@ -73,6 +74,6 @@ struct LinearEvalResult {
 };
 
 LinearEvalResult run_linear_eval(const LinearEvalOptions& options, Communicator& comm,
-                                 torch::Device device);
+                                 torch::Device device, const ChecksPassed& checks_passed = {});
 
 }  // namespace xdino::eval

@@ -28,9 +28,10 @@ class FeaturesCommand : public Command {
 
   int run(const Flags& flags) override {
     const std::filesystem::path parent = std::filesystem::path(opt_.output).parent_path();
-    return run_in_session(
-        flags, dist_, parent.empty() ? "." : parent.string(),
-        [&](Communicator& comm, torch::Device device) { eval::run_features(opt_, comm, device); });
+    return run_in_session(flags, dist_, parent.empty() ? "." : parent.string(),
+                          [&](Communicator& comm, torch::Device device, const auto& checked) {
+                            eval::run_features(opt_, comm, device, checked);
+                          });
   }
 
  private:

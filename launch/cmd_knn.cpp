@@ -37,9 +37,12 @@ class KnnCommand : public Command {
 
   int run(const Flags& flags) override {
     return run_in_session(flags, dist_, opt_.output_dir,
-                          [&](Communicator& comm, torch::Device device) {
-                            const eval::KnnEvalResult r = eval::run_knn_eval(opt_, comm, device);
-                            if (tensorboard_ && comm.is_main()) write_knn_board(opt_.output_dir, r);
+                          [&](Communicator& comm, torch::Device device, const auto& checked) {
+                            const eval::KnnEvalResult r =
+                                eval::run_knn_eval(opt_, comm, device, checked);
+                            if (tensorboard_ && comm.is_main())
+                              write_board(opt_.output_dir + "/knn.json",
+                                          [&] { write_knn_board(opt_.output_dir, r); });
                           });
   }
 

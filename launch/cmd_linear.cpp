@@ -47,10 +47,11 @@ class LinearCommand : public Command {
   int run(const Flags& flags) override {
     // --evaluate only reads: it leaves the training run's config.ini as it is.
     return run_in_session(flags, dist_, opt_.evaluate ? "" : opt_.output_dir,
-                          [&](Communicator& comm, torch::Device device) {
-                            eval::run_linear_eval(opt_, comm, device);
+                          [&](Communicator& comm, torch::Device device, const auto& checked) {
+                            eval::run_linear_eval(opt_, comm, device, checked);
                             if (tensorboard_ && !opt_.evaluate && comm.is_main())
-                              write_linear_board(opt_.output_dir);
+                              write_board(opt_.output_dir + "/linear.json",
+                                          [&] { write_linear_board(opt_.output_dir); });
                           });
   }
 

@@ -25,8 +25,8 @@ class RetrievalCommand : public Command {
 
   int run(const Flags& flags) override {
     return run_in_session(flags, dist_, opt_.output_dir,
-                          [&](Communicator& comm, torch::Device device) {
-                            eval::retrieval::run_retrieval(opt_, comm, device);
+                          [&](Communicator& comm, torch::Device device, const auto& checked) {
+                            eval::retrieval::run_retrieval(opt_, comm, device, checked);
                           });
   }
 

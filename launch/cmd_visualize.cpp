@@ -69,7 +69,9 @@ class VisualizeCommand : public Command {
     }
     log::info(blas_summary());
     const int64_t n = eval::visualize(opt_);
-    if (tensorboard_ && opt_.input_path.empty()) write_picture_board(opt_.output_dir);
+    if (tensorboard_ && opt_.input_path.empty())
+      write_board(opt_.output_dir + "/*/overview.png",
+                  [&] { write_picture_board(opt_.output_dir); });
     log::info("visualised ", n, " image(s) in ",
               opt_.input_path.empty() ? opt_.output_dir : opt_.output_path);
     return 0;

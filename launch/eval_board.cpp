@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "core/tensorboard.h"
 
 namespace xdino::launch {
@@ -46,6 +47,14 @@ void write_linear_board(const fs::path& dir) {
     for (const auto& [key, value] : j.items())
       if (value.is_number() && key != "epoch")
         w.scalar("linear/" + key, value.get<double>(), epoch);
+  }
+}
+
+void write_board(const std::string& result, const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const std::exception& e) {
+    log::warn(result, " is written; its TensorBoard events are not (", e.what(), ")");
   }
 }
 

@@ -7,9 +7,15 @@
 //    epoch.
 //  - write_picture_board: each <name>/overview.png of `dir` (dino visualize's) as the image
 //    summary pictures/<name>.
+//  - write_board(result, write): runs one of them after `result` (knn.json, ...) is written.
+//    The events are a view of the result, not the result: a failure to write them is one
+//    warning saying that `result` is written and the events are not, and the command still
+//    exits 0.
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <string>
 
 #include "eval/knn_eval.h"
 #include "launch/flags.h"
@@ -22,5 +28,6 @@ void declare_tensorboard_flag(Flags& flags, bool& tensorboard);
 void write_knn_board(const std::filesystem::path& dir, const eval::KnnEvalResult& result);
 void write_linear_board(const std::filesystem::path& dir);
 void write_picture_board(const std::filesystem::path& dir);
+void write_board(const std::string& result, const std::function<void()>& write);
 
 }  // namespace xdino::launch

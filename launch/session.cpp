@@ -51,11 +51,15 @@ void write_config(const Flags& flags, const std::string& output_dir, const Commu
 }
 
 int run_in_session(const Flags& flags, const distributed::DistOptions& options,
-                   const std::string& config_dir,
-                   const std::function<void(Communicator&, torch::Device)>& body) {
+                   const std::string& config_dir, const SessionBody& body) {
   Session s = start_session(options);
-  if (!config_dir.empty()) write_config(flags, config_dir, *s.comm);
-  body(*s.comm, s.device);
+  bool written = false;
+  const std::function<void()> checks_passed = [&] {
+    if (written || config_dir.empty()) return;
+    write_config(flags, config_dir, *s.comm);
+    written = true;
+  };
+  body(*s.comm, s.device, checks_passed);
   s.comm->finalize();
   return 0;
 }

@@ -10,9 +10,12 @@
 //  - write_config() creates output_dir and writes the effective flags to
 //    <output_dir>/config.ini atomically, on rank 0 only.
 //  - run_in_session(flags, options, config_dir, body) is the skeleton of the evaluation
-//    commands: start_session, write_config into config_dir (skipped when empty), body(comm,
-//    device), then finalize (the barrier every process leaves together). Returns 0; what
-//    body throws propagates, without finalize (a failed process does not wait for the rest).
+//    commands: start_session, body(comm, device, checks_passed), then finalize (the barrier
+//    every process leaves together). The body hands checks_passed to the evaluation
+//    (eval/checks_passed.h), which calls it once everything it was given has been checked:
+//    only then is config.ini written into config_dir (not at all when it is empty), so a
+//    refused command writes nothing. Returns 0; what body throws propagates, without finalize
+//    (a failed process does not wait for the rest).
 #pragma once
 
 #include <torch/torch.h>
@@ -44,8 +47,9 @@ int64_t auto_replicas(const Session& session, int64_t batch_size_per_process);
 
 void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
 
+using SessionBody =
+    std::function<void(Communicator&, torch::Device, const std::function<void()>& checks_passed)>;
 int run_in_session(const Flags& flags, const distributed::DistOptions& options,
-                   const std::string& config_dir,
-                   const std::function<void(Communicator&, torch::Device)>& body);
+                   const std::string& config_dir, const SessionBody& body);
 
 }  // namespace xdino::launch

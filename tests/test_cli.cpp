@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 
@@ -132,6 +133,49 @@ TEST(Cli, ARefusedTrainLeavesNoConfigBehind) {
   std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
+// Every command that writes config.ini writes it only once everything it was given has been
+// checked: a refused evaluation makes no folder, and leaves an earlier result's config.ini as
+// it was (knn, linear, features, retrieval, copy detection and video segmentation once wrote
+// it first; issue 67).
+TEST(Cli, ARefusedEvaluationWritesNothing) {
+  const std::filesystem::path root = xdino::testing::fresh_dir("refused_eval");
+  const std::string missing = (root / "no_such_data").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string folder;  // where its config.ini would go
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"knn", "--data_path", missing, "--output_dir", (root / "knn").string()}, "knn"},
+           {{"linear", "--data_path", missing, "--output_dir", (root / "linear").string()},
+            "linear"},
+           {{"features", "--data_path", missing, "--output", (root / "features" / "f.h5").string()},
+            "features"},
+           {{"retrieval", "--data_path", missing, "--output_dir", (root / "retrieval").string()},
+            "retrieval"},
+           {{"copy_detection", "--data_path", missing, "--output_dir",
+             (root / "copy_detection").string()},
+            "copy_detection"},
+           {{"video_segmentation", "--data_path", missing, "--output_dir",
+             (root / "video_segmentation").string()},
+            "video_segmentation"}}) {
+    SCOPED_TRACE(c.args[0]);
+    std::vector<std::string> argv{dino_binary()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(root / c.folder))
+        << "a refused " << c.args[0] << " made its folder";
+  }
+  // A finished probe's config.ini survives a refused rerun into its folder.
+  std::filesystem::create_directories(root / "done");
+  std::ofstream(root / "done" / "config.ini") << "the finished probe's\n";
+  const auto r = run_process({dino_binary(), "linear", "--data_path", missing, "--num_labels", "0",
+                              "--output_dir", (root / "done").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(xdino::read_file(root / "done" / "config.ini"), "the finished probe's\n");
+  std::filesystem::remove_all(root);
+}
+
 // torchrun's rendezvous flags (--rdzv_endpoint, --rdzv_backend, --rdzv_id, --rdzv_conf,
 // --nnodes MIN:MAX, --standalone) are taken under its names; what does not apply here is one
 // line, exit 2, naming the flag and the fix.
@@ -149,7 +193,14 @@ TEST(Cli, LaunchTakesTorchrunRendezvousFlags) {
   for (const Bad& b : std::vector<Bad>{
            {{"--nnodes", "1:4"}, "elastic sizes are not supported"},
            {{"--rdzv_backend", "etcd"}, "--rdzv_backend etcd is not supported"},
-           {{"--rdzv_conf", "join_timeout=-3"}, "--rdzv_conf join_timeout=-3: expected a positive"},
+           {{"--rdzv_conf", "join_timeout=-3"},
+            "--rdzv_conf join_timeout=-3: expected a number of seconds in (0, 1e+06]"},
+           {{"--rdzv_conf", "read_timeout=inf"},
+            "--rdzv_conf read_timeout=inf: expected a number of seconds in (0, 1e+06]"},
+           {{"--rdzv_conf", "heartbeat_timeout=1e300"}, "heartbeat_timeout=1e300: expected"},
+           {{"--rdzv_endpoint", "[::1"}, "an IPv6 address opens with '[' and closes with ']'"},
+           {{"--rdzv_endpoint", "::1:29400"}, "write an IPv6 address in brackets"},
+           {{"--rdzv_endpoint", "[::1]:70000"}, "the port is not a TCP port"},
            {{"--rdzv_conf", "bogus=1"}, "--rdzv_conf: unknown key 'bogus'"},
            {{"--nnodes", "2", "--rdzv_endpoint", "node01:29400", "--master_port", "29500"},
             "give one"},

@@ -71,7 +71,7 @@ std::vector<std::string> keys(const Json& j) {
 TEST(EvalEndToEnd, ExtractionEqualsPerImageForward) {
   const fs::path root = make_image_folder("extract", 3, 4);
   torch::manual_seed(0);
-  const auto model = load_frozen_backbone(tiny_xcit(), at_32(), torch::kCPU);
+  const auto model = load_frozen_backbone(tiny_xcit(), at_32(), torch::kCPU).model;
   const auto data = xdino::augment::open_dataset(root.string(), "val");
   ExtractOptions o;
   o.input = at_32(3);  // batches that do not divide the 8 images
@@ -120,7 +120,7 @@ TEST(EvalEndToEnd, PatchTokensStreamToTheFileRowForRow) {
   EXPECT_TRUE(torch::allclose(plain.features, with_tokens.features, 1e-6, 1e-6));
   EXPECT_EQ(plain.paths, with_tokens.paths);
 
-  const auto model = load_frozen_backbone(tiny_xcit(), at_32(), torch::kCPU);
+  const auto model = load_frozen_backbone(tiny_xcit(), at_32(), torch::kCPU).model;
   xdino::augment::EvalTransformOptions eo;
   eo.crop_size = 32;
   const xdino::augment::EvalTransform transform(eo);
@@ -206,7 +206,7 @@ TEST(EvalEndToEnd, LoadsDinoCheckpointsLikeTheOfficialLoader) {
     BackboneSpec spec = tiny_xcit();
     spec.pretrained_weights = (dir / "checkpoint.pth").string();
     spec.checkpoint_key = key;
-    const auto model = load_frozen_backbone(spec, at_32(), torch::kCPU);
+    const auto model = load_frozen_backbone(spec, at_32(), torch::kCPU).model;
     EXPECT_TRUE(torch::allclose(model->forward(x), expected, 1e-5, 1e-6)) << key;
     EXPECT_FALSE(model->is_training());
     for (const auto& p : model->parameters()) EXPECT_FALSE(p.requires_grad());
@@ -242,7 +242,7 @@ TEST(EvalEndToEnd, LoadsAViTTrainedAtAnotherCropSize) {
   spec.arch = "vit_tiny";
   spec.patch_size = 16;
   spec.pretrained_weights = (dir / "checkpoint.pth").string();
-  const auto model = load_frozen_backbone(spec, ImageInput(), torch::kCPU);
+  const auto model = load_frozen_backbone(spec, ImageInput(), torch::kCPU).model;
   torch::NoGradGuard no_grad;
   for (const int64_t side : {32, 64}) {  // the training size and a larger one (interpolated)
     const torch::Tensor x = torch::randn({2, 3, side, side});

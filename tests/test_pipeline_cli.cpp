@@ -122,6 +122,16 @@ TEST(Pipeline, ALinearStageOnRetrainedWeightsTrainsItsProbeAgain) {
   auto r = run_process({dino_binary(), "pipeline", "--config", ini.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(probe_epochs(), 1);
+  const std::string first_config = xdino::read_file(dir / "linear" / "config.ini");
+  const auto event_files = [](const fs::path& d) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(d))
+      if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+        names.push_back(e.path().filename().string());
+    return names;
+  };
+  const auto first_events = event_files(dir / "linear");
+  ASSERT_FALSE(first_events.empty()) << "the probe wrote its TensorBoard events";
 
   write(2);  // training resumes at epoch 1 and replaces run/checkpoint.pth
   r = run_process({dino_binary(), "pipeline", "--config", ini.string()});
@@ -129,9 +139,13 @@ TEST(Pipeline, ALinearStageOnRetrainedWeightsTrainsItsProbeAgain) {
   EXPECT_NE((r.out + r.err).find("holds a probe trained on other features"), std::string::npos)
       << r.out << r.err;
   EXPECT_EQ(probe_epochs(), 1) << "the probe was not trained afresh on the new weights";
-  // The finished probe of the old weights is kept beside, never overwritten.
-  for (const char* name : {"checkpoint.pth", "log.txt", "linear.json"})
+  // The finished probe of the old weights is kept beside, never overwritten: its whole record,
+  // its config.ini and its TensorBoard events (unpruned) with it.
+  for (const char* name : {"checkpoint.pth", "log.txt", "linear.json", "config.ini"})
     EXPECT_TRUE(fs::is_regular_file(dir / "linear" / "replaced" / "1" / name)) << name;
+  EXPECT_EQ(xdino::read_file(dir / "linear" / "replaced" / "1" / "config.ini"), first_config);
+  EXPECT_EQ(event_files(dir / "linear" / "replaced" / "1"), first_events);
+  EXPECT_TRUE(fs::is_regular_file(dir / "linear" / "config.ini"));  // the new probe's own
 
   // The same weights again: the probe resumes, as eval_linear.py's does, and has nothing to do;
   // so it does when they are named by a relative path (weights are known by their content).

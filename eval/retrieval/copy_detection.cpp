@@ -153,7 +153,8 @@ std::vector<std::string> list_image_files(const std::string& folder) {
   });
 }
 
-Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch::Device device) {
+Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch::Device device,
+                        const ChecksPassed& checks_passed) {
   const auto start = std::chrono::steady_clock::now();
   models::check_arch(o.model.arch,
                      "copy detection (GeM over the patch tokens; eval_copy_detection.py takes "
@@ -165,8 +166,10 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
                     "images, or empty for none)");
   }
   const BackboneSpec& spec = o.model;
-  const auto model = load_frozen_backbone(
-      spec, ImageInput(o.batch_size_per_gpu, o.num_workers, o.imsize), device, "copy detection");
+  const auto model =
+      load_frozen_backbone(spec, ImageInput(o.batch_size_per_gpu, o.num_workers, o.imsize), device,
+                           "copy detection")
+          .model;
   const ListExtraction x{o.batch_size_per_gpu, o.num_workers, o.imsize};
   const fs::path dump = fs::path(o.output_dir) / "copy_detection_features";
 
@@ -197,6 +200,7 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
   const double extraction_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j;
+  notify(checks_passed);
   if (comm.is_main()) {
     fs::create_directories(dump);
     for (auto& [name, set] : sets) {

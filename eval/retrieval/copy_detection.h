@@ -36,6 +36,7 @@
 
 #include "core/json.h"
 #include "distributed/communicator.h"
+#include "eval/checks_passed.h"
 #include "eval/frozen_backbone.h"
 
 namespace xdino::eval::retrieval {
@@ -86,6 +87,6 @@ struct CopyDetectionOptions {
 };
 
 Json run_copy_detection(const CopyDetectionOptions& options, Communicator& comm,
-                        torch::Device device);
+                        torch::Device device, const ChecksPassed& checks_passed = {});
 
 }  // namespace xdino::eval::retrieval

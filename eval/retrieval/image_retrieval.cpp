@@ -129,7 +129,8 @@ RetrievalScores evaluate_retrieval(const torch::Tensor& ranks, const RevisitedGr
   return {m.map, h.map, m.mean_precision, h.mean_precision};
 }
 
-Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device device) {
+Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device device,
+                   const ChecksPassed& checks_passed) {
   XDINO_CHECK_ARG(o.dataset == "roxford5k" || o.dataset == "rparis6k",
                   "--dataset must be roxford5k or rparis6k, got '", o.dataset, "'");
   models::check_arch(o.model.arch);
@@ -148,7 +149,8 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
   log::info("train: ", g.imlist.size(), " imgs / query: ", g.qimlist.size(), " imgs");
   const BackboneSpec& spec = o.model;
   const auto model =
-      load_frozen_backbone(spec, ImageInput(1, o.num_workers, o.imsize), device, "image retrieval");
+      load_frozen_backbone(spec, ImageInput(1, o.num_workers, o.imsize), device, "image retrieval")
+          .model;
   const ListExtraction x{1, o.num_workers, o.imsize};
   FeatureSet database = retrieval_features(*model, image_paths(g.imlist), o.dataset + " database",
                                            x, o.multiscale, comm, device);
@@ -157,6 +159,7 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
   const double extraction_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Json j;
+  notify(checks_passed);
   if (comm.is_main()) {
     const fs::path dump = fs::path(o.output_dir) / "retrieval_features";
     fs::create_directories(dump);

@@ -33,6 +33,7 @@
 
 #include "core/json.h"
 #include "distributed/communicator.h"
+#include "eval/checks_passed.h"
 #include "eval/frozen_backbone.h"
 
 namespace xdino::eval::retrieval {
@@ -70,6 +71,7 @@ struct RetrievalOptions {
   std::string output_dir = ".";  // ours
 };
 
-Json run_retrieval(const RetrievalOptions& options, Communicator& comm, torch::Device device);
+Json run_retrieval(const RetrievalOptions& options, Communicator& comm, torch::Device device,
+                   const ChecksPassed& checks_passed = {});
 
 }  // namespace xdino::eval::retrieval

@@ -94,7 +94,8 @@ cv::Mat resize_nearest(const cv::Mat& labels, int width, int height) {
   return out;
 }
 
-Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device device) {
+Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device device,
+                            const ChecksPassed& checks_passed) {
   XDINO_CHECK_ARG(o.n_last_frames >= 0 && o.topk >= 1 && o.size_mask_neighborhood >= 0,
                   "--n_last_frames must be >= 0, --topk >= 1, --size_mask_neighborhood >= 0");
   models::check_arch(o.model.arch,
@@ -105,8 +106,9 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
   // The frames keep their size: the input's image_size only builds the model (a ViT's position
   // table) and is recorded.
   const ImageInput input;
-  const auto model = load_frozen_backbone(o.model, input, device, "video segmentation");
+  const auto model = load_frozen_backbone(o.model, input, device, "video segmentation").model;
   const int64_t p = model->patch_size();
+  notify(checks_passed);
   torch::NoGradGuard no_grad;
   const Palette& palette = davis_palette();
   Json sequences = Json::array();

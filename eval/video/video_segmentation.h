@@ -29,6 +29,7 @@
 #include <string>
 
 #include "core/json.h"
+#include "eval/checks_passed.h"
 #include "eval/frozen_backbone.h"
 
 namespace xdino::eval::video {
@@ -44,7 +45,8 @@ struct VideoSegmentationOptions {
   bool evaluate = true;  // ours: J&F on the written masks
 };
 
-Json run_video_segmentation(const VideoSegmentationOptions& options, torch::Device device);
+Json run_video_segmentation(const VideoSegmentationOptions& options, torch::Device device,
+                            const ChecksPassed& checks_passed = {});
 
 // Pillow's Image.resize(size, NEAREST) of a label image: source pixel floor((x + 0.5) * in / out).
 cv::Mat resize_nearest(const cv::Mat& labels, int width, int height);
