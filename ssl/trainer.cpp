@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/log.h"
+#include "core/paths.h"
 #include "core/progress.h"
 #include "distributed/replicas.h"
 #include "models/batch_norm.h"
@@ -120,6 +121,11 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   bo.in_chans = o_.in_chans;
   std::optional<models::PretrainedWeights> pretrained;
   if (!o_.pretrained_weights.empty()) {
+    // A named pipe or a device would block the read for ever: a regular file only, as the
+    // evaluations take it.
+    const std::string problem = file_problem(o_.pretrained_weights);
+    XDINO_CHECK_ARG(problem.empty(), "weights file ", quote(o_.pretrained_weights), " ", problem,
+                    " (--pretrained_weights)");
     pretrained = models::read_pretrained(o_.pretrained_weights, o_.checkpoint_key);
     // A ViT takes the file's position-table grid; forward() interpolates it to any crop.
     bo.img_size = models::position_table_image_size(

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "augment/data/h5_dataset.h"
 #include "augment/data/image_folder.h"
@@ -112,6 +114,30 @@ TEST(H5Pack, CheckImagesLeavesUnreadableFilesOut) {
   EXPECT_EQ(r.images, 3);
   const H5Dataset packed({root / "val.h5"});
   for (int64_t i = 0; i < packed.size(); ++i) EXPECT_NE(packed.path(i), "cat/bad.jpg");
+  fs::remove_all(root);
+}
+
+// --check_images decodes as training does: a folder of float32 and 16-bit TIFFs (the float
+// pipeline's images) packs whole, and only the unreadable one is left out. The 8-bit decoder
+// it once used called every float32 TIFF unreadable.
+TEST(H5Pack, CheckImagesKeepsFloatTiffs) {
+  const fs::path root = fresh_dir("pack_check_float");
+  for (const char* cls : {"a", "b"}) {
+    fs::create_directories(root / "val" / cls);
+    for (int i = 0; i < 3; ++i) {
+      cv::Mat m(12, 10, i == 0 ? CV_32FC4 : CV_16UC4);
+      cv::randu(m, 0, i == 0 ? 1 : 65535);
+      ASSERT_TRUE(cv::imwrite((root / "val" / cls / (std::to_string(i) + ".tif")).string(), m));
+    }
+  }
+  std::ofstream(root / "val" / "a" / "broken.tif") << "not a tiff";
+  PackOptions o = pack_options(root);
+  o.data_path = root.string();
+  o.split = "val";
+  o.check_images = true;
+  const PackResult r = pack_image_folder(o);
+  EXPECT_EQ(r.skipped, 1);
+  EXPECT_EQ(r.images, 6);
   fs::remove_all(root);
 }
 

@@ -188,6 +188,11 @@ cv::Mat checked_decode(std::string_view bytes, const std::string& name, int flag
   return image;
 }
 
+// Stored float samples beyond this magnitude are refused like NaN: squared and summed over an
+// image (a BatchNorm's or LayerNorm's variance) they overflow float32 (3.4e38), and one such
+// image turns the loss into NaN iterations later, with no name attached.
+constexpr float kMaxFloatSample = 1e12f;
+
 // Counts the 8-bit path can feed: RGB, gray, or not known yet (0: the model's).
 bool rgb_or_gray_channels(int64_t channels) {
   return channels == 0 || channels == 1 || channels == 3;
@@ -205,10 +210,16 @@ Image to_float_pixels(cv::Mat image, int64_t channels, const std::string& name) 
   if (depth == CV_32F || depth == CV_64F) {  // integers are always finite; stored floats may not be
     const float* v = pixels.ptr<float>();
     const size_t n = pixels.total() * pixels.channels();
-    size_t bad = 0;
-    for (size_t i = 0; i < n; ++i) bad += !std::isfinite(v[i]);
+    size_t bad = 0, huge = 0;
+    for (size_t i = 0; i < n; ++i) {
+      bad += !std::isfinite(v[i]);
+      huge += std::isfinite(v[i]) && std::fabs(v[i]) > kMaxFloatSample;
+    }
     XDINO_CHECK(bad == 0, "cannot decode ", name, ": ", bad, " of its ", n,
                 " samples are not finite (NaN or infinity)");
+    XDINO_CHECK(huge == 0, "cannot decode ", name, ": ", huge, " of its ", n,
+                " samples lie beyond +-1e12, far outside any range of pixel values (the "
+                "network's float32 sums of squares would overflow to infinity)");
   }
   // v / 255 or v / 65535 correctly rounded: a float division (convertTo's scale multiplies by
   // the rounded reciprocal, one ulp off for some values).

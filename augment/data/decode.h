@@ -23,7 +23,9 @@
 //  - DecodeOptions::pixels kFloat is the float pipeline's decode (augment/ops/float_image.h):
 //    the image as stored (OpenCV's IMREAD_UNCHANGED), turned by a JPEG's EXIF orientation as
 //    the 8-bit path turns it (unless exif_orientation is false), 8-bit
-//    samples / 255, 16-bit / 65535, 32-bit float kept, as float32; channels R, G, B (, A) in
+//    samples / 255, 16-bit / 65535, 32-bit float kept (an image with a NaN, infinite or
+//    beyond-1e12 sample is an error naming it: such values overflow the network's float32
+//    sums), as float32; channels R, G, B (, A) in
 //    that order for 3 or 4, as stored otherwise. With `channels` > 0 they are converted to
 //    that count (augment/ops/float_image.h, convert_channels; a count it cannot convert
 //    throws xdino::Error naming the file); with 0, kept as stored.

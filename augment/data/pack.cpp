@@ -148,6 +148,10 @@ PackResult pack_image_folder(const PackOptions& o) {
   XDINO_CHECK_ARG(o.shard_size_mb > 0, "--shard_size_mb must be positive, got ", o.shard_size_mb);
   DatasetOptions dopt;
   dopt.max_samples = o.max_samples;
+  // --check_images decodes as training will: 8-bit images as 8-bit, a folder of float or
+  // 16-bit images (TIFF) with the float pipeline, channels as stored; the 8-bit decoder alone
+  // would call every float32 TIFF unreadable.
+  if (o.check_images) dopt.decode = float_pixels_if_needed(0);
   const DatasetPtr dataset = open_dataset(o.data_path, o.split, dopt);
   Source src = resolve_folder(*dataset);
 

@@ -8,9 +8,11 @@
 //    shard is written as OUTPUT/<split>.h5, several as OUTPUT/<split>-00000-of-0000N.h5;
 //    each file is written atomically (temp + rename), and stale shards of the same split
 //    from an earlier pack with another shard count are removed afterwards.
-//  - check_images decodes every image first and leaves out (with a warning) those that fail,
-//    so the pack holds only readable images; otherwise corrupt files are packed as they are
-//    and skipped by the loader at training time.
+//  - check_images decodes every image first, as training decodes the folder (8-bit, or the
+//    float pipeline for float and 16-bit images, channels as stored: decode.h's kAuto), and
+//    leaves out (with a warning) those that fail, so the pack holds only readable images;
+//    otherwise corrupt files are packed as they are and skipped by the loader at training
+//    time.
 //  - Failures throw xdino::Error naming the file; the output folder is created if missing.
 #pragma once
 
