@@ -23,6 +23,7 @@ struct DistConfig {
   int master_port = 29500;
   std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
   int64_t round = -1;               // `dino launch`'s rendezvous round (XDINO_RDZV_ROUND); -1: none
+  bool agent_store = false;         // the launcher serves the store at MASTER_PORT, not rank 0
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   // A peer whose heartbeat has not moved for this long is unreachable (distributed/peer_monitor.h).
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(60)};

@@ -53,11 +53,12 @@ std::string lowercase(std::string s) {
   return s;
 }
 
-// Rank 0 hosts the store; the others connect, waiting out a host that cannot be reached yet
-// (store.h), so a run re-forms by itself once the host is back (`dino launch --max_restarts`,
+// Rank 0 hosts the store, unless the launcher does (agent_store: it has held the port since it
+// chose it); the others connect, waiting out a host that cannot be reached yet (store.h), so a
+// run re-forms by itself once the host is back (`dino launch --max_restarts`,
 // launch/local_launcher.h).
 TcpStorePtr connect_store(const DistConfig& c) {
-  if (c.rank == 0) return make_store(c, true, c.timeout);
+  if (c.rank == 0 && !c.agent_store) return make_store(c, true, c.timeout);
   return connect_tcp_store(c.master_addr, c.master_port, c.timeout, "rank 0's store");
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <tuple>
 
 #include "core/json.h"
 #include "core/log.h"
@@ -176,12 +177,21 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
   XDINO_CHECK_ARG(o_.nnodes >= 1, "--nnodes must be at least 1, got ", o_.nnodes);
   XDINO_CHECK_ARG(o_.node_rank >= -1 && o_.node_rank < o_.nnodes,
                   "--node_rank must be in [0, --nnodes), got ", o_.node_rank, " of ", o_.nnodes);
-  XDINO_CHECK_ARG(o_.join_timeout > 0, "--rdzv_timeout (join_timeout) must be positive, got ",
-                  o_.join_timeout);
-  XDINO_CHECK_ARG(o_.keep_alive_interval > 0 && o_.keep_alive_max_attempt >= 1,
-                  "keep_alive_interval must be positive and keep_alive_max_attempt at least 1");
-  XDINO_CHECK_ARG(o_.read_timeout > 0 && o_.close_timeout > 0 && o_.poll_interval > 0,
-                  "read_timeout, close_timeout and the poll interval must be positive");
+  const auto seconds = [](const char* name, double v) {
+    XDINO_CHECK_ARG(std::isfinite(v) && v > 0 && v <= kMaxSeconds, name,
+                    " must be a number of seconds in (0, ", kMaxSeconds, "], got ", v);
+  };
+  seconds("--rdzv_timeout (join_timeout)", o_.join_timeout);
+  seconds("keep_alive_interval", o_.keep_alive_interval);
+  seconds("read_timeout", o_.read_timeout);
+  seconds("heartbeat_timeout", o_.heartbeat_timeout);
+  seconds("last_call_timeout", o_.last_call_timeout);
+  seconds("close_timeout", o_.close_timeout);
+  seconds("exit_barrier_timeout", o_.exit_barrier_timeout);
+  seconds("the poll interval", o_.poll_interval);
+  XDINO_CHECK_ARG(o_.keep_alive_max_attempt >= 1 && o_.keep_alive_max_attempt <= 1000000,
+                  "keep_alive_max_attempt must be in [1, 1000000], got ",
+                  o_.keep_alive_max_attempt);
   XDINO_CHECK_ARG(!o_.run_id.empty() && o_.run_id.find('/') == std::string::npos,
                   "--rdzv_id must be a non-empty name without '/', got '", o_.run_id, "'");
   addr_ = o_.local_addr.empty() ? host_name() : o_.local_addr;
@@ -189,6 +199,14 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
   const bool explicit_host = o_.is_host.has_value() || o_.node_rank >= 0;
   is_host_ = o_.is_host.value_or(o_.node_rank >= 0 ? o_.node_rank == 0
                                                    : is_local_address(o_.endpoint_host));
+  // --node_rank 0 serves the store; the others look for it at the endpoint. Elsewhere than
+  // there, they would wait out their join timeout for a store nobody serves.
+  XDINO_CHECK_ARG(o_.is_host.has_value() || o_.node_rank != 0 || o_.endpoint_port == 0 ||
+                      is_local_address(o_.endpoint_host),
+                  "--node_rank 0 serves the rendezvous store, but ", quote(o_.endpoint_host),
+                  " (--rdzv_endpoint or --master_addr) is not an address of this host: the other "
+                  "nodes would look for the store there. Run node 0 on that host, or name this "
+                  "host's address (--rdzv_conf is_host=true if it is this host behind a NAT)");
   int port = o_.endpoint_port;
   if (port == 0) {
     XDINO_CHECK_ARG(o_.nnodes == 1, "--nnodes ", o_.nnodes,
@@ -230,7 +248,7 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
   main_ = std::make_unique<TimedStore>(connect, op_timeout);
   // The threads' and the way out's: a launcher whose link is down must still exit promptly.
   const milliseconds brief = std::min(op_timeout, milliseconds(5000));
-  beat_ = std::make_unique<TimedStore>(connect, brief);
+  beat_ = std::make_unique<TimedStore>(connect, std::min(op_timeout, ms(o_.heartbeat_timeout)));
   watch_ = std::make_unique<TimedStore>(connect, brief);
   quick_ = std::make_unique<TimedStore>(connect, brief);
 
@@ -328,10 +346,17 @@ bool NodeRendezvous::sanitize(TimedStore& store, State& state) {
   }
   bool changed = false;
   for (const auto& node : state.nodes()) {
-    if (node == node_ || !dead(store, node)) continue;
-    log::warn("rendezvous: ", describe(node), " has sent no heartbeat for ",
-              options_.keep_alive_interval * options_.keep_alive_max_attempt,
-              " s; it is no longer counted in round ", state.round);
+    if (node == node_) continue;
+    if (store.check(key("left/" + node))) {
+      log::info("rendezvous: ", describe(node), " has left; it is no longer counted in round ",
+                state.round);
+    } else if (dead(store, node)) {
+      log::warn("rendezvous: ", describe(node), " has sent no heartbeat for ",
+                options_.keep_alive_interval * options_.keep_alive_max_attempt,
+                " s; it is no longer counted in round ", state.round);
+    } else {
+      continue;
+    }
     state.participants.erase(node);
     remove(state.waiting, node);
     remove(state.spare, node);
@@ -344,10 +369,12 @@ bool NodeRendezvous::sanitize(TimedStore& store, State& state) {
 std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>& stop) {
   const auto deadline = Clock::now() + ms(options_.join_timeout);
   const int64_t n = options_.nnodes;
-  // Where this round's workers would meet, should this node be group rank 0: a port free now
-  // (a new one each round), at the endpoint's name for the store's host (every node reaches
-  // it by that name), else at this machine's.
-  master_ = (is_host_ ? options_.endpoint_host : addr_) + ":" + std::to_string(free_tcp_port(true));
+  // Where this round's workers would meet, should this node be group rank 0: a store this
+  // launcher serves on a free port, held from now on (a new one each round), at the endpoint's
+  // name for the store's host (every node reaches it by that name), else at this machine's.
+  int port = 0;
+  std::tie(workers_store_, port) = serve_free_port(ms(options_.read_timeout));
+  master_ = (is_host_ ? options_.endpoint_host : addr_) + ":" + std::to_string(port);
   bool left = false;     // this node has left the round it was in
   bool leaving = false;  // the pending write is the one that leaves it
   bool told_holder = false;
@@ -421,6 +448,9 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
         round.master_addr = p.master.substr(0, colon);
         round.master_port = std::stoi(p.master.substr(colon + 1));
       }
+      // Group rank 0's own store is the round's; any other node's port is free again.
+      if (me.rank == 0) round.workers_store = workers_store_;
+      workers_store_.reset();
       return round;
     }
     if (left && s.complete) {  // late: ask for a new round, or wait as a spare

@@ -14,7 +14,8 @@
 //                  workers' store would have), the ranks given at completion, the nodes waiting
 //                  for a new round and the spare ones;
 //      hb/<node>   a counter each launcher adds to every keep_alive_interval;
-//      left/<node> set by a launcher that exits.
+//      left/<node> set by a launcher that exits: the next reader drops it from the state at
+//                  once, without waiting for its heartbeats to stop.
 //  - A node is "<addr>/<pid>/<n>": a launcher started again is a new node, never its
 //    predecessor; the predecessor leaves the state when its heartbeats stop.
 //  - Liveness is judged by each reader's own monotonic clock (a counter that has not moved for
@@ -29,9 +30,13 @@
 //    store's host first). A node that finds the round complete without it waits (the round has
 //    fewer than nnodes live participants: running launchers see it and re-form) or is spare
 //    (the round is full).
-//  - Each participant publishes "<its address>:<a port free on its machine>" when it joins;
-//    group rank 0's becomes the round's workers' store (MASTER_ADDR/MASTER_PORT), so each
-//    round's workers meet on a port of their own: no port is derived from a count.
+//  - Each participant serves a store of its own on a free port from the moment it starts to
+//    look for a round, and publishes "<its address>:<that port>" when it joins; group rank 0's
+//    becomes the round's workers' store (MASTER_ADDR/MASTER_PORT, with
+//    TORCHELASTIC_USE_AGENT_STORE: its workers connect to it, rank 0 included), returned in
+//    NodeRound::workers_store for the launcher to hold while they run. The port is held from
+//    the moment it is chosen: no other process can take it while the round forms (minutes),
+//    and each round's workers meet on a port of their own.
 //  - close(reason) ends the rendezvous for every launcher (a node that gives up: restarts spent,
 //    a usage error, its own join timeout); finish() marks it done after success. A closed
 //    rendezvous never re-forms: next_round() throws RendezvousClosed, and status() says so to
@@ -44,8 +49,11 @@
 // Contract:
 //  - The constructor serves or connects to the store (a client retries until join_timeout)
 //    and starts two threads: the heartbeat and a watcher that reads the state every
-//    poll_interval for status(). Throws xdino::UsageError for bad options or a port the host
-//    cannot bind, xdino::Error when the store cannot be reached.
+//    poll_interval for status(). Throws xdino::UsageError for bad options (a timeout that is
+//    not a finite number of seconds in (0, kMaxSeconds]), a port the host cannot bind, or a
+//    node_rank 0 whose endpoint is not an address of this machine (unless is_host says so:
+//    the other nodes would wait for a store that nobody serves there); xdino::Error when the
+//    store cannot be reached.
 //  - next_round(stop) blocks until this node is in a complete round and returns it; returns
 //    nullopt as soon as stop() is true (polled every 100 ms); throws RendezvousClosed, or
 //    xdino::Error after join_timeout (closing the rendezvous when this node was a participant
@@ -74,6 +82,10 @@
 
 namespace xdino::distributed {
 
+// The longest any rendezvous timeout may be: about 11.6 days. Longer is a typo (or inf), and
+// its milliseconds would overflow.
+inline constexpr double kMaxSeconds = 1e6;
+
 struct NodeRendezvousOptions {
   std::string endpoint_host = "127.0.0.1";  // the store's host, as every node reaches it
   int endpoint_port = 0;                    // 0: a free port of this machine (one node only)
@@ -86,6 +98,11 @@ struct NodeRendezvousOptions {
   double keep_alive_interval = 5;
   int64_t keep_alive_max_attempt = 3;
   double read_timeout = 60;
+  double heartbeat_timeout = 5;  // one heartbeat's store write, at most
+  // torchrun's wait for nodes beyond --nnodes MIN once MIN have joined. Every size here is
+  // fixed (MIN = MAX), so a round completes the moment MAX have joined and there is nothing
+  // to wait for: checked and recorded, never waited.
+  double last_call_timeout = 30;
   double close_timeout = 30;
   double exit_barrier_timeout = 300;
   double poll_interval = 1;
@@ -97,6 +114,9 @@ struct NodeRound {
   int64_t nnodes = 1;
   std::string master_addr;  // the round's workers' store (group rank 0's machine)
   int master_port = 0;
+  // Group rank 0's: the workers' store itself, served by this launcher on master_port since
+  // the round began; hold it until the round's workers have ended. Null on the other nodes.
+  TcpStorePtr workers_store;
 };
 
 // What the watcher last read (launch/local_launcher.cpp acts on it between worker checks).
@@ -155,7 +175,8 @@ class NodeRendezvous {
   NodeRendezvousOptions options_;
   bool is_host_ = false;
   std::string endpoint_, node_, addr_, master_;
-  TcpStorePtr server_;  // the host's
+  TcpStorePtr server_;         // the host's
+  TcpStorePtr workers_store_;  // this node's, on master_'s port, while it looks for a round
   std::unique_ptr<TimedStore> main_, beat_, watch_, quick_;
 
   mutable std::mutex mutex_;  // everything below

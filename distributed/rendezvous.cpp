@@ -71,6 +71,9 @@ DistConfig dist_config_from_env(const EnvLookup& env) {
     c.master_addr = str_var(env, "MASTER_ADDR", "127.0.0.1");
     c.master_port = int_var(env, "MASTER_PORT", 29500);
     if (env(kRoundVariable) != nullptr) c.round = int_var(env, kRoundVariable, 0);
+    // torchrun's spelling: "True" or "1" (its agent serves the workers' store).
+    const std::string agent = str_var(env, "TORCHELASTIC_USE_AGENT_STORE", "");
+    c.agent_store = agent == "True" || agent == "true" || agent == "1";
   } else if (env("SLURM_PROCID") != nullptr) {
     c.launcher = "slurm";
     c.rank = int_var(env, "SLURM_PROCID", 0);
@@ -134,21 +137,6 @@ void tell_launcher_joined() {
   if (write(static_cast<int>(fd), &byte, 1) != 1)
     log::warn("could not tell the launcher that the rendezvous formed: ", std::strerror(errno));
   close(static_cast<int>(fd));
-}
-
-int free_tcp_port(bool any_interface) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  XDINO_CHECK(fd >= 0, "cannot open a socket to find a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(any_interface ? INADDR_ANY : INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  XDINO_CHECK(ok, "cannot find a free TCP port on ", any_interface ? "this host" : "127.0.0.1");
-  return ntohs(addr.sin_port);
 }
 
 }  // namespace xdino::distributed

@@ -2,7 +2,9 @@
 // way the official DINO code does (see docs/architecture.md, "Processes").
 //
 // Contract: dist_config_from_env() looks, in this order, at
-//   torchrun:  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+//   torchrun:  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and
+//              TORCHELASTIC_USE_AGENT_STORE (True: the launcher serves MASTER_PORT's store,
+//              and rank 0 connects to it as every rank does)
 //   SLURM:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR
 //              defaults to the first host of SLURM_JOB_NODELIST, MASTER_PORT to
 //              20000 + SLURM_JOB_ID % 20000 (so jobs sharing a node do not collide)
@@ -24,7 +26,7 @@
 #include <functional>
 #include <string>
 
-#include "distributed/distributed.h"
+#include "distributed/dist_config.h"
 
 namespace xdino::distributed {
 
@@ -42,11 +44,6 @@ struct DistOptions {
 
 // dist_config_from_env() with the options applied.
 DistConfig dist_config_from_env(const DistOptions& options);
-
-// A TCP port that is free right now on 127.0.0.1 (a rendezvous on this machine) or, with
-// any_interface, on every interface (a store that other machines reach); throws xdino::Error
-// if the system gives none.
-int free_tcp_port(bool any_interface = false);
 
 // What `dino launch` adds to torchrun's variables (launch/local_launcher.h): the round of its
 // rendezvous (distributed/node_rendezvous.h), which dist_config_from_env reads into

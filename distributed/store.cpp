@@ -1,5 +1,10 @@
 #include "distributed/store.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <condition_variable>
@@ -42,6 +47,34 @@ TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
   }
 #endif
   return c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
+
+int free_tcp_port(bool any_interface) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  XDINO_CHECK(fd >= 0, "cannot open a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(any_interface ? INADDR_ANY : INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  XDINO_CHECK(ok, "cannot find a free TCP port on ", any_interface ? "this host" : "127.0.0.1");
+  return ntohs(addr.sin_port);
+}
+
+std::pair<TcpStorePtr, int> serve_free_port(std::chrono::milliseconds timeout) {
+  std::string last;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const int port = free_tcp_port(/*any_interface=*/true);
+    try {
+      return {make_tcp_store("127.0.0.1", port, true, std::nullopt, timeout), port};
+    } catch (const std::exception& e) {
+      last = first_line_of(e.what());  // taken between the probe and the bind: another port
+    }
+  }
+  XDINO_FAIL("cannot serve a store on a free port of this host (20 tries; the last: ", last, ")");
 }
 
 bool unreachable(const std::string& message) {

@@ -7,6 +7,11 @@
 //  - make_tcp_store(host, port, server, workers, timeout): a server on `port` of every
 //    interface of this machine (server = true; it is also a client of itself) or a client of
 //    host:port; `timeout` bounds the connection and each wait/get. Throws what c10d throws.
+//  - serve_free_port(timeout): a server on a port of every interface that was free, returned
+//    with the port; it holds the port for its whole life, so no other process can take it
+//    between the moment a port is chosen and the moment it is used (a launcher's round may
+//    take minutes to form). Retries another port when one is taken first; throws xdino::Error
+//    after 20 tries.
 //  - connect_tcp_store(...): a client that also waits out an unreachable host (no route, a link
 //    down, a host rebooting), which c10d itself fails at once, up to `timeout` in all; `what`
 //    names the store in the one warning it logs while it waits ("": no warning).
@@ -29,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 #include <vector>
 
 namespace xdino::distributed {
@@ -37,6 +43,13 @@ using TcpStorePtr = c10::intrusive_ptr<c10d::TCPStore>;
 
 TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
                            std::optional<size_t> workers, std::chrono::milliseconds timeout);
+
+std::pair<TcpStorePtr, int> serve_free_port(std::chrono::milliseconds timeout);
+
+// A TCP port that is free right now on 127.0.0.1 (a rendezvous on this machine) or, with
+// any_interface, on every interface (a store that other machines reach); throws xdino::Error
+// if the system gives none. Free now, not later: a port to hold, use serve_free_port().
+int free_tcp_port(bool any_interface = false);
 
 TcpStorePtr connect_tcp_store(const std::string& host, int port, std::chrono::milliseconds timeout,
                               const std::string& what);

@@ -5,7 +5,14 @@
 // torch.distributed.launch's --use_env, a no-op: the rank always travels in the environment);
 // --nproc is our older spelling of --nproc_per_node. The rendezvous is c10d's
 // (distributed/node_rendezvous.h): --rdzv_backend c10d or static name the same one.
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <thread>
+#include <tuple>
+#include <utility>
 
 #include "core/check.h"
 #include "launch/command.h"
@@ -14,15 +21,20 @@
 namespace xdino::launch {
 namespace {
 
-double positive_seconds(const std::string& key, const std::string& value) {
+// A timeout's seconds: a finite number in (0, kMaxSeconds] ("inf" or 1e300 would overflow the
+// milliseconds it becomes).
+double seconds_of(const std::string& what, const std::string& value) {
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
-  XDINO_CHECK_ARG(end != value.c_str() && *end == '\0' && v > 0, "--rdzv_conf ", key, "=", value,
-                  ": expected a positive number of seconds");
+  XDINO_CHECK_ARG(end != value.c_str() && *end == '\0' && std::isfinite(v) && v > 0 &&
+                      v <= distributed::kMaxSeconds,
+                  what, "=", value, ": expected a number of seconds in (0, ",
+                  distributed::kMaxSeconds, "]");
   return v;
 }
 
-// torchrun's --rdzv_conf "key=value,...": the keys its c10d rendezvous reads.
+// torchrun's --rdzv_conf "key=value,...": the keys its c10d rendezvous reads, each where it
+// maps here (node_rendezvous.h); any other key is refused by name.
 void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions& r) {
   size_t start = 0;
   while (start < conf.size()) {
@@ -31,37 +43,78 @@ void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions
     start = comma + 1;
     if (item.empty()) continue;
     const size_t eq = item.find('=');
-    XDINO_CHECK_ARG(eq != std::string::npos, "--rdzv_conf '", item, "' is not key=value");
+    XDINO_CHECK_ARG(eq != std::string::npos, "--rdzv_conf ", quote(item), " is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    const std::string what = "--rdzv_conf " + key;
     if (key == "join_timeout") {
-      r.join_timeout = positive_seconds(key, value);
+      r.join_timeout = seconds_of(what, value);
+    } else if (key == "last_call_timeout") {
+      r.last_call_timeout = seconds_of(what, value);
     } else if (key == "close_timeout") {
-      r.close_timeout = positive_seconds(key, value);
+      r.close_timeout = seconds_of(what, value);
     } else if (key == "read_timeout") {
-      r.read_timeout = positive_seconds(key, value);
+      r.read_timeout = seconds_of(what, value);
+    } else if (key == "heartbeat_timeout") {
+      r.heartbeat_timeout = seconds_of(what, value);
     } else if (key == "keep_alive_interval") {
-      r.keep_alive_interval = positive_seconds(key, value);
+      r.keep_alive_interval = seconds_of(what, value);
     } else if (key == "keep_alive_max_attempt") {
-      const double v = positive_seconds(key, value);
-      XDINO_CHECK_ARG(v == static_cast<int64_t>(v), "--rdzv_conf keep_alive_max_attempt=", value,
-                      ": expected a whole number");
+      char* end = nullptr;
+      const long long v = std::strtoll(value.c_str(), &end, 10);
+      XDINO_CHECK_ARG(end != value.c_str() && *end == '\0' && v >= 1 && v <= 1000000, what, "=",
+                      value, ": expected a whole number in [1, 1000000]");
       r.keep_alive_max_attempt = static_cast<int64_t>(v);
     } else if (key == "is_host") {
-      XDINO_CHECK_ARG(value == "true" || value == "false" || value == "1" || value == "0",
-                      "--rdzv_conf is_host=", value, ": expected true or false");
+      XDINO_CHECK_ARG(value == "true" || value == "false" || value == "1" || value == "0", what,
+                      "=", value, ": expected true or false");
       r.is_host = value == "true" || value == "1";
-    } else if (key == "last_call_timeout" || key == "heartbeat_timeout" || key == "timeout") {
-      positive_seconds(key, value);  // torchrun's too; with fixed sizes they change nothing here
     } else if (key == "store_type") {
-      XDINO_CHECK_ARG(value == "tcp", "--rdzv_conf store_type=", value,
+      XDINO_CHECK_ARG(value == "tcp", what, "=", value,
                       ": only tcp (node 0's launcher serves the store)");
+    } else if (key == "timeout") {
+      XDINO_FAIL_ARG(
+          "--rdzv_conf timeout: torchrun's c10d rendezvous does not read it either "
+          "(it is the old etcd backend's key); give join_timeout");
     } else {
-      XDINO_FAIL_ARG("--rdzv_conf: unknown key '", key,
-                     "'; known: join_timeout, close_timeout, read_timeout, keep_alive_interval, "
-                     "keep_alive_max_attempt, is_host, last_call_timeout, heartbeat_timeout, "
-                     "timeout, store_type");
+      XDINO_FAIL_ARG("--rdzv_conf: unknown key ", quote(key),
+                     "; known: join_timeout, last_call_timeout, close_timeout, read_timeout, "
+                     "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, "
+                     "store_type");
     }
   }
+}
+
+// torchrun's HOST[:PORT], with an IPv6 address in brackets ([::1]:29400); port 29400 if none.
+std::pair<std::string, int> parse_endpoint(const std::string& endpoint) {
+  std::string host = endpoint, port;
+  if (!endpoint.empty() && endpoint[0] == '[') {
+    const size_t close = endpoint.find(']');
+    XDINO_CHECK_ARG(close != std::string::npos, "--rdzv_endpoint ", quote(endpoint),
+                    ": an IPv6 address opens with '[' and closes with ']'");
+    host = endpoint.substr(1, close - 1);
+    const std::string rest = endpoint.substr(close + 1);
+    XDINO_CHECK_ARG(rest.empty() || rest[0] == ':', "--rdzv_endpoint ", quote(endpoint),
+                    ": expected [ADDRESS]:PORT");
+    if (!rest.empty()) port = rest.substr(1);
+  } else if (const size_t colon = endpoint.rfind(':'); colon != std::string::npos) {
+    XDINO_CHECK_ARG(endpoint.find(':') == colon, "--rdzv_endpoint ", quote(endpoint),
+                    ": write an IPv6 address in brackets, [ADDRESS]:PORT");
+    host = endpoint.substr(0, colon);
+    port = endpoint.substr(colon + 1);
+  }
+  XDINO_CHECK_ARG(!host.empty(), "--rdzv_endpoint ", quote(endpoint), " names no host");
+  if (port.empty()) return {host, 29400};  // torchrun's default
+  char* end = nullptr;
+  const long v = std::strtol(port.c_str(), &end, 10);
+  XDINO_CHECK_ARG(end != port.c_str() && *end == '\0' && v > 0 && v < 65536, "--rdzv_endpoint ",
+                  quote(endpoint), ": the port is not a TCP port");
+  return {host, static_cast<int>(v)};
+}
+
+// What this machine can run side by side: its cores, or its GPUs where it has more.
+int64_t slots_of_this_machine() {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return std::max<int64_t>(cores, torch::cuda::device_count());
 }
 
 // "N" or torchrun's "MIN:MAX" with MIN == MAX.
@@ -112,9 +165,10 @@ class LaunchCommand : public Command {
         .add("rdzv_id", &r.run_id, "the run's name in the store: the same on every node")
         .alias("rdzv-id", "rdzv_id")
         .add("rdzv_conf", &conf_,
-             "torchrun's key=value,...: join_timeout, close_timeout, read_timeout, "
+             "torchrun's key=value,...: join_timeout, last_call_timeout (nothing to wait for "
+             "with fixed sizes), close_timeout, read_timeout, heartbeat_timeout, "
              "keep_alive_interval, keep_alive_max_attempt (dead after interval x attempts), "
-             "is_host")
+             "is_host, store_type=tcp")
         .alias("rdzv-conf", "rdzv_conf")
         .add("local_addr", &r.local_addr,
              "how the other nodes reach this machine (its host name if empty)")
@@ -132,6 +186,9 @@ class LaunchCommand : public Command {
              "seconds a rendezvous has to form, the nodes' and then the processes', before the "
              "launcher gives up (torchrun's --rdzv_conf join_timeout)")
         .alias("rdzv-timeout", "rdzv_timeout")
+        .add_switch("oversubscribe", &oversubscribe_,
+                    "start more processes than this machine has cores or GPUs (refused "
+                    "otherwise: --nproc_per_node is usually a typo then)")
         .add_switch("use_env", &use_env_,
                     "ignored (torch.distributed.launch's): the processes always read their rank "
                     "from the environment");
@@ -153,18 +210,7 @@ class LaunchCommand : public Command {
                     "--rdzv_endpoint and --master_addr/--master_port both name the rendezvous "
                     "store; give one");
     if (!endpoint_.empty()) {
-      const size_t colon = endpoint_.rfind(':');
-      r.endpoint_host = endpoint_.substr(0, colon);
-      r.endpoint_port = 29400;  // torchrun's default
-      if (colon != std::string::npos) {
-        char* end = nullptr;
-        const std::string port = endpoint_.substr(colon + 1);
-        const long v = std::strtol(port.c_str(), &end, 10);
-        XDINO_CHECK_ARG(end != port.c_str() && *end == '\0' && v > 0 && v < 65536,
-                        "--rdzv_endpoint ", endpoint_, ": the port is not a TCP port");
-        r.endpoint_port = static_cast<int>(v);
-      }
-      XDINO_CHECK_ARG(!r.endpoint_host.empty(), "--rdzv_endpoint ", endpoint_, " names no host");
+      std::tie(r.endpoint_host, r.endpoint_port) = parse_endpoint(endpoint_);
     } else {
       r.endpoint_host = master_addr_;
       r.endpoint_port = static_cast<int>(master_port_);
@@ -181,6 +227,18 @@ class LaunchCommand : public Command {
       }
     }
     apply_rdzv_conf(conf_, r);
+    XDINO_CHECK_ARG(std::isfinite(r.join_timeout) && r.join_timeout > 0 &&
+                        r.join_timeout <= distributed::kMaxSeconds,
+                    "--rdzv_timeout must be a number of seconds in (0, ", distributed::kMaxSeconds,
+                    "], got ", r.join_timeout);
+    XDINO_CHECK_ARG(std::isfinite(opt_.grace_seconds) && opt_.grace_seconds >= 0 &&
+                        opt_.grace_seconds <= distributed::kMaxSeconds,
+                    "--grace_seconds must be a number of seconds in [0, ", distributed::kMaxSeconds,
+                    "], got ", opt_.grace_seconds);
+    const int64_t slots = slots_of_this_machine();
+    XDINO_CHECK_ARG(opt_.nproc <= slots || oversubscribe_, "--nproc_per_node ", opt_.nproc,
+                    " is more than this machine runs side by side (", slots,
+                    " cores or GPUs); give --oversubscribe to start them anyway");
     return launch_local(opt_, f.trailing());
   }
 
@@ -193,6 +251,7 @@ class LaunchCommand : public Command {
   std::string backend_ = "static";  // torchrun's default
   std::string conf_;
   bool standalone_ = false;
+  bool oversubscribe_ = false;
   bool use_env_ = false;
 };
 

@@ -165,6 +165,8 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
                                 {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
                                 {"MASTER_ADDR", round.master_addr},
                                 {"MASTER_PORT", std::to_string(round.master_port)},
+                                // Group rank 0's launcher serves that store (node_rendezvous.h).
+                                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                 {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
                                 {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
                                 {"TORCHELASTIC_RUN_ID", o.rendezvous.run_id},

@@ -6,10 +6,11 @@
 // then starts options.nproc copies of this executable with child_args and the torchrun
 // environment: RANK (group_rank * nproc + local rank), WORLD_SIZE (nnodes * nproc), LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (the round's workers' store, on a
-// port of its own each round), TORCHELASTIC_RESTART_COUNT (this launcher's failed starts),
-// TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, XDINO_RDZV_ROUND (the round: a worker of
-// another round is refused at the workers' rendezvous), and OMP_NUM_THREADS = cores / nproc
-// unless set. It forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits.
+// port of its own each round, which group rank 0's launcher serves and holds from the moment
+// it chose it: TORCHELASTIC_USE_AGENT_STORE=True), TORCHELASTIC_RESTART_COUNT (this launcher's
+// failed starts), TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, XDINO_RDZV_ROUND (the round: a
+// worker of another round is refused at the workers' rendezvous), and OMP_NUM_THREADS = cores /
+// nproc unless set. It forwards SIGINT, SIGTERM and SIGUSR1 to them, and waits.
 //
 // While they run it reacts to (docs/architecture.md, "Runs that heal"):
 //  - a process that fails: the others get `grace_seconds` to notice on their own (they name the

@@ -22,6 +22,7 @@
 #include "core/pth.h"
 #include "distributed/distributed.h"
 #include "distributed/rendezvous.h"
+#include "distributed/store.h"
 #include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -249,7 +250,7 @@ TEST_F(DistributedCli, KilledRankOneIsNamedByRankZero) {
 }
 
 TEST_F(DistributedCli, KilledRankZeroIsNamedByRankOne) {
-  // Rank 0 also hosts the rendezvous store, which dies with it.
+  // The workers' store is the launcher's (TORCHELASTIC_USE_AGENT_STORE): it outlives rank 0.
   kill_rank(0, "lost rank 0");
 }
 
@@ -281,11 +282,12 @@ TEST_F(DistributedCli, FrozenRankIsNamedAfterTheDistTimeout) {
   stop_rank(1, {"all_reduce on rank 0 failed: lost rank 1: the process died or is stopped"});
 }
 
-TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStore) {
-  // A stopped rank 0 still accepts requests at its store and never answers them (c10d sets
-  // no receive timeout): rank 1's diagnosis must give up on it, not wait forever.
-  stop_rank(0, {"on rank 1 failed: lost rank 0: its rendezvous store at ",
-                "does not answer (the process is stopped or hung)"});
+// Under dino launch the workers' store is the launcher's (TORCHELASTIC_USE_AGENT_STORE): a
+// stopped rank 0 leaves it answering, and rank 1 names rank 0 itself. A rank 0 that hosts the
+// store (torchrun without its agent store, SLURM, mpirun) is LaunchMistakes'
+// ARankZeroThatHostsTheStoreAndStopsIsNamedByItsSilentStore below.
+TEST_F(DistributedCli, FrozenRankZeroIsNamedAfterTheDistTimeout) {
+  stop_rank(0, {"on rank 1 failed: lost rank 0: the process died or is stopped"});
 }
 
 TEST_F(DistributedCli, FrozenRankIsNamedByItsSilentHeartbeat) {
@@ -294,11 +296,10 @@ TEST_F(DistributedCli, FrozenRankIsNamedByItsSilentHeartbeat) {
                             "died or is stopped)"});
 }
 
-TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentStoreWithinTheHeartbeatTimeout) {
-  freeze_past_heartbeat(
-      0, {"on rank 1 failed: lost rank 0 on host ", ": rank 0's rendezvous store at 127.0.0.1:",
-          " has not answered for 4 s (that host is unreachable from here, or "
-          "rank 0 is stopped)"});
+TEST_F(DistributedCli, FrozenRankZeroIsNamedByItsSilentHeartbeat) {
+  freeze_past_heartbeat(0, {"on rank 1 failed: lost rank 0 on host ",
+                            ": no heartbeat for 4 s (the host is unreachable, or the process "
+                            "died or is stopped)"});
 }
 
 TEST_F(DistributedCli, ASlowRankIsWaitedForNotLost) {
@@ -355,6 +356,48 @@ class LaunchMistakes : public DistributedCli {
   }
   std::vector<int> background_;
 };
+
+// Started without dino launch, rank 0 hosts the workers' store itself: stopped, it still
+// accepts requests there and never answers them (c10d sets no receive timeout). Rank 1's
+// diagnosis gives up on it within --dist_heartbeat_timeout (4 s; --dist_timeout is 600 s) and
+// names the silent store.
+TEST_F(LaunchMistakes, ARankZeroThatHostsTheStoreAndStopsIsNamedByItsSilentStore) {
+  const int port = xdino::distributed::free_tcp_port();
+  auto args = dist_train_args(data_, out_ / "hosted", 50, 4);
+  args.insert(args.begin(), dino_binary());
+  args.insert(args.end(), {"--dist_timeout", "600", "--dist_heartbeat_timeout", "4"});
+  const auto start_rank = [&](int rank) {
+    auto vars = env(rank, 2, port);
+    vars["LOCAL_RANK"] = std::to_string(rank);
+    vars["LOCAL_WORLD_SIZE"] = "2";
+    const std::string log = (out_ / ("hosted" + std::to_string(rank))).string();
+    const int pid = xdino::testing::start_process(args, log + ".out", log + ".err", vars);
+    background_.push_back(pid);
+    return pid;
+  };
+  const int rank0 = start_rank(0);
+  ASSERT_TRUE(xdino::testing::wait_until_listening(rank0, port, 60))  // rank 0 hosts the store
+      << read_file(out_ / "hosted0.err");
+  const int rank1 = start_rank(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(out_ / "hosted" / "checkpoint0000.pth") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(out_ / "hosted" / "checkpoint0000.pth"))
+      << read_file(out_ / "hosted1.err");
+  ASSERT_EQ(kill(rank0, SIGSTOP), 0);
+  const auto r1 = xdino::testing::wait_process(rank1, 60);
+  kill(rank0, SIGKILL);
+  const std::string err1 = read_file(out_ / "hosted1.err");
+  EXPECT_EQ(r1.exit_code, 1) << err1;
+  EXPECT_NE(err1.find("lost rank 0 on host "), std::string::npos) << err1;
+  EXPECT_NE(err1.find(": rank 0's rendezvous store at 127.0.0.1:" + std::to_string(port) +
+                      " has not answered for 4 s (that host is unreachable from here, or rank 0 "
+                      "is stopped)"),
+            std::string::npos)
+      << err1;
+  EXPECT_LT(r1.seconds, 45) << "named by the heartbeat, not by --dist_timeout";
+}
 
 TEST_F(LaunchMistakes, AWorldSizeThatDiffersIsNamedByEveryProcess) {
   const int port = xdino::distributed::free_tcp_port();

@@ -3,13 +3,20 @@
 // --node_rank, a new round only once every participant has left, a late node waiting for it,
 // a dead node dropped after its heartbeats stop, closing seen by the others at once, and the
 // store operations that never block for longer than their timeout (distributed/store.h).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <future>
 #include <thread>
 
 #include "core/check.h"
+#include "core/json.h"
 #include "distributed/node_rendezvous.h"
 #include "distributed/rendezvous.h"
 #include "distributed/store.h"
@@ -184,6 +191,95 @@ TEST(NodeRendezvous, AJoinTimeoutSaysHowFarItGotAndAStopEndsTheWait) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(c.next_round([&] { return std::chrono::steady_clock::now() - t0 > 300ms; }));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+}
+
+// The workers' port a node publishes is held by its launcher from the moment it is chosen:
+// while the round forms (minutes, on a cluster), no other process can take it, and the round's
+// group rank 0 keeps serving it for the workers (TORCHELASTIC_USE_AGENT_STORE).
+TEST(NodeRendezvous, TheWorkersPortIsHeldFromTheMomentItIsPublished) {
+  const int port = xdino::distributed::free_tcp_port();
+  NodeRendezvous a(node(port, 0));
+  auto a_round = std::async(std::launch::async, [&] { return join(a); });
+  // Read what a published from the store, as another launcher would.
+  auto client = xdino::distributed::connect_tcp_store("127.0.0.1", port, 5s, "");
+  int published = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (published == 0 && std::chrono::steady_clock::now() < deadline) {
+    const std::string key = "xdino.rendezvous.test/state";
+    if (client->check({key})) {
+      const auto state =
+          xdino::Json::parse(xdino::distributed::text(client->get(key)))["participants"];
+      for (const auto& [n, p] : state.items()) {
+        const std::string master = p["master"];
+        published = std::stoi(master.substr(master.rfind(':') + 1));
+      }
+    }
+    if (published == 0) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(published, 0) << "node 0 never published its workers' port";
+  // Another program asks for that port now: it is taken.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(published));
+  const int bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  const int why = errno;
+  close(fd);
+  EXPECT_EQ(bound, -1) << "port " << published << " was free while the round formed";
+  EXPECT_EQ(why, EADDRINUSE);
+
+  NodeRendezvous b(node(port, 1));
+  const NodeRound rb = join(b);
+  const NodeRound ra = a_round.get();
+  EXPECT_EQ(ra.master_port, published);
+  EXPECT_EQ(rb.master_port, published);
+  ASSERT_TRUE(ra.workers_store) << "group rank 0 holds the workers' store";
+  EXPECT_FALSE(rb.workers_store);
+  // It serves: a worker's client reaches it there.
+  auto worker = xdino::distributed::connect_tcp_store("127.0.0.1", published, 5s, "");
+  worker->set("k", xdino::distributed::bytes("v"));
+  EXPECT_EQ(xdino::distributed::text(ra.workers_store->get("k")), "v");
+}
+
+// A launcher that exits cleanly marks itself as left: it is out of the state at once, so a
+// launcher started again with its --node_rank joins without waiting out the heartbeats of the
+// one before it (3 x 5 s here; the join timeout is 4 s).
+TEST(NodeRendezvous, ANodeThatLeftIsDroppedAtOnce) {
+  const int port = xdino::distributed::free_tcp_port();
+  const auto slow_beats = [&](int64_t rank, double join_timeout) {
+    auto o = node(port, rank, 3);
+    o.keep_alive_interval = 5;
+    o.join_timeout = join_timeout;
+    return o;
+  };
+  NodeRendezvous a(slow_beats(0, 20));
+  auto a_round = std::async(std::launch::async, [&] { return join(a); });
+  {
+    NodeRendezvous b(slow_beats(1, 20));
+    std::atomic<bool> stop{false};
+    auto b_round =
+        std::async(std::launch::async, [&] { return b.next_round([&] { return stop.load(); }); });
+    // b is a participant of the forming round (2 of 3), then its launcher exits.
+    auto client = xdino::distributed::connect_tcp_store("127.0.0.1", port, 5s, "");
+    const std::string key = "xdino.rendezvous.test/state";
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (
+        std::chrono::steady_clock::now() < deadline &&
+        !(client->check({key}) &&
+          xdino::Json::parse(xdino::distributed::text(client->get(key)))["participants"].size() ==
+              2))
+      std::this_thread::sleep_for(50ms);
+    stop = true;
+    EXPECT_FALSE(b_round.get());
+  }
+  NodeRendezvous b_again(slow_beats(1, 4));
+  NodeRendezvous c(slow_beats(2, 20));
+  auto c_round = std::async(std::launch::async, [&] { return join(c); });
+  const NodeRound rb = join(b_again);
+  EXPECT_EQ(rb.group_rank, 1);
+  EXPECT_EQ(c_round.get().group_rank, 2);
+  EXPECT_EQ(a_round.get().group_rank, 0);
 }
 
 // A port another program holds is named with the fix; bad options are usage errors.

@@ -60,6 +60,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/log.h"
+#include "distributed/distributed.h"
 #include "distributed/rendezvous.h"
 #include "models/registry.h"
 #include "ssl/step_flops.h"

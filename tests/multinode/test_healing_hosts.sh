@@ -85,7 +85,7 @@ resumed_from() {  # LOG
   sed -n 's/.*Starting DINO training at epoch [0-9]*, iteration \([0-9]*\)$/\1/p' "$1" | tail -1
 }
 
-"$dino" launch --nproc 4 -- $(train_args) >"$work/ref.log" 2>&1 ||
+"$dino" launch --nproc 4 --oversubscribe -- $(train_args) >"$work/ref.log" 2>&1 ||
   fail "1 x 4 run: $(tail -3 "$work/ref.log")"
 mv "$run" "$work/ref"
 

@@ -84,7 +84,7 @@ start_mpi_ranks() {  # EPOCHS; pids in the array `pids`
 }
 
 # --- 1. 2 hosts x 2 ranks = 1 host x 4 ranks, through each launcher's variables ----------
-"$dino" launch --nproc 4 -- $(train_args "$run" 2) >"$work/ref.log" 2>&1 ||
+"$dino" launch --nproc 4 --oversubscribe -- $(train_args "$run" 2) >"$work/ref.log" 2>&1 ||
   fail "1 x 4 run: $(tail -3 "$work/ref.log")"
 keep ref2
 
@@ -109,7 +109,7 @@ keep mpi
 echo "ok: 2 hosts x 2 ranks (Open MPI's variables) = 1 host x 4 ranks"
 
 # --- 2. the link goes down in the middle of a run ------------------------------------------
-"$dino" launch --nproc 4 -- $(train_args "$run" 4) >"$work/ref4.log" 2>&1 ||
+"$dino" launch --nproc 4 --oversubscribe -- $(train_args "$run" 4) >"$work/ref4.log" 2>&1 ||
   fail "1 x 4 run of 4 epochs: $(tail -3 "$work/ref4.log")"
 keep ref4
 start_into_epoch_2 1
