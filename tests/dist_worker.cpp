@@ -182,10 +182,13 @@ void dino_train(std::shared_ptr<Communicator> c, const std::string& out_dir, int
   o.global_crops_size = 32;
   o.local_crops_size = 16;
   o.drop_path_rate = 0.0;  // no per-process random masks
-  o.optimizer = optimizer;
+  // "sgd_lr0": SGD that never moves the weights, so that what differs between world sizes is
+  // the statistics alone (SyncBatchNorm), not an optimiser's divergence between summation
+  // orders, which depends on the CPU's vector width.
+  o.optimizer = optimizer == "sgd_lr0" ? "sgd" : optimizer;
   // Large enough steps that a wrong gradient (e.g. summed instead of averaged) shows; no
   // clipping and no frozen last layer, which would hide the scale of the gradients.
-  o.lr = optimizer == "adamw" ? 0.05 : 2.0;
+  o.lr = optimizer == "adamw" ? 0.05 : optimizer == "sgd_lr0" ? 0.0 : 2.0;
   o.warmup_epochs = 0;
   o.clip_grad = 0.0;
   o.freeze_last_layer = 0;
