@@ -66,11 +66,14 @@ enum class XcaAttention { kAuto, kOps, kSdpa };
 // LayerScale residuals that feed them, and XCA's token norms of q and k.
 //  - kOps: torch's LayerNorm; under autocast it writes float32, which the next matrix product
 //    casts to autocast's dtype in a kernel of its own;
-//  - kFused: on a CUDA tensor, in a build with kernels/cuda, kernels::layer_norm writes
-//    autocast's dtype directly (x's dtype without autocast), in one pass, and the two
-//    LayerScale residuals that feed norm3 and norm2 come out of the same kernel as the norm
-//    (kernels::residual_layer_norm; models/layers.h, residual_then_norm), and XCA's token
-//    norms read q and k once (kernels::token_norm; models/xcit_layers.h); elsewhere kOps;
+//  - kFused: kernels::layer_norm writes autocast's dtype directly (x's dtype without
+//    autocast), in one pass, and the two LayerScale residuals that feed norm3 and norm2 come
+//    out of the same op as the norm (kernels::residual_layer_norm; models/layers.h,
+//    residual_then_norm), and XCA's token norms read q and k once (kernels::token_norm;
+//    models/xcit_layers.h). On a CUDA tensor of a build with kernels/cuda they run the CUDA
+//    kernels; on the CPU, the same autograd ops over kernels/reference's ATen ops (what CI
+//    tests of the fused path on every build; no faster than kOps there); a tensor neither
+//    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
 //  - kAuto: kOps until the fused kernels have passed tests/test_kernel_*.cpp on a card and
 //    been timed against kOps there (bench/results/gpu.md, "Fused kernels").
 enum class LayerKernels { kAuto, kOps, kFused };

@@ -3,9 +3,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "distributed/replicas.h"
-#ifdef XDINO_WITH_CUDA_KERNELS
-#include "kernels/cuda/layer_norm_function.h"
-#endif
+#include "kernels/layer_norm.h"
 
 namespace xdino::models {
 
@@ -51,7 +49,6 @@ Tensor residual_drop_path(const Tensor& x, const Tensor& y, double rate, bool tr
 
 // ------------------------------------------------------------------------------------------
 
-#ifdef XDINO_WITH_CUDA_KERNELS
 namespace {
 // What the matrix product after a LayerNorm of x takes: autocast's dtype where it is on.
 c10::ScalarType product_dtype(const Tensor& x) {
@@ -61,30 +58,27 @@ c10::ScalarType product_dtype(const Tensor& x) {
   return compat::autocast_dtype(device);
 }
 }  // namespace
-#endif
 
 Tensor layer_norm_for_product(nn::LayerNorm& norm, const Tensor& x, LayerKernels kernels) {
-#ifdef XDINO_WITH_CUDA_KERNELS
   if (kernels == LayerKernels::kFused &&
       xdino::kernels::layer_norm_applies(x, norm->weight, norm->bias))
     return xdino::kernels::layer_norm(x, norm->weight, norm->bias, norm->options.eps(),
                                       product_dtype(x));
-#endif
   return norm(x);
 }
 
 std::pair<Tensor, Tensor> residual_then_norm(const Tensor& x, const Tensor& branch,
                                              const Tensor& gamma, double rate, bool training,
                                              nn::LayerNorm& norm, LayerKernels kernels) {
-#ifdef XDINO_WITH_CUDA_KERNELS
   if (kernels == LayerKernels::kFused &&
       xdino::kernels::residual_layer_norm_applies(x, branch, gamma, norm->weight, norm->bias)) {
-    // The same random numbers, in the same order, as residual_drop_path draws them.
+    // The same random numbers, in the same order, as residual_drop_path draws them; none in
+    // eval mode or at rate 0 (an absent factor: the teacher's every step).
     const Tensor factor = drop_path_factor(x, rate, training);
-    return xdino::kernels::residual_layer_norm(x, branch, gamma, factor, norm->weight, norm->bias,
-                                               norm->options.eps(), product_dtype(x));
+    return xdino::kernels::residual_layer_norm(
+        x, branch, gamma, factor.defined() ? c10::optional<Tensor>(factor) : c10::nullopt,
+        norm->weight, norm->bias, norm->options.eps(), product_dtype(x));
   }
-#endif
   Tensor y = residual_drop_path(x, branch, gamma, rate, training);
   Tensor n = layer_norm_for_product(norm, y, kernels);
   return {std::move(y), std::move(n)};

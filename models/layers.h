@@ -26,8 +26,9 @@ torch::Tensor layer_norm_for_product(torch::nn::LayerNorm& norm, const torch::Te
                                      LayerKernels kernels);
 
 // {y, n}: y = residual_drop_path(x, branch, gamma, rate, training) and
-// n = layer_norm_for_product(norm, y, kernels), as XCiT's blocks chain them; with kFused on
-// CUDA (float32 x) both come from one kernel, whose backward also sums y's two gradients.
+// n = layer_norm_for_product(norm, y, kernels), as XCiT's blocks chain them; with kFused
+// (float32 x) both come from one op (one kernel on a card), whose backward also sums y's two
+// gradients.
 std::pair<torch::Tensor, torch::Tensor> residual_then_norm(
     const torch::Tensor& x, const torch::Tensor& branch, const torch::Tensor& gamma, double rate,
     bool training, torch::nn::LayerNorm& norm, LayerKernels kernels);

@@ -4,9 +4,7 @@
 
 #include "core/check.h"
 #include "core/compat.h"
-#ifdef XDINO_WITH_CUDA_KERNELS
-#include "kernels/cuda/token_norm_function.h"
-#endif
+#include "kernels/token_norm.h"
 
 namespace xdino::models {
 
@@ -54,10 +52,8 @@ struct TokenNorm : torch::autograd::Function<TokenNorm> {
 }  // namespace
 
 Tensor token_norm(const Tensor& t, c10::ScalarType acc, LayerKernels kernels) {
-#ifdef XDINO_WITH_CUDA_KERNELS
   if (kernels == LayerKernels::kFused && xdino::kernels::token_norm_applies(t, acc))
     return xdino::kernels::token_norm(t);
-#endif
   return TokenNorm::apply(t, acc);
 }
 

@@ -4,6 +4,10 @@
 # CUDA cases of tests/test_cuda.cpp and test_update_paths included), check what the wheel's
 # libraries re-export, then time our step against the official one on the same card.
 #   bench/platform/gpu_check.sh [OUT]          # OUT: where logs go (the device tool's $OUT)
+#   bench/platform/gpu_check.sh kernels [OUT]  # the short loop of the fused kernels: build only
+#       their two test executables and bench_train (build-gpu-kernels/, one executable per test
+#       file), run the kernel tests, then ops against fused in fp16 and bf16, alternated twice;
+#       about 4 minutes, so that 15 minutes of a card hold three tries (issue 68)
 # GPU_CHECK_ROUNDS (2) rounds of the step comparison; none starts after GPU_CHECK_DEADLINE (480) s.
 # The machine has PyTorch, CUDA, CMake and ninja, and none of GoogleTest, nlohmann-json or
 # (perhaps) zlib's headers: they travel in .deps/ (a prefix copied from Debian 12's packages:
@@ -15,11 +19,54 @@
 # card, alternated; the CUDA cases are checked against the CPU's results.
 # Phases are bounded so that the logs come back even when one of them hangs.
 set -uo pipefail
+mode=full
+if [[ "${1:-}" == kernels ]]; then
+  mode=kernels
+  shift
+fi
 out=${1:-${OUT:-/tmp/gpu_check}}
 mkdir -p "$out"
 cd "$(dirname "$0")/../.."
 start=$SECONDS
 say() { echo "[$((SECONDS - start)) s] $*"; }
+
+if [[ $mode == kernels ]]; then
+  torch_cmake=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+  deps=$PWD/.deps
+  zlib=()
+  [[ -f /usr/include/zlib.h ]] ||
+    zlib=(-DZLIB_INCLUDE_DIR="$deps/zlib/include" -DZLIB_LIBRARY="$deps/zlib/lib/libz.a")
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/machine.txt"
+  say "configure (one executable per test file)"
+  cmake -S . -B build-gpu-kernels -G Ninja -DCMAKE_BUILD_TYPE=Release -DXDINO_LIBTORCH_ONLY=ON \
+    -DXDINO_UNITY_BUILD=OFF -DCMAKE_PREFIX_PATH="$torch_cmake;$deps" -DTORCH_CUDA_ARCH_LIST=9.0 \
+    -DCMAKE_CUDA_ARCHITECTURES=90 "${zlib[@]}" > "$out/configure.log" 2>&1 ||
+    { tail -30 "$out/configure.log"; exit 1; }
+  say "build: the kernel tests and bench_train"
+  timeout 240 ninja -C build-gpu-kernels test_kernel_layer_norm test_kernel_token_norm bench_train \
+    > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
+  say "kernel tests"
+  for t in test_kernel_layer_norm test_kernel_token_norm; do
+    timeout 120 "build-gpu-kernels/tests/$t" --gtest_color=no > "$out/$t.log" 2>&1
+    echo "$t: exit $?"
+    grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Which is|<= |rror" "$out/$t.log" | head -40
+  done
+  say "ops against fused, alternated twice"
+  shapes=(--arch xcit_small_12_p16 --out_dim 65536 --batch 64 --global_size 224 --local_size 96
+          --locals 8 --head_hidden_dim 2048 --steps 10 --warmup 3)
+  for round in 1 2; do
+    for precision in fp16 bf16; do
+      for kernels in ops fused; do
+        (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-230})) && continue
+        timeout 60 build-gpu-kernels/bench/bench_train "${shapes[@]}" --device cuda \
+          --precision "$precision" --kernels "$kernels" 2>> "$out/bench.err" | tail -1 |
+          sed "s/^{/{\"kernels\": \"$kernels\", \"round\": $round, /" | tee -a "$out/kernels.jsonl"
+      done
+    done
+  done
+  say "done"
+  exit 0
+fi
 
 say "machine"
 {

@@ -35,17 +35,20 @@ __device__ __forceinline__ Acc warp_sum(Acc v) {
 __device__ __forceinline__ float reciprocal_sqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double reciprocal_sqrt(double v) { return rsqrt(v); }
 
-// One warp's row `index`: its mean and 1 / sqrt(var + eps) (two passes, as
-// at::native_layer_norm), out = (row - mean) * rstd * weight + bias; lane 0 keeps mean and
-// rstd. Each lane reads only the columns c = lane + 32k, the ones it may just have written.
+// One warp's row `index`: its mean and 1 / sqrt(var + eps) (two passes), out = (row - mean) *
+// rstd * weight + bias; lane 0 keeps mean and rstd. The mean is the row's first value plus the
+// mean of the differences from it, so a row far from zero keeps the digits of its spread
+// (kernels/reference/norms.cpp computes it the same way). Each lane reads only the columns
+// c = lane + 32k, the ones it may just have written; row[0] is every lane's read.
 template <typename TIn, typename TOut, typename Acc>
 __device__ __forceinline__ void normalise_row(const TIn* row, const Acc* weight, const Acc* bias,
                                               TOut* out, Acc* mean, Acc* rstd, int64_t index,
                                               int64_t C, Acc eps) {
   const int lane = threadIdx.x;
+  const Acc shift = static_cast<Acc>(row[0]);
   Acc sum = 0;
-  for (int64_t c = lane; c < C; c += kWarp) sum += static_cast<Acc>(row[c]);
-  const Acc mu = warp_sum(sum) / static_cast<Acc>(C);
+  for (int64_t c = lane; c < C; c += kWarp) sum += static_cast<Acc>(row[c]) - shift;
+  const Acc mu = shift + warp_sum(sum) / static_cast<Acc>(C);
   Acc squares = 0;
   for (int64_t c = lane; c < C; c += kWarp) {
     const Acc d = static_cast<Acc>(row[c]) - mu;
@@ -143,7 +146,8 @@ __global__ void residual_forward_kernel(
   // gamma * keep first: the op path multiplies them into one (B, 1, C) scale.
   for (int64_t c = lane; c < C; c += kWarp)
     yr[c] = xr[c] + static_cast<Acc>(br[c]) * (gamma[c] * keep);
-  normalise_row(yr, weight, bias, n + row * C, mean, rstd, row, C, eps);  // same lanes, same c
+  __syncwarp();  // yr[0], lane 0's write, is every lane's shift in normalise_row
+  normalise_row(yr, weight, bias, n + row * C, mean, rstd, row, C, eps);
 }
 
 // total = dy + LayerNorm's input gradient from dn (row_input_gradient on y); dx = total;

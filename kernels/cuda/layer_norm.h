@@ -9,7 +9,8 @@
 // Here the forward reads x and writes y once, and the backward takes the low-precision
 // gradient as it comes.
 //
-// Contract (plain functions; the autograd op is layer_norm_function.h):
+// Contract (plain functions; the autograd op is kernels/layer_norm.h; kernels/reference/norms.h
+// has the same functions in ATen ops):
 //  - x: CUDA, contiguous, float32/float64/bfloat16/float16, (..., C) with C >= 1.
 //  - weight, bias: (C,), contiguous, on x's device, any float dtype (read in the
 //    accumulation type: float64 for float64 input, float32 otherwise).
@@ -27,7 +28,7 @@
 //    returns {dx, dbranch, dgamma, dweight, dbias}, each in its input's dtype.
 //  - Throws xdino::Error (core/check.h) on a device, layout, shape or dtype it does not take;
 //    callers ask layer_norm_applies / residual_layer_norm_applies first
-//    (layer_norm_function.h).
+//    (kernels/layer_norm.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

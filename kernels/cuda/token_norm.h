@@ -7,7 +7,8 @@
 // reads t once, and the backward writes the gradient once, in t's dtype, in the qkv output's
 // own order (channels fastest), so that both stay coalesced.
 //
-// Contract (plain functions; the autograd op is token_norm_function.h):
+// Contract (plain functions; the autograd op is kernels/token_norm.h; kernels/reference/norms.h
+// has the same functions in ATen ops):
 //  - t: CUDA, 1 to 4 dimensions, any strides, float32/float64/float16/bfloat16, last dimension
 //    N >= 1. Sums run in float64 for float64 t, float32 otherwise (the accumulation type).
 //  - token_norm_forward(t) returns {n, passes}: n of t's shape with the last dimension 1, in
@@ -16,7 +17,7 @@
 //  - token_norm_backward(dn, t, n, passes) returns dt = t * dn / n where passes (0 elsewhere),
 //    of t's shape and dtype, laid out with its last dimension slowest after the first.
 //  - Throws xdino::Error (core/check.h) on what it does not take; callers ask
-//    token_norm_applies first (token_norm_function.h).
+//    token_norm_applies first (kernels/token_norm.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
