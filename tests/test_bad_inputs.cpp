@@ -1,9 +1,10 @@
 // Every class of bad input, through the real binary: the exit code and the line the user sees.
-// The same rows make up README.md's bad-input table (between the `bad-inputs` markers); the
+// The same rows make up docs/usage.md's bad-input table (between the `bad-inputs` markers); the
 // last test checks that each row there says what the binary says here, so the table cannot
 // drift from the code.
 #include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/pth.h"
 #include "tests/support/cli_args.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
@@ -31,9 +33,9 @@ using xdino::testing::run_process;
 namespace {
 
 // One row of the table. `line` is the part of the stderr line that does not depend on where
-// the test's files are; README's row shows it verbatim.
+// the test's files are; docs/usage.md's row shows it verbatim.
 struct BadInput {
-  std::string title;  // README's first cell
+  std::string title;  // the table's first cell
   int exit_code;
   std::string line;
   std::function<std::vector<std::string>(const fs::path& root)> args;
@@ -48,6 +50,13 @@ std::function<std::vector<std::string>(const fs::path&)> fixed_args(std::vector<
 
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
+}
+
+// A safetensors file's first bytes: the header's length (8 bytes, little-endian) and the header.
+std::string safetensors_bytes(const std::string& header) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(uint64_t{header.size()} >> (8 * i));
+  return out + header;
 }
 
 void gzip_file(const fs::path& from, const fs::path& to) {
@@ -157,6 +166,37 @@ class BadInputs : public ::testing::Test {
       write_file(fl / "b" / "huge.png", std::string(png.begin(), png.end()));
     }
 
+    {  // a 32-bit float TIFF with one finite sample far beyond any pixel range (3e38)
+      cv::Mat huge(36, 30, CV_32FC4, cv::Scalar::all(0.5));
+      huge.at<cv::Vec4f>(7, 8)[1] = 3e38f;
+      ASSERT_TRUE(cv::imwrite((fl / "b" / "huge_sample.tif").string(), huge));
+    }
+
+    // Weights files with one defect each: a safetensors header after white space, a name with
+    // terminal escapes, and the run's checkpoint with its input convolution made to take 0 and
+    // then 5 channels (the count is the file's, not a flag's).
+    write_file(
+        root_ / "space.safetensors",
+        safetensors_bytes(R"( {"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})") + "abcd");
+    write_file(
+        root_ / "escape.safetensors",
+        safetensors_bytes(
+            "{\"a\\u001b[31mred\":{\"dtype\":\"F9\",\"shape\":[1],\"data_offsets\":[0,4]}}") +
+            "abcd");
+    for (const int64_t channels : {int64_t{0}, int64_t{5}}) {
+      c10::IValue file = xdino::load_pth(root_ / "run" / "checkpoint.pth");
+      auto teacher = file.toGenericDict().at("teacher").toGenericDict();
+      for (const auto& item : teacher) {
+        const std::string key = item.key().toStringRef();
+        if (key.size() < 27 || key.compare(key.size() - 27, 27, "patch_embed.proj.0.0.weight") != 0)
+          continue;
+        const torch::Tensor w = item.value().toTensor();
+        teacher.insert_or_assign(key, torch::randn({w.size(0), channels, w.size(2), w.size(3)}));
+      }
+      xdino::save_pth(root_ / ("chans" + std::to_string(channels) + ".pth"), file);
+    }
+    ASSERT_EQ(mkfifo((root_ / "pipe.pth").c_str(), 0600), 0);
+
     write_file(root_ / "unknown_key.ini", "[train]\nlearning_rate = 0.1\n");
     write_file(root_ / "wrong_type.ini", "[train]\nepochs = ten\n");
     write_file(root_ / "f_big.h5", kPrevious);  // what a failed write must leave alone
@@ -232,6 +272,20 @@ const std::vector<BadInput>& table() {
        [](const fs::path& r) { return knn_with(r, (r / "damaged.pth").string()); }},
       {"a checkpoint whose data.pkl nests 10^6 lists", 1, "containers nest deeper than 256 levels",
        [](const fs::path& r) { return knn_with(r, (r / "deep.pth").string()); }},
+      {"a safetensors header after white space", 2,
+       "space.safetensors': its header does not start with '{' (it starts with ' {\"a\":{\"')",
+       [](const fs::path& r) { return knn_with(r, (r / "space.safetensors").string()); }},
+      {"a tensor name holding terminal escapes (quoted)", 2,
+       "tensor 'a\\x1b[31mred' has dtype \"F9\", which this reader does not know",
+       [](const fs::path& r) { return knn_with(r, (r / "escape.safetensors").string()); }},
+      {"weights whose input convolution takes no channel", 2,
+       "its input convolution 'patch_embed.proj.0.0.weight' has shape [16, 0, 3, 3], which takes "
+       "no input channel; a model needs at least one",
+       [](const fs::path& r) { return knn_with(r, (r / "chans0.pth").string()); }},
+      {"weights of more channels than an image holds", 2,
+       "chans5.pth' (key 'teacher') take 5-channel images, and the images read here hold at most "
+       "4 channels",
+       [](const fs::path& r) { return knn_with(r, (r / "chans5.pth").string()); }},
       {"a truncated checkpoint", 1,
        "has no zip directory at its end: the file is truncated or is not a torch.save file",
        [](const fs::path& r) {
@@ -263,9 +317,9 @@ const std::vector<BadInput>& table() {
       {"a non-image in an ImageFolder (skipped and counted; exit 0)", 0,
        "warning: 1 of 7 images of ",
        [](const fs::path& r) { return features_of(r / "img_bad", r / "f_ok.h5"); }},
-      {"16-bit 4-channel images with a truncated one, NaN samples, a 10^10-pixel header and 3 "
-       "channels among 4 (each skipped and named; exit 0)",
-       0, "warning: 4 of 12 images of ",
+      {"16-bit 4-channel images with a truncated one, NaN samples, a sample of 3e38, a "
+       "10^10-pixel header and 3 channels among 4 (each skipped and named; exit 0)",
+       0, "warning: 5 of 13 images of ",
        [](const fs::path& r) { return float_features(r, r / "f_float.h5"); }},
       {"an --in_chans no image file holds", 2,
        "--in_chans 100000: the images read here hold at most 4 channels",
@@ -285,6 +339,11 @@ const std::vector<BadInput>& table() {
        "is a directory, not a file (--output)",
        [](const fs::path& r) {
          return features_of(r / "img", r / "a_dir", "xcit_nano_12_p16", {"--patch_tokens"});
+       }},
+      {"warm-start weights from a named pipe (train)", 2,
+       "pipe.pth' is not a regular file (--pretrained_weights)",
+       [](const fs::path& r) {
+         return train_with(r, {"--pretrained_weights", (r / "pipe.pth").string()});
        }},
       {"warm-start weights that are not a checkpoint (train)", 1,
        "text.pth' is not a torch.save file (it does not start with a zip header)",
@@ -311,6 +370,12 @@ const std::vector<BadInput>& table() {
                                          "1",
                                          "--output_dir",
                                          (r / "lin").string()};
+       }},
+      {"a probe refused before it writes (linear)", 2, "--num_labels must be >= 1, got 0",
+       [](const fs::path& r) {
+         return std::vector<std::string>{
+             "linear", "--data_path",  (r / "img").string(), "--num_labels",
+             "0",      "--output_dir", (r / "lin0").string()};
        }},
       {"an unknown INI key", 2, "unknown key 'learning_rate' in config file",
        [](const fs::path& r) {
@@ -342,6 +407,28 @@ const std::vector<BadInput>& table() {
        [](const fs::path& r) { return features_of(r / "img", r / "f_big.h5"); },
        {},
        2},
+      {"a rendezvous timeout that is not a finite number of seconds (launch)", 2,
+       "--rdzv_timeout must be a number of seconds in (0, 1e+06], got inf",
+       fixed_args({"launch", "--rdzv_timeout", "inf", "--", "knn"})},
+      {"a --rdzv_conf key that torchrun's c10d rendezvous ignores (launch)", 2,
+       "--rdzv_conf timeout: torchrun's c10d rendezvous does not read it either",
+       fixed_args({"launch", "--rdzv_conf", "timeout=900", "--", "knn"})},
+      {"more processes than this machine has cores or GPUs (launch)", 2,
+       "--nproc_per_node 100000 is more than this machine runs side by side (",
+       fixed_args({"launch", "--nproc_per_node", "100000", "--", "knn"})},
+      {"node 0 told to serve the store at another host's address (launch)", 2,
+       "--node_rank 0 serves the rendezvous store, but '192.0.2.1' (--rdzv_endpoint or "
+       "--master_addr) is not an address of this host",
+       fixed_args({"launch", "--nnodes", "2", "--node_rank", "0", "--master_addr", "192.0.2.1",
+                   "--master_port", "29999", "--", "knn"})},
+      {"an export onto a folder it did not write (export --force)", 2,
+       "was not written by dino export (it holds 'checkpoint.pth'): --force replaces only a "
+       "folder of an earlier export; give another --output",
+       [](const fs::path& r) {
+         return std::vector<std::string>{
+             "export",   "--pretrained_weights",     (r / "run" / "checkpoint.pth").string(),
+             "--output", (r / "run").string() + "/", "--force"};
+       }},
       {"the launcher's environment disagreeing with itself",
        2,
        "rank 2 is not below the world size 2 (torchrun environment)",
@@ -383,16 +470,18 @@ TEST_F(BadInputs, EachGivesItsExitCodeAndOneLine) {
   // The failed runs left no result file behind (the one that succeeded wrote f_ok.h5).
   EXPECT_FALSE(fs::exists(root_ / "out" / "knn.json"));
   EXPECT_FALSE(fs::exists(root_ / "lin" / "checkpoint.pth"));
+  EXPECT_FALSE(fs::exists(root_ / "lin0")) << "a refused probe made its folder";
+  EXPECT_TRUE(fs::exists(root_ / "run" / "checkpoint.pth")) << "export --force removed a run";
   EXPECT_FALSE(fs::exists(root_ / "f.h5"));
   EXPECT_TRUE(fs::exists(root_ / "f_ok.h5"));
   EXPECT_EQ(read_file(root_ / "f_big.h5"), kPrevious);
 }
 
-// README.md's table, between `<!-- bad-inputs:begin -->` and `<!-- bad-inputs:end -->`, has
+// docs/usage.md's table, between `<!-- bad-inputs:begin -->` and `<!-- bad-inputs:end -->`, has
 // one row per entry of table(), in the same order: `| title | command | exit | line |`.
 TEST(BadInputsReadme, TheTableMatchesTheTests) {
   const std::string readme = read_file(
-      fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "README.md");
+      fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "docs" / "usage.md");
   const size_t begin = readme.find("<!-- bad-inputs:begin -->");
   const size_t end = readme.find("<!-- bad-inputs:end -->");
   ASSERT_NE(begin, std::string::npos);
