@@ -1,10 +1,11 @@
 #!/bin/bash
 # Fetches the official code that the benchmarks time and the golden generators call into
 # bench/reference/official/ (beside bench/reference/'s scripts, which import it; git ignores it):
-# facebookresearch/dino, facebookresearch/xcit, timm 0.4.9 (the release xcit.py was written against)
-# and davisvideochallenge/davis2017-evaluation (J&F, for
-# tests/data/eval_goldens/make_official_goldens.py). It is never part of this project. Also installs
-# python3-torchvision, -opencv and -tqdm, which the official scripts import.
+# facebookresearch/dino, facebookresearch/xcit, timm 0.4.9 (the release xcit.py was written
+# against), davisvideochallenge/davis2017-evaluation (J&F, for
+# tests/data/eval_goldens/make_official_goldens.py) and facebookresearch/dinov2 (its losses, mask
+# generator and collate, for tests/data/dinov2/make_goldens.py). It is never part of this project.
+# Also installs python3-torchvision, -opencv and -tqdm, which the official scripts import.
 #   scripts/fetch_official.sh            # needs network access to github.com
 #   XDINO_GIT_MIRROR=DIR scripts/fetch_official.sh
 #                                        # copies the files of DIR/<owner>+<name>/repo (a bare
@@ -47,6 +48,8 @@ fetch https://github.com/huggingface/pytorch-image-models timm-0.4.9 v0.4.9 ||
   echo "fetch_official: timm-0.4.9 not fetched; the official code will import the installed timm"
 fetch https://github.com/davisvideochallenge/davis2017-evaluation davis2017-evaluation ||
   echo "fetch_official: davis2017-evaluation not fetched (only make_official_goldens.py needs it)"
+fetch https://github.com/facebookresearch/dinov2 dinov2 ||
+  echo "fetch_official: dinov2 not fetched (only tests/data/dinov2/make_goldens.py needs it)"
 if ! /usr/bin/python3 -c 'import torchvision, cv2, tqdm' 2>/dev/null; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get install -y --no-install-recommends python3-torchvision python3-opencv python3-tqdm
