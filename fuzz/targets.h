@@ -64,6 +64,12 @@ void fuzz_warm_start(const uint8_t* data, size_t size);
 // arguments (the NUL-separated rest); what it accepts must read back unchanged from to_ini().
 void fuzz_flags(const uint8_t* data, size_t size);
 
+// core/tensorboard: prune_events on the bytes as an event file, as a resumed run prunes it;
+// what it rewrites is whole records of its own (a second prune changes nothing), what it
+// leaves is byte for byte the input. Run under AddressSanitizer, it reads nothing out of
+// bounds at any cut or corruption of a record (issue 67).
+void fuzz_tensorboard(const uint8_t* data, size_t size);
+
 // A property of an accepted input that does not hold: prints `what` and aborts (a rejected input
 // throws, which the fuzzers count as correct; this must count as the bug it is).
 [[noreturn]] void invariant_broken(const char* what);

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-1000000}
 MAX_TIME=${MAX_TIME:-1800}
 BUILD=${BUILD:-build-fuzz}
-ALL=(json pth_zip pth safetensors idx decode decode_float h5 features patch_tokens flags normalization warm_start)
+ALL=(json pth_zip pth safetensors tensorboard idx decode decode_float h5 features patch_tokens flags normalization warm_start)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 

@@ -61,6 +61,7 @@ void replay(const std::string& name, void (*target)(const uint8_t*, size_t),
 TEST(FuzzRegressions, Json) { replay("json", xdino::fuzz::fuzz_json); }
 TEST(FuzzRegressions, PthZip) { replay("pth", xdino::fuzz::fuzz_pth_zip); }
 TEST(FuzzRegressions, Pth) { replay("pth", xdino::fuzz::fuzz_pth); }
+TEST(FuzzRegressions, Tensorboard) { replay("tensorboard", xdino::fuzz::fuzz_tensorboard); }
 TEST(FuzzRegressions, Safetensors) {
   replay("safetensors", xdino::fuzz::fuzz_safetensors, /*others_refused=*/true);
 }
