@@ -1,13 +1,21 @@
-// The main job's numerics cannot move unnoticed. `dino train` runs the recipe of
-// configs/fashion_mnist.ini ([train]: XCiT-N4/4, its crops, head, schedules and data) on 256
-// images for 2 epochs (16 iterations), and its digest, log.txt's epoch lines (loss, lr, wd,
-// momentum, teacher temperature and entropy, the KL figures, to 17 digits) and a hash of every
-// teacher tensor's bytes, must equal tests/data/main_job_digest.json's for this LibTorch.
+// The main job's numerics cannot move unnoticed: every stage that makes the README's digits, at
+// a small size, must give tests/data/main_job_digest.json's numbers for this LibTorch.
+//  - train: `dino train` runs the recipe of configs/fashion_mnist.ini ([train]: XCiT-N4/4, its
+//    crops, head, schedules and data) on 256 images for 2 epochs (16 iterations) with 2
+//    replicas, the main job's path on 2 cores (distributed/replicas.h): log.txt's epoch lines
+//    (loss, lr, wd, momentum, teacher temperature and entropy, the KL figures, to 17 digits) and
+//    a hash of every teacher tensor's bytes;
+//  - k-NN: `dino knn` of that teacher at k = 10, 20, 100, 200 on class-balanced subsets (2000
+//    train, 500 test images): knn.json's accuracies and a hash of the extracted features;
+//  - the random-weights reference with the data's BatchNorm statistics (`--recalibrate_bn`,
+//    the report's second random row): its accuracies;
+//  - the linear probe, cached mode, 3 epochs on the same subsets: log.txt's lines.
+// The full main job differs from this in its sizes alone (bench/results/main_job.md).
 //
-// So that every machine computes the same: one thread (no split reductions) and AVX2 kernels
-// everywhere (OpenBLAS's Haswell kernels, oneDNN and MKL capped at AVX2, ATen's AVX2
-// dispatch). Unpinned, the CPU's own kernels round differently: an AVX-512 Zen 4 and an AVX2
-// Zen 3 give the main job 78.34 and 78.35 (bench/results/main_job.md).
+// So that every machine computes the same: one thread per replica (no split reductions) and
+// AVX2 kernels everywhere (OpenBLAS's Haswell kernels, oneDNN and MKL capped at AVX2, ATen's
+// AVX2 dispatch). Unpinned, the CPU's own kernels round differently: an AVX-512 Zen 4 and an
+// AVX2 Zen 3 give the main job 78.34 and 78.35 (bench/results/main_job.md).
 //
 // A change that moves the digest fails here, naming the first number that moved. If it is
 // meant to, re-measure the main job (README's first command), update README's digits, and
@@ -19,12 +27,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/ivalue.h"
 #include "core/json.h"
 #include "core/pth.h"
+#include "eval/features_io.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
@@ -64,32 +76,82 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// The environment of every digest command: one thread, AVX2 kernels in every library.
+const std::map<std::string, std::string> kPinned = {{"OMP_NUM_THREADS", "1"},
+                                                    {"OPENBLAS_NUM_THREADS", "1"},
+                                                    {"OPENBLAS_CORETYPE", "Haswell"},
+                                                    {"DNNL_MAX_CPU_ISA", "AVX2"},
+                                                    {"ONEDNN_MAX_CPU_ISA", "AVX2"},
+                                                    {"ATEN_CPU_CAPABILITY", "avx2"},
+                                                    {"MKL_CBWR", "AVX2"},
+                                                    {"MKL_ENABLE_INSTRUCTIONS", "AVX2"}};
+
+// `dino <args>` pinned; fails the test (and returns false) unless it exits 0.
+bool run_pinned(std::vector<std::string> args) {
+  args.insert(args.begin(), xdino::testing::dino_binary());
+  const auto r = xdino::testing::run_process(args, kPinned, 300);
+  EXPECT_EQ(r.exit_code, 0) << args[1] << ": " << r.err;
+  return r.exit_code == 0;
+}
+
+// FNV-1a (64 bits) over the bytes of a feature file's features.
+std::string features_hash(const fs::path& h5) {
+  const torch::Tensor f = xdino::eval::read_features(h5).features.contiguous();
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(f.data_ptr());
+  for (size_t i = 0; i < f.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// knn.json's accuracies, k by k, as one line.
+std::string knn_results(const fs::path& dir) {
+  return xdino::parse_json(xdino::read_file(dir / "knn.json"), "knn.json")["results"].dump();
+}
+
 }  // namespace
 
-TEST(MainJobDigest, TheRecipesFirstIterationsGiveTheRecordedNumbers) {
+TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
   if (!fs::exists(xdino::testing::kFashionMnist / "train-images-idx3-ubyte.gz"))
     XDINO_SKIP_MISSING() << xdino::testing::kFashionMnist << " (apt-get install "
                          << "dataset-fashion-mnist)";
   const fs::path out = xdino::testing::fresh_dir("main_job_digest");
-  const auto r = xdino::testing::run_process(
-      {xdino::testing::dino_binary(), "train", "--config",
-       xdino::testing::repo_file("configs/fashion_mnist.ini"), "--max_samples", "256", "--epochs",
-       "2", "--knn_every", "0", "--replicas", "1", "--num_workers", "1", "--output_dir",
-       out.string()},
-      {{"OMP_NUM_THREADS", "1"},
-       {"OPENBLAS_NUM_THREADS", "1"},
-       {"OPENBLAS_CORETYPE", "Haswell"},
-       {"DNNL_MAX_CPU_ISA", "AVX2"},
-       {"ONEDNN_MAX_CPU_ISA", "AVX2"},
-       {"ATEN_CPU_CAPABILITY", "avx2"},
-       {"MKL_CBWR", "AVX2"},
-       {"MKL_ENABLE_INSTRUCTIONS", "AVX2"}},
-      300);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = xdino::testing::repo_file("configs/fashion_mnist.ini");
+  const std::vector<std::string> subsets{"--max_train_samples", "2000", "--max_val_samples", "500",
+                                         "--num_workers",       "1"};
+  const auto eval_args = [&](std::vector<std::string> head) {
+    head.insert(head.end(), {"--config", config});
+    head.insert(head.end(), subsets.begin(), subsets.end());
+    return head;
+  };
+  ASSERT_TRUE(run_pinned({"train", "--config", config, "--max_samples", "256", "--epochs", "2",
+                          "--knn_every", "0", "--replicas", "2", "--num_workers", "1",
+                          "--output_dir", (out / "train").string()}));
+  const std::string weights = (out / "train" / "checkpoint.pth").string();
+  ASSERT_TRUE(
+      run_pinned(eval_args({"knn", "--nb_knn", "10", "20", "100", "200", "--pretrained_weights",
+                            weights, "--dump_features", (out / "features").string(), "--output_dir",
+                            (out / "knn").string(), "--tensorboard", "false"})));
+  ASSERT_TRUE(
+      run_pinned(eval_args({"knn", "--nb_knn", "20", "--recalibrate_bn", "500", "--output_dir",
+                            (out / "random").string(), "--tensorboard", "false"})));
+  ASSERT_TRUE(run_pinned(eval_args({"linear", "--pretrained_weights", weights, "--cached_features",
+                                    "true", "--epochs", "3", "--num_labels", "10", "--output_dir",
+                                    (out / "linear").string(), "--tensorboard", "false"})));
   Json measured = Json::object();
-  measured["log"] = lines_of(xdino::read_file(out / "log.txt"));
-  measured["teacher_fnv1a64"] = teacher_hash(out / "checkpoint.pth");
+  measured["log"] = lines_of(xdino::read_file(out / "train" / "log.txt"));
+  measured["teacher_fnv1a64"] = teacher_hash(out / "train" / "checkpoint.pth");
+  measured["knn"] = knn_results(out / "knn");
+  measured["knn_features_fnv1a64"] = features_hash(out / "features" / "trainfeat.h5");
+  // Its accuracies (the record also holds how long it took).
+  measured["random_with_data_batch_norm"] =
+      xdino::parse_json(xdino::read_file(out / "random" / "knn.json"),
+                        "knn.json")["data_batch_norm"]["results"]
+          .dump();
+  measured["linear_log"] = lines_of(xdino::read_file(out / "linear" / "log.txt"));
   ASSERT_EQ(measured["log"].size(), 2u) << "two epochs, one log.txt line each";
+  ASSERT_EQ(measured["linear_log"].size(), 3u) << "three probe epochs";
   fs::remove_all(out);
 
   const fs::path file = fs::path(xdino::testing::test_data_dir()) / "main_job_digest.json";
@@ -114,12 +176,16 @@ TEST(MainJobDigest, TheRecipesFirstIterationsGiveTheRecordedNumbers) {
            "command), update README's digits, and re-record: XDINO_RECORD_DIGEST=1 ctest "
            "--test-dir build -R test_main_job_digest";
   };
-  for (size_t e = 0; e < 2; ++e) {
-    const std::string now = measured["log"][e].get<std::string>();
-    const std::string was = want["log"][e].get<std::string>();
-    EXPECT_EQ(now, was) << moved("log.txt line " + std::to_string(e + 1), now, was);
+  for (const auto& [key, now] : measured.items()) {
+    ASSERT_TRUE(want.contains(key)) << "the digest of " << kLibTorch << " records no " << key
+                                    << "; re-record it (XDINO_RECORD_DIGEST=1)";
+    if (now.is_array()) {
+      for (size_t i = 0; i < now.size(); ++i) {
+        const std::string n = now[i].get<std::string>(), w = want[key][i].get<std::string>();
+        EXPECT_EQ(n, w) << moved(key + " line " + std::to_string(i + 1), n, w);
+      }
+    } else {
+      EXPECT_EQ(now, want[key]) << moved(key, now.get<std::string>(), want[key].get<std::string>());
+    }
   }
-  EXPECT_EQ(measured["teacher_fnv1a64"], want["teacher_fnv1a64"])
-      << moved("the teacher's hash", measured["teacher_fnv1a64"].get<std::string>(),
-               want["teacher_fnv1a64"].get<std::string>());
 }
