@@ -3,6 +3,7 @@
 namespace xdino::launch {
 
 void declare_dist_flags(Flags& f, distributed::DistOptions& o) {
+  f.group("Distributed (processes of one run; main_dino.py's --dist_url and --local_rank)");
   f.add("dist_timeout", &o.dist_timeout,
         "seconds a process waits for the others (rendezvous, each collective) before it "
         "names the lost rank and exits 1; a process that dies is noticed at once")

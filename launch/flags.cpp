@@ -107,8 +107,27 @@ Flags::Flags(std::string command) : command_(std::move(command)) {}
 Flags& Flags::add_flag(Flag flag) {
   XDINO_CHECK(find(flag.name) == nullptr && flag.name != "config" && flag.name != "help", "flag --",
               flag.name, " declared twice in 'dino ", command_, "'");
+  flag.group = group_;
   flags_.push_back(std::move(flag));
   return *this;
+}
+
+Flags& Flags::group(const std::string& title) {
+  group_ = title;
+  return *this;
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> Flags::groups() const {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const Flag& f : flags_) {
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == f.group; });
+    if (it == out.end()) it = out.insert(out.end(), {f.group, {}});
+    it->second.push_back(f.name);
+  }
+  // The ungrouped flags first, whatever their place among the groups.
+  std::stable_partition(out.begin(), out.end(), [](const auto& g) { return g.first.empty(); });
+  return out;
 }
 
 Flags& Flags::alias(const std::string& name, const std::string& of) {
@@ -391,22 +410,26 @@ void Flags::print_help(std::ostream& os, const std::string& summary) const {
   os << "usage: dino " << command_ << " [--config FILE.ini]... [--flag value]...\n\n"
      << summary << "\n\n"
      << "Flags (an INI file given with --config may set any of them; the command line wins):\n";
-  for (const Flag& f : flags_) {
-    std::string head = "  --" + f.name + " " + f.type;
-    if (head.size() < 36)
-      head.resize(36, ' ');
-    else
-      head += "\n" + std::string(36, ' ');
-    const std::string def = f.render();
-    os << head << f.help << " [default: " << (def.empty() ? "\"\"" : def) << "]\n";
-    for (const auto& [alias, of] : aliases_) {
-      if (of != f.name) continue;
-      std::string line = "  --" + alias + " " + f.type;
-      line.resize(std::max<size_t>(line.size() + 1, 36), ' ');
-      os << line << "same as --" << f.name << "\n";
+  for (const auto& [title, names] : groups()) {
+    if (!title.empty()) os << "\n" << title << ":\n";
+    for (const std::string& name : names) {
+      const Flag& f = *find(name);
+      std::string head = "  --" + f.name + " " + f.type;
+      if (head.size() < 36)
+        head.resize(36, ' ');
+      else
+        head += "\n" + std::string(36, ' ');
+      const std::string def = f.render();
+      os << head << f.help << " [default: " << (def.empty() ? "\"\"" : def) << "]\n";
+      for (const auto& [alias, of] : aliases_) {
+        if (of != f.name) continue;
+        std::string line = "  --" + alias + " " + f.type;
+        line.resize(std::max<size_t>(line.size() + 1, 36), ' ');
+        os << line << "same as --" << f.name << "\n";
+      }
     }
   }
-  os << "  --config FILE.ini                 read flags from an INI file (repeatable; later "
+  os << "\n  --config FILE.ini                 read flags from an INI file (repeatable; later "
         "files win)\n"
      << "  --variant NAME                    also apply the files' [" << command_
      << ":NAME] sections\n"

@@ -18,6 +18,9 @@
 //  - Unknown flags/keys, bad values and missing files throw xdino::UsageError with one line
 //    naming the flag and what is expected (exit code 2 in main).
 //  - to_ini() renders the effective configuration, which parse() can read back unchanged.
+//  - group(title) puts the flags added after it under `title` in --help, as marian's option
+//    groups do (main_dino.py's argparse groups for `dino train`); flags added before any group
+//    are listed first, under "Flags". groups() lists every flag by its group, for tests.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,11 @@ class Flags {
   Flags& add(const std::string& name, std::vector<int64_t>* field, const std::string& help);
   Flags& add(const std::string& name, std::vector<double>* field, const std::string& help);
   Flags& add(const std::string& name, std::vector<std::string>* field, const std::string& help);
+  // The flags added from now on are listed under `title` in --help.
+  Flags& group(const std::string& title);
+  // (title, the flags of that group in declaration order), in the order of the first flag of
+  // each group; "" is the flags added before any group.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups() const;
   // Another spelling of the declared flag `of` (torchrun's --nproc_per_node for --nproc): the
   // same field, listed once in the help, never written by to_ini().
   Flags& alias(const std::string& name, const std::string& of);
@@ -84,7 +92,8 @@ class Flags {
     bool list = false;
     std::function<void(const std::vector<std::string>&)> assign;
     std::function<std::string()> render;
-    bool bare = false;  // may appear without a value (add_switch)
+    bool bare = false;       // may appear without a value (add_switch)
+    std::string group = "";  // its --help heading ("": none)
   };
   Flags& add_flag(Flag flag);
   const Flag* find(const std::string& name) const;  // a declared name or an alias
@@ -100,6 +109,7 @@ class Flags {
   std::set<std::string> set_by_user_;
   std::vector<std::string> config_files_;
   std::string variant_;
+  std::string group_;  // of the flags added next
   bool allow_trailing_ = false;
   std::vector<std::string> trailing_;
 };

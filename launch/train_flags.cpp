@@ -6,6 +6,7 @@
 namespace xdino::launch {
 
 void declare_dino_model_flags(Flags& f, ssl::DinoOptions& o) {
+  f.group("Model parameters");
   f.add("arch", &o.arch, "backbone: " + models::backbone_list(/*with_pixels=*/false))
       .add("patch_size", &o.patch_size, models::patch_size_help())
       .add("in_chans", &o.in_chans,
@@ -36,6 +37,7 @@ void declare_dino_model_flags(Flags& f, ssl::DinoOptions& o) {
 }
 
 void declare_teacher_temp_flags(Flags& f, ssl::DINOLossSettings& loss) {
+  f.group("Temperature teacher parameters");
   f.add("warmup_teacher_temp", &loss.warmup_teacher_temp, "initial teacher temperature")
       .add("teacher_temp", &loss.teacher_temp, "teacher temperature after the warmup")
       .add("warmup_teacher_temp_epochs", &loss.warmup_teacher_temp_epochs,
@@ -43,6 +45,7 @@ void declare_teacher_temp_flags(Flags& f, ssl::DINOLossSettings& loss) {
 }
 
 void declare_optimization_flags(Flags& f, ssl::DinoOptions& o) {
+  f.group("Training/Optimization parameters");
   f.add("use_fp16", &o.use_fp16,
         "mixed precision on CUDA: fp16 autocast + dynamic loss scaling (ignored on CPU)")
       .add("precision", &o.precision,
@@ -76,6 +79,7 @@ void declare_crop_flags(Flags& f, CropSizes& c) {
 }
 
 void declare_multi_crop_flags(Flags& f, ssl::DinoOptions& o) {
+  f.group("Multi-crop parameters");
   declare_crop_flags(f, o);
   f.add("blur_sigma", &o.blur_sigma,
         "Gaussian blur sigma range in pixels (main_dino.py: 0.1 2.0, for 224-pixel crops; "
@@ -83,6 +87,7 @@ void declare_multi_crop_flags(Flags& f, ssl::DinoOptions& o) {
 }
 
 void declare_run_flags(Flags& f, ssl::DinoOptions& o) {
+  f.group("Misc");
   f.add("data_path", &o.data_path, "training data: " + augment::dataset_layouts())
       .add("max_samples", &o.max_samples,
            "train on a class-balanced subset of this many images (0: all)")
@@ -100,6 +105,7 @@ void declare_run_flags(Flags& f, ssl::DinoOptions& o) {
 }
 
 void declare_monitor_flags(Flags& f, MonitorOptions& m) {
+  f.group("Watching the run learn (ours)");
   f.add("knn_every", &m.knn_every,
         "online k-NN of the teacher every this many epochs and after the last (0: off); "
         "log.txt gets knn_top1, curves.png the curve")

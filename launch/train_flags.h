@@ -1,9 +1,9 @@
 // The flags of `dino train`, declared in groups as marian's addOptions* functions do: one
 // function per group, each binding its flags to one part of ssl::DinoOptions (or the
 // monitor's options). The groups are main_dino.py's argparse groups with ours beside them,
-// declared in main_dino.py's order, so `dino train --help` and config.ini list the flags as
-// they always did (a pipeline's done-marker compares config.ini; docs/architecture.md,
-// "Follow one run").
+// declared in main_dino.py's order, so config.ini lists the flags as it always did (a
+// pipeline's done-marker compares config.ini; docs/architecture.md, "Follow one run"), and
+// `dino train --help` shows each group under main_dino.py's title (Flags::group).
 //
 // Contract:
 //  - declare_*_flags(flags, fields) adds the group's flags to `flags`; each field's current

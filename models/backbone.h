@@ -62,22 +62,6 @@ namespace xdino::models {
 //    the flash kernel saves.
 enum class XcaAttention { kAuto, kOps, kSdpa };
 
-// How an XCA block's normalisations run (docs/tiers.md, "A kernel"): its LayerNorms, the
-// LayerScale residuals that feed them, and XCA's token norms of q and k.
-//  - kOps: torch's LayerNorm; under autocast it writes float32, which the next matrix product
-//    casts to autocast's dtype in a kernel of its own;
-//  - kFused: kernels::layer_norm writes autocast's dtype directly (x's dtype without
-//    autocast), in one pass, and the two LayerScale residuals that feed norm3 and norm2 come
-//    out of the same op as the norm (kernels::residual_layer_norm; models/layers.h,
-//    residual_then_norm), and XCA's token norms read q and k once (kernels::token_norm;
-//    models/xcit_layers.h). On a CUDA tensor of a build with kernels/cuda they run the CUDA
-//    kernels; on the CPU, the same autograd ops over kernels/reference's ATen ops (what CI
-//    tests of the fused path on every build; no faster than kOps there); a tensor neither
-//    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
-//  - kAuto: kOps until the fused kernels have passed tests/test_kernel_*.cpp on a card and
-//    been timed against kOps there (bench/results/gpu.md, "Fused kernels").
-enum class LayerKernels { kAuto, kOps, kFused };
-
 struct QKNorms {
   torch::Tensor q_raw, k_raw;  // ||q_n||, ||k_n|| per head before normalisation, (B, h, N)
   torch::Tensor q_hat, k_hat;  // the same after L2 normalisation over tokens, (B, h, N)

@@ -1,8 +1,8 @@
 // Layers shared by the backbones (ViT, XCiT, and the ones to come): the timm Mlp, stochastic
 // depth on a residual branch, the two patch embeddings (ViT's linear one, XCiT's convolutional
 // one), the dtype helpers every attention uses, and a LayerNorm (alone or after a residual) on
-// torch's ops or kernels/cuda's fused ones (LayerKernels, models/backbone.h). Submodule names
-// are the official ones (fc1/fc2, proj.*), so checkpoints map onto them by name.
+// torch's ops or kernels/'s fused ones (LayerKernels, below). Submodule names are the official
+// ones (fc1/fc2, proj.*), so checkpoints map onto them by name.
 //
 // Contract: every forward accepts float32, float64 or bfloat16/float16 tensors and runs under
 // autocast; accumulation_dtype() is where softmax and norms run. BatchNorms are
@@ -19,6 +19,22 @@
 #include "models/batch_norm.h"
 
 namespace xdino::models {
+
+// How an XCA block's normalisations run (docs/tiers.md, "A kernel"): its LayerNorms, the
+// LayerScale residuals that feed them, and XCA's token norms of q and k.
+//  - kOps: torch's LayerNorm; under autocast it writes float32, which the next matrix product
+//    casts to autocast's dtype in a kernel of its own;
+//  - kFused: kernels::layer_norm writes autocast's dtype directly (x's dtype without
+//    autocast), in one pass, and the two LayerScale residuals that feed norm3 and norm2 come
+//    out of the same op as the norm (kernels::residual_layer_norm; models/layers.h,
+//    residual_then_norm), and XCA's token norms read q and k once (kernels::token_norm;
+//    models/xcit_layers.h). On a CUDA tensor of a build with kernels/cuda they run the CUDA
+//    kernels; on the CPU, the same autograd ops over kernels/reference's ATen ops (what CI
+//    tests of the fused path on every build; no faster than kOps there); a tensor neither
+//    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
+//  - kAuto: kOps until the fused kernels have passed tests/test_kernel_*.cpp on a card and
+//    been timed against kOps there (bench/results/gpu.md, "Fused kernels").
+enum class LayerKernels { kAuto, kOps, kFused };
 
 // norm(x) in the dtype the matrix product after it takes, by `kernels`. Same values as norm(x)
 // up to float32 rounding; differentiable in x and norm's parameters.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "models/backbone.h"
+#include "models/layers.h"
 
 namespace xdino::models {
 
@@ -29,7 +30,7 @@ struct BackboneOptions {
   int64_t patch_size = 16;                           // ViT only; XCiT names carry their patch size
   int64_t img_size = 224;                            // ViT position grid / pixels resize target
   XcaAttention xca_attention = XcaAttention::kAuto;  // XCiT only (models/backbone.h)
-  LayerKernels layer_kernels = LayerKernels::kAuto;  // XCiT only (models/backbone.h)
+  LayerKernels layer_kernels = LayerKernels::kAuto;  // XCiT only (models/layers.h)
   // Channels of the input images (timm's and the official VisionTransformer's in_chans): the
   // input conv of XCiT/X-ViT (patch_embed.proj.0.0), ViT (patch_embed.proj) and ResNet
   // (conv1) takes this many; pixels' feature is in_chans * img_size^2 wide. Any count >= 1;

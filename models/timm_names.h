@@ -28,7 +28,7 @@
 #include <string>
 
 #include "core/json.h"
-#include "models/weights.h"
+#include "models/state_dict.h"
 
 namespace xdino::models {
 

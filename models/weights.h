@@ -45,10 +45,9 @@
 #include <vector>
 
 #include "models/registry.h"
+#include "models/state_dict.h"
 
 namespace xdino::models {
-
-using StateDict = torch::OrderedDict<std::string, torch::Tensor>;
 
 StateDict state_dict(const torch::nn::Module& module);
 

@@ -40,7 +40,7 @@ struct XCiTConfig {
   double drop_path_rate = 0.0;  // constant over the XCA blocks
   int64_t in_chans = 3;         // channels of the input images (the stem's first conv)
   XcaAttention xca_attention = XcaAttention::kAuto;  // how XCA computes (models/backbone.h)
-  LayerKernels layer_kernels = LayerKernels::kAuto;  // their normalisations (models/backbone.h)
+  LayerKernels layer_kernels = LayerKernels::kAuto;  // their normalisations (models/layers.h)
 };
 
 // xcit_{nano_12,tiny_12,small_12,tiny_24,small_24,medium_24,large_24}_p{16,8}.

@@ -213,7 +213,7 @@ XCABlockImpl::XCABlockImpl(const XCABlockOptions& o)
 Tensor XCABlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNorms* norms) {
   const bool train = is_training();
   // Each residual feeds the next LayerNorm; residual_then_norm fuses the pair where it can
-  // (models/backbone.h, LayerKernels). The last residual leaves the block.
+  // (models/layers.h, LayerKernels). The last residual leaves the block.
   const Tensor n1 = layer_norm_for_product(norm1, x, kernels);
   const auto [y1, n3] =
       residual_then_norm(x, attn(n1, norms), gamma1, drop_path_rate, train, norm3, kernels);

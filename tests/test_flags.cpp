@@ -1,13 +1,18 @@
 // Flag parsing: defaults, INI files, override order, sections, errors that name the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/check.h"
 #include "core/python_format.h"
+#include "launch/dist_flags.h"
 #include "launch/flags.h"
+#include "launch/train_flags.h"
 #include "tests/support/files.h"
 
 namespace fs = std::filesystem;
@@ -406,4 +411,42 @@ TEST(Flags, AliasesAndTheLaunchedCommand) {
     f.print_help(help, "");
     EXPECT_NE(help.str().find("same as --nproc_per_node"), std::string::npos);
   }
+}
+
+// `dino train --help` shows its flags under main_dino.py's group titles, in main_dino.py's
+// order, ours after them; every flag is in exactly one group, none outside (issue 70).
+TEST(Flags, TrainHelpShowsEachGroupUnderItsTitle) {
+  xdino::ssl::DinoOptions o;
+  xdino::launch::MonitorOptions m;
+  xdino::distributed::DistOptions d;
+  Flags f("train");
+  xdino::launch::declare_train_flags(f, o, m);
+  xdino::launch::declare_dist_flags(f, d);
+  std::vector<std::string> titles, grouped;
+  for (const auto& [title, names] : f.groups()) {
+    titles.push_back(title);
+    grouped.insert(grouped.end(), names.begin(), names.end());
+  }
+  EXPECT_EQ(titles, (std::vector<std::string>{
+                        "Model parameters", "Temperature teacher parameters",
+                        "Training/Optimization parameters", "Multi-crop parameters", "Misc",
+                        "Watching the run learn (ours)",
+                        "Distributed (processes of one run; main_dino.py's --dist_url and "
+                        "--local_rank)"}));
+  std::vector<std::string> all = f.names();
+  std::sort(all.begin(), all.end());
+  std::sort(grouped.begin(), grouped.end());
+  EXPECT_EQ(grouped, all) << "every flag in exactly one group";
+  std::ostringstream help;
+  f.print_help(help, "DINO pretraining");
+  size_t at = 0;
+  for (const std::string& title : titles) {
+    const size_t found = help.str().find("\n" + title + ":\n", at);
+    ASSERT_NE(found, std::string::npos) << title << " missing or out of order:\n" << help.str();
+    at = found;
+  }
+  // A group's flags follow its title: --arch under the model, --lr under the optimisation.
+  EXPECT_LT(help.str().find("Model parameters:"), help.str().find("--arch"));
+  EXPECT_GT(help.str().find("--lr "), help.str().find("Training/Optimization parameters:"));
+  EXPECT_LT(help.str().find("--lr "), help.str().find("Multi-crop parameters:"));
 }

@@ -17,7 +17,7 @@
 // "tflops_per_sec" achieved: MFU is the latter over the device's peak.
 // --xca picks XCA's path (models/backbone.h, XcaAttention): the op path, or one
 // scaled_dot_product_attention call (LibTorch 2.1+), for an A/B of the two. --kernels picks
-// the XCA blocks' LayerNorm path (models/backbone.h, LayerKernels): torch's, or kernels/cuda's
+// the XCA blocks' LayerNorm path (models/layers.h, LayerKernels): torch's, or kernels/cuda's
 // fused one where it applies (a CUDA build on a card), for the same A/B.
 // --profile writes a Chrome trace of the timed steps, to see which operators the time goes to:
 // LibTorch's autograd profiler on the CPU; in a CUDA build Kineto's, which also records every
