@@ -91,8 +91,8 @@ std::string model_card(const ExportOptions& o, const std::string& arch, int64_t 
      << "A " << name << " backbone (" << model.embed_dim() << "-dimensional features, "
      << model.in_chans() << "-channel input) pretrained with DINO self-supervision by "
      << "xcit-dino's `dino train`, exported by `dino export --format " << o.format << "` from `"
-     << fs::path(o.pretrained_weights).filename().string() << "` (key '" << o.checkpoint_key
-     << "'). It has no classifier"
+     << fs::path(o.model.pretrained_weights).filename().string() << "` (key '"
+     << o.model.checkpoint_key << "'). It has no classifier"
      << (o.with_head ? "; the DINO head is in dino_head.safetensors" : " and no DINO head")
      << ".\n\n";
   if (o.format == "timm") {
@@ -259,17 +259,17 @@ struct Exported {
 
 Exported read_model(const ExportOptions& o) {
   Exported x;
-  x.args = checkpoint_args(o.pretrained_weights);
-  if (x.args.size() == 0) x.args = metadata_args(o.pretrained_weights);
-  x.arch = o.arch;
+  x.args = checkpoint_args(o.model.pretrained_weights);
+  if (x.args.size() == 0) x.args = metadata_args(o.model.pretrained_weights);
+  x.arch = o.model.arch;
   if (x.arch.empty())
     if (const c10::IValue* a = find(x.args, "arch"); a != nullptr && a->isString())
       x.arch = a->toStringRef();
-  XDINO_CHECK_ARG(!x.arch.empty(), "--arch is required: ", quote(o.pretrained_weights),
+  XDINO_CHECK_ARG(!x.arch.empty(), "--arch is required: ", quote(o.model.pretrained_weights),
                   " records no architecture");
   models::check_arch(x.arch);
-  x.patch_size = o.patch_size;
-  if (const c10::IValue* p = find(x.args, "patch_size"); p != nullptr && o.arch.empty())
+  x.patch_size = o.model.patch_size;
+  if (const c10::IValue* p = find(x.args, "patch_size"); p != nullptr && o.model.arch.empty())
     x.patch_size = as_int(*p, "patch_size");
   x.patch_size = models::patch_size_of(x.arch, x.patch_size);
   std::string why;
@@ -278,7 +278,7 @@ Exported read_model(const ExportOptions& o) {
                   "; --format safetensors exports it in this project's own layout");
 
   const models::PretrainedWeights weights =
-      models::read_pretrained(o.pretrained_weights, o.checkpoint_key);
+      models::read_pretrained(o.model.pretrained_weights, o.model.checkpoint_key);
   x.image_size = o.image_size;
   if (x.image_size == 0) {
     const c10::IValue* g = find(x.args, "global_crops_size");
@@ -295,9 +295,10 @@ Exported read_model(const ExportOptions& o) {
     if (o.with_head && models::is_dino_head_key(name) && item.value().isTensor())
       x.head.insert(name, item.value().toTensor());
   }
-  XDINO_CHECK_ARG(!o.with_head || !x.head.is_empty(), "--with_head: ", quote(o.pretrained_weights),
+  XDINO_CHECK_ARG(!o.with_head || !x.head.is_empty(),
+                  "--with_head: ", quote(o.model.pretrained_weights),
                   " holds no DINO head (head.mlp.*, head.last_layer.*)");
-  x.norm = export_normalization(x.model->in_chans(), x.args, o.pretrained_weights);
+  x.norm = export_normalization(x.model->in_chans(), x.args, o.model.pretrained_weights);
   return x;
 }
 
@@ -366,11 +367,11 @@ std::string export_weights(const ExportOptions& o) {
   XDINO_CHECK_ARG(o.format == "timm" || o.format == "safetensors", "--format ", o.format,
                   " is not one of timm, safetensors");
   XDINO_CHECK_ARG(!o.output.empty(), "--output is required: the folder to write");
-  XDINO_CHECK_ARG(!o.pretrained_weights.empty(), "--pretrained_weights is required");
+  XDINO_CHECK_ARG(!o.model.pretrained_weights.empty(), "--pretrained_weights is required");
   XDINO_CHECK_ARG(o.image_size >= 0 && o.image_size <= 65536, "--image_size must be 0 (the run's) ",
                   "or a size in pixels, got ", o.image_size);
-  const std::string problem = file_problem(o.pretrained_weights);
-  XDINO_CHECK_ARG(problem.empty(), "weights file ", quote(o.pretrained_weights), " ", problem,
+  const std::string problem = file_problem(o.model.pretrained_weights);
+  XDINO_CHECK_ARG(problem.empty(), "weights file ", quote(o.model.pretrained_weights), " ", problem,
                   " (--pretrained_weights)");
   const fs::path out = output_folder(o.output);
   const bool exists = fs::exists(fs::symlink_status(out));

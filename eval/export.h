@@ -40,13 +40,13 @@
 #include <string>
 #include <vector>
 
+#include "eval/frozen_backbone.h"
+
 namespace xdino::eval {
 
 struct ExportOptions {
-  std::string pretrained_weights;
-  std::string checkpoint_key = "teacher";
-  std::string arch;  // "": the checkpoint's
-  int64_t patch_size = 16;
+  ExportOptions() { model.arch = ""; }  // "": the checkpoint's (its args, or the file's metadata)
+  BackboneSpec model;  // what to export: the weights, their key, the architecture (seed unused)
   std::string format = "timm";  // timm | safetensors
   std::string output;
   bool force = false;

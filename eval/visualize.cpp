@@ -224,7 +224,7 @@ int64_t visualize_samples(const VisualizeOptions& o) {
   for (int64_t i : o.sample_indices)
     XDINO_CHECK_ARG(i >= 0 && i < data->size(), "--sample_indices ", i, " is outside the ",
                     data->size(), " images of ", data->describe());
-  auto model = load_frozen_backbone(o.model, ImageInput(), torch::kCPU, "dino visualize").model;
+  auto model = load_frozen_backbone(o.model, o.input, torch::kCPU, "dino visualize").model;
   const fs::path out(o.output_dir);
   fs::create_directories(out);
   for (int64_t i : o.sample_indices) {
@@ -296,7 +296,7 @@ int64_t visualize(const VisualizeOptions& options) {
   }
   XDINO_CHECK_ARG(o.video_format == "mp4" || o.video_format == "avi",
                   "--video_format must be mp4 or avi, got '", o.video_format, "'");
-  auto model = load_frozen_backbone(o.model, ImageInput(), torch::kCPU, "dino visualize").model;
+  auto model = load_frozen_backbone(o.model, o.input, torch::kCPU, "dino visualize").model;
   const fs::path out(o.output_dir);
   fs::create_directories(out);
   int64_t count = 0;

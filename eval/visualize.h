@@ -47,6 +47,7 @@ struct VisualizeOptions {
   // The scripts' model (ViT-S/8 by default), built and loaded as the evaluations load theirs
   // (eval/frozen_backbone.h); the pictures' size is image_size below.
   BackboneSpec model{"vit_small", 8, "", "teacher", 0};
+  ImageInput input;  // how the model is built (RGB); the pictures' size is image_size below
   // visualize_attention.py's input.
   std::vector<std::string> image_path;
   // Or images of a dataset (any layout open_dataset reads, e.g. Fashion-MNIST's IDX files):

@@ -18,11 +18,11 @@ class CopyDetectionCommand : public Command {
         .add("distractors_path", &o.distractors_path,
              "folder of distractor images added to the database (the paper: 10k YFCC100M "
              "images); empty: none")
-        .add("imsize", &o.imsize, "image size (square image)")
-        .add("batch_size_per_gpu", &o.batch_size_per_gpu, "per-process batch size");
+        .add("imsize", &o.input.image_size, "image size (square image)")
+        .add("batch_size_per_gpu", &o.input.batch_size, "per-process batch size");
     declare_model_flags(f, o.model);
     declare_use_cuda_flag(f, o.use_cuda);
-    f.add("num_workers", &o.num_workers, "data loading threads per process")
+    f.add("num_workers", &o.input.num_workers, "data loading threads per process")
         .add("output_dir", &o.output_dir,
              "where copy_detection.json, the feature files and config.ini go");
     declare_dist_flags(f, dist_);

@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "eval/export.h"
 #include "launch/command.h"
+#include "launch/eval_flags.h"
 #include "models/registry.h"
 
 namespace xdino::launch {
@@ -13,16 +14,10 @@ class ExportCommand : public Command {
  public:
   void declare(Flags& f) override {
     eval::ExportOptions& o = opt_;
-    f.add("pretrained_weights", &o.pretrained_weights,
-          "the weights: a dino train checkpoint, or a .pth or .safetensors file of weights")
-        .add("checkpoint_key", &o.checkpoint_key,
-             "key of the state dict inside the checkpoint (teacher, student)")
-        .add("arch", &o.arch,
-             "backbone (empty: the checkpoint's --arch): " + models::backbone_list(false))
-        .add("patch_size", &o.patch_size, models::patch_size_help())
-        .add("format", &o.format,
-             "timm (model.safetensors in timm's layout + config.json: timm.create_model("
-             "\"local-dir:DIR\", pretrained=True)) or safetensors (the official layout)")
+    declare_weights_flags(f, o.model, "empty: the checkpoint's --arch");
+    f.add("format", &o.format,
+          "timm (model.safetensors in timm's layout + config.json: timm.create_model("
+          "\"local-dir:DIR\", pretrained=True)) or safetensors (the official layout)")
         .add("output", &o.output, "the folder to write (refused if it exists, unless --force)")
         .add_switch("force", &o.force, "replace an existing --output folder whole")
         .add_switch("with_head", &o.with_head, "also write the DINO head, to dino_head.safetensors")

@@ -14,10 +14,10 @@ class RetrievalCommand : public Command {
         .add("dataset", &o.dataset, "roxford5k or rparis6k")
         .add("multiscale", &o.multiscale,
              "average the features at scales 1, 1/sqrt(2), 1/2 (utils.multi_scale)")
-        .add("imsize", &o.imsize, "image size: the longer side of each thumbnail");
+        .add("imsize", &o.input.image_size, "image size: the longer side of each thumbnail");
     declare_model_flags(f, o.model);
     declare_use_cuda_flag(f, o.use_cuda);
-    f.add("num_workers", &o.num_workers, "data loading threads per process")
+    f.add("num_workers", &o.input.num_workers, "data loading threads per process")
         .add("output_dir", &o.output_dir,
              "where retrieval.json, the feature files and config.ini go");
     declare_dist_flags(f, dist_);

@@ -4,8 +4,9 @@
 
 namespace xdino::launch {
 
-void declare_weights_flags(Flags& f, eval::BackboneSpec& s) {
-  f.add("arch", &s.arch, "backbone: " + models::backbone_list())
+void declare_weights_flags(Flags& f, eval::BackboneSpec& s, const std::string& arch_note) {
+  f.add("arch", &s.arch,
+        (arch_note.empty() ? "" : "(" + arch_note + ") ") + "backbone: " + models::backbone_list())
       .add("patch_size", &s.patch_size, models::patch_size_help())
       .add("pretrained_weights", &s.pretrained_weights,
            "checkpoint to load (ours or official); empty: random weights (the official "

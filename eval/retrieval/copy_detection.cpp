@@ -166,11 +166,8 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
                     "images, or empty for none)");
   }
   const BackboneSpec& spec = o.model;
-  const auto model =
-      load_frozen_backbone(spec, ImageInput(o.batch_size_per_gpu, o.num_workers, o.imsize), device,
-                           "copy detection")
-          .model;
-  const ListExtraction x{o.batch_size_per_gpu, o.num_workers, o.imsize};
+  const auto model = load_frozen_backbone(spec, o.input, device, "copy detection").model;
+  const ImageInput& x = o.input;
   const fs::path dump = fs::path(o.output_dir) / "copy_detection_features";
 
   std::vector<std::string> query_paths;
@@ -231,8 +228,8 @@ Json run_copy_detection(const CopyDetectionOptions& o, Communicator& comm, torch
               100.0 * s.overall_map);
     j = Json::object();
     j["protocol"] = "copy detection (eval_copy_detection.py)";
-    add_model_fields(j, spec, o.imsize);
-    j["imsize"] = o.imsize;
+    add_model_fields(j, spec, o.input.image_size);
+    j["imsize"] = o.input.image_size;
     j["num_queries"] = queries.size(0);
     j["num_database"] = database.size(0);
     j["num_distractors"] = static_cast<int64_t>(distractors.size());

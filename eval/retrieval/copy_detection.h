@@ -79,10 +79,9 @@ struct CopyDetectionOptions {
   std::string data_path = "/path/to/copydays/";
   std::string whitening_path;
   std::string distractors_path;
-  int64_t imsize = 320;
-  int64_t batch_size_per_gpu = 16;
-  bool use_cuda = true;  // search on the GPU (when the run has one), as eval_knn.py's flag
-  int64_t num_workers = 10;
+  // --imsize (the square every image is resized to), --batch_size_per_gpu, --num_workers.
+  ImageInput input{16, 10, 320, 3};
+  bool use_cuda = true;          // search on the GPU (when the run has one), as eval_knn.py's flag
   std::string output_dir = ".";  // ours
 };
 

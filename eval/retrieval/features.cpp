@@ -30,10 +30,11 @@ FeatureSet extract_list(models::Backbone& model, const std::vector<std::string>&
 }
 
 // What both extractions share: raw rows (normalised later, after any whitening).
-ExtractOptions list_options(const ListExtraction& options, int64_t batch_size) {
-  XDINO_CHECK_ARG(options.imsize >= 1, "--imsize must be >= 1, got ", options.imsize);
+ExtractOptions list_options(const ImageInput& input, int64_t batch_size) {
+  XDINO_CHECK_ARG(input.image_size >= 1, "--imsize must be >= 1, got ", input.image_size);
   ExtractOptions e;
-  e.input = ImageInput(batch_size, options.num_workers, options.imsize);
+  e.input = input;
+  e.input.batch_size = batch_size;
   e.normalize = false;
   return e;
 }
@@ -66,13 +67,13 @@ torch::Tensor multi_scale_feature(models::Backbone& model, const torch::Tensor& 
 }
 
 FeatureSet copy_detection_features(models::Backbone& model, const std::vector<std::string>& paths,
-                                   const std::string& what, const ListExtraction& options,
+                                   const std::string& what, const ImageInput& input,
                                    Communicator& comm, torch::Device device) {
-  ExtractOptions e = list_options(options, options.batch_size);
-  const int side = static_cast<int>(options.imsize);
+  ExtractOptions e = list_options(input, input.batch_size);
+  const int side = static_cast<int>(input.image_size);
   const auto normalizer = std::make_shared<const augment::Normalizer>();
   e.transform =
-      augment::SampleTransform({{3, options.imsize, options.imsize}},
+      augment::SampleTransform({{3, input.image_size, input.image_size}},
                                [side, normalizer](const augment::Image& image, augment::Rng&,
                                                   const augment::SampleTransform::Views& out) {
                                  const augment::Image resized = augment::resize(
@@ -90,10 +91,10 @@ FeatureSet copy_detection_features(models::Backbone& model, const std::vector<st
 }
 
 FeatureSet retrieval_features(models::Backbone& model, const std::vector<std::string>& paths,
-                              const std::string& what, const ListExtraction& options,
-                              bool multiscale, Communicator& comm, torch::Device device) {
-  ExtractOptions e = list_options(options, 1);  // thumbnails keep each image's aspect ratio
-  const int side = static_cast<int>(options.imsize);
+                              const std::string& what, const ImageInput& input, bool multiscale,
+                              Communicator& comm, torch::Device device) {
+  ExtractOptions e = list_options(input, 1);  // thumbnails keep each image's aspect ratio
+  const int side = static_cast<int>(input.image_size);
   const auto normalizer = std::make_shared<const augment::Normalizer>();
   e.transform =
       augment::SampleTransform([side, normalizer](const augment::Image& image, augment::Rng&) {

@@ -148,10 +148,8 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
   };
   log::info("train: ", g.imlist.size(), " imgs / query: ", g.qimlist.size(), " imgs");
   const BackboneSpec& spec = o.model;
-  const auto model =
-      load_frozen_backbone(spec, ImageInput(1, o.num_workers, o.imsize), device, "image retrieval")
-          .model;
-  const ListExtraction x{1, o.num_workers, o.imsize};
+  const auto model = load_frozen_backbone(spec, o.input, device, "image retrieval").model;
+  const ImageInput& x = o.input;
   FeatureSet database = retrieval_features(*model, image_paths(g.imlist), o.dataset + " database",
                                            x, o.multiscale, comm, device);
   FeatureSet queries = retrieval_features(*model, image_paths(g.qimlist), o.dataset + " queries", x,
@@ -186,8 +184,8 @@ Json run_retrieval(const RetrievalOptions& o, Communicator& comm, torch::Device 
     j = Json::object();
     j["protocol"] = "image retrieval (eval_image_retrieval.py)";
     j["dataset"] = o.dataset;
-    add_model_fields(j, spec, o.imsize);
-    j["imsize"] = o.imsize;
+    add_model_fields(j, spec, o.input.image_size);
+    j["imsize"] = o.input.image_size;
     j["multiscale"] = o.multiscale;
     j["num_database"] = static_cast<int64_t>(g.imlist.size());
     j["num_queries"] = static_cast<int64_t>(g.qimlist.size());

@@ -65,9 +65,9 @@ struct RetrievalOptions {
   std::string data_path = "/path/to/revisited_paris_oxford/";
   std::string dataset = "roxford5k";
   bool multiscale = false;
-  int64_t imsize = 224;
-  bool use_cuda = true;  // rank on the GPU (when the run has one), as eval_knn.py's flag
-  int64_t num_workers = 10;
+  // --imsize (each thumbnail's longer side) and --num_workers; one image per batch.
+  ImageInput input{1, 10, 224, 3};
+  bool use_cuda = true;          // rank on the GPU (when the run has one), as eval_knn.py's flag
   std::string output_dir = ".";  // ours
 };
 

@@ -105,7 +105,7 @@ Json run_video_segmentation(const VideoSegmentationOptions& o, torch::Device dev
   const std::vector<std::string> videos = read_list(root / "ImageSets" / "2017" / "val.txt");
   // The frames keep their size: the input's image_size only builds the model (a ViT's position
   // table) and is recorded.
-  const ImageInput input;
+  const ImageInput& input = o.input;
   const auto model = load_frozen_backbone(o.model, input, device, "video segmentation").model;
   const int64_t p = model->patch_size();
   notify(checks_passed);

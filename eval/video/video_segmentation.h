@@ -43,6 +43,9 @@ struct VideoSegmentationOptions {
   int64_t topk = 5;
   int64_t bs = 6;        // the script's flag; it does not use it either
   bool evaluate = true;  // ours: J&F on the written masks
+  // How the model is built (its image_size: a ViT's position table; RGB); the frames keep
+  // their own size.
+  ImageInput input;
 };
 
 Json run_video_segmentation(const VideoSegmentationOptions& options, torch::Device device,
