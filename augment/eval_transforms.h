@@ -14,7 +14,7 @@
 //    JPEG draft): never enlarges; the size keeps the aspect ratio with Pillow's rounding (the
 //    floor or ceil whose aspect is nearer, at least 1); Image.reduce by int(side / target / 2)
 //    when that is >= 2 (reducing_gap 2.0), then a Lanczos resample of the float box.
-//    Bit-exact with Pillow 9.4 (tests/test_thumbnail.cpp runs PIL on the same pixels).
+//    Bit-exact with Pillow 9.4 (tests/augment/test_thumbnail.cpp runs PIL on the same pixels).
 //  - Outputs are float32 (C, crop_size, crop_size), C = normalization.channels (1: the image
 //    converted RGB -> L -> RGB first, one gray plane, augment/ops/tensor.h); crop() gives the
 //    uint8 crop of the image as given. The float* overloads write C*S*S floats the caller owns, the

@@ -36,7 +36,7 @@ void sync_path(const fs::path& p, bool required) {
 }
 
 // XDINO_TEST_WRITE_DELAY_MS: a pause between writing the temporary file and renaming it, so
-// that a test can kill a process inside that window (tests/test_crash_consistency.cpp).
+// that a test can kill a process inside that window (tests/cli/test_crash_consistency.cpp).
 void test_write_delay() {
   static const long ms = [] {
     const char* v = std::getenv("XDINO_TEST_WRITE_DELAY_MS");

@@ -187,13 +187,12 @@ bool looks_like_pth(const fs::path& path) {
   return in.gcount() == 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
 }
 
-Safetensors read_safetensors(const fs::path& path) {
-  const std::string where = "safetensors file '" + path.string() + "'";
-  std::ifstream in(path, std::ios::binary);
-  XDINO_CHECK(in.good(), "cannot read ", where);
-  std::error_code ec;
-  const uint64_t size = fs::file_size(path, ec);
-  XDINO_CHECK(!ec, "cannot read ", where, ": ", ec.message());
+namespace {
+
+using Header = nlohmann::json;
+
+// The header's bytes, after the checks of its 8-byte length against the file's size.
+std::string read_header_text(std::istream& in, uint64_t size, const std::string& where) {
   unsigned char length[8];
   XDINO_CHECK_ARG(size >= 8 && in.read(reinterpret_cast<char*>(length), 8), where,
                   " is shorter than its 8-byte header length");
@@ -209,18 +208,21 @@ Safetensors read_safetensors(const fs::path& path) {
   // The reference reader takes nothing before the '{' (not even white space).
   XDINO_CHECK_ARG(text[0] == '{', where, ": its header does not start with '{' (it starts with ",
                   quote(text.substr(0, 8)), "), so it is not a safetensors header");
+  return text;
+}
 
-  // The header: one JSON object, keys unique (nlohmann keeps the last of two silently), nested
-  // no deeper than a safetensors header. Checked by a first pass of SAX events, then parsed
-  // into nlohmann's std::map-backed json. Both passes are O(n log n) for n tensors: an
-  // ordered_json object inserts by a linear search, and the DOM parser with a callback scans
-  // its parent object again after each entry, so either made 300 000 tensors take minutes.
-  using Header = nlohmann::json;
+// The header: one JSON object, keys unique (nlohmann keeps the last of two silently), nested no
+// deeper than a safetensors header. Checked by a first pass of SAX events, then parsed into
+// nlohmann's std::map-backed json. Both passes are O(n log n) for n tensors: an ordered_json
+// object inserts by a linear search, and the DOM parser with a callback scans its parent object
+// again after each entry, so either made 300 000 tensors take minutes.
+Header parse_header(const std::string& text, const std::string& where) {
   HeaderShape shape;
   if (!Header::sax_parse(text, &shape)) {
     if (!shape.too_deep) {
       try {
-        (void)Header::parse(text);
+        const Header unreadable = Header::parse(text);  // throws, saying where and why
+        (void)unreadable;
       } catch (const std::exception& e) {
         XDINO_FAIL_ARG(where, ": its header is not JSON (", e.what(), ")");
       }
@@ -229,66 +231,60 @@ Safetensors read_safetensors(const fs::path& path) {
   }
   XDINO_CHECK_ARG(shape.duplicate.empty(), where, ": the header names ", quote(shape.duplicate),
                   " twice", shape.duplicate_level > 1 ? " in one entry" : "");
-  const Header header = Header::parse(text);
+  Header header = Header::parse(text);
   XDINO_CHECK_ARG(header.is_object(), where, ": its header is not a JSON object");
+  return header;
+}
 
-  Safetensors out;
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      XDINO_CHECK_ARG(value.is_object(), where, ": __metadata__ is not an object");
-      for (const auto& [k, v] : value.items()) {
-        XDINO_CHECK_ARG(v.is_string(), where, ": __metadata__ ", quote(k), " is not a string");
-        out.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string what = where + ": tensor " + quote(name);
-    XDINO_CHECK_ARG(value.is_object() && value.contains("dtype") && value.contains("shape") &&
-                        value.contains("data_offsets"),
-                    what, " lacks dtype, shape or data_offsets");
-    Entry e;
-    e.name = name;
-    const Header& dtype = value.at("dtype");
-    XDINO_CHECK_ARG(dtype.is_string(), what, ": dtype is not a string");
-    const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
-                                    [&](const DType& d) { return dtype == d.name; });
-    XDINO_CHECK_ARG(known != std::end(kDTypes), what, " has dtype ", dtype.dump(),
-                    ", which this reader does not know (F64, F32, F16, BF16, I64, I32, I16, I8, "
-                    "U8, BOOL)");
-    e.type = known->type;
-    const Header& shape = value.at("shape");
-    XDINO_CHECK_ARG(shape.is_array() && shape.size() <= 16, what,
-                    ": shape is not a list of at "
-                    "most 16 dimensions");
-    uint64_t bytes = c10::elementSize(e.type);
-    for (const Header& d : shape) {
-      XDINO_CHECK_ARG(d.is_number_unsigned(), what, ": shape ", shape.dump(),
-                      " holds a dimension that is not a non-negative integer");
-      const uint64_t v = d.get<uint64_t>();
-      XDINO_CHECK_ARG(v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
-                          (v == 0 || bytes <= std::numeric_limits<uint64_t>::max() / v),
-                      what, ": shape ", shape.dump(), " holds more bytes than any file");
-      bytes *= v;
-      e.shape.push_back(static_cast<int64_t>(v));
-    }
-    const Header& offsets = value.at("data_offsets");
-    XDINO_CHECK_ARG(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                        offsets[1].is_number_unsigned(),
-                    what, ": data_offsets ", offsets.dump(),
-                    " is not a pair of non-negative integers");
-    e.begin = offsets[0].get<uint64_t>();
-    e.end = offsets[1].get<uint64_t>();
-    XDINO_CHECK_ARG(e.begin <= e.end && e.end - e.begin == bytes, what, ": data_offsets ",
-                    offsets.dump(), " span ", e.end >= e.begin ? e.end - e.begin : 0,
-                    " bytes, but its dtype and shape make ", bytes);
-    entries.push_back(std::move(e));
+// One tensor's entry: a known dtype, a shape whose bytes fit in 64 bits, offsets that span them.
+Entry parse_entry(const std::string& name, const Header& value, const std::string& where) {
+  const std::string what = where + ": tensor " + quote(name);
+  XDINO_CHECK_ARG(value.is_object() && value.contains("dtype") && value.contains("shape") &&
+                      value.contains("data_offsets"),
+                  what, " lacks dtype, shape or data_offsets");
+  Entry e;
+  e.name = name;
+  const Header& dtype = value.at("dtype");
+  XDINO_CHECK_ARG(dtype.is_string(), what, ": dtype is not a string");
+  const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
+                                  [&](const DType& d) { return dtype == d.name; });
+  XDINO_CHECK_ARG(known != std::end(kDTypes), what, " has dtype ", dtype.dump(),
+                  ", which this reader does not know (F64, F32, F16, BF16, I64, I32, I16, I8, "
+                  "U8, BOOL)");
+  e.type = known->type;
+  const Header& shape = value.at("shape");
+  XDINO_CHECK_ARG(shape.is_array() && shape.size() <= 16, what,
+                  ": shape is not a list of at most 16 dimensions");
+  uint64_t bytes = c10::elementSize(e.type);
+  for (const Header& d : shape) {
+    XDINO_CHECK_ARG(d.is_number_unsigned(), what, ": shape ", shape.dump(),
+                    " holds a dimension that is not a non-negative integer");
+    const uint64_t v = d.get<uint64_t>();
+    XDINO_CHECK_ARG(v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
+                        (v == 0 || bytes <= std::numeric_limits<uint64_t>::max() / v),
+                    what, ": shape ", shape.dump(), " holds more bytes than any file");
+    bytes *= v;
+    e.shape.push_back(static_cast<int64_t>(v));
   }
-  // The spans tile the data, in file order: no gap, no overlap, nothing past the end.
+  const Header& offsets = value.at("data_offsets");
+  XDINO_CHECK_ARG(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                      offsets[1].is_number_unsigned(),
+                  what, ": data_offsets ", offsets.dump(),
+                  " is not a pair of non-negative integers");
+  e.begin = offsets[0].get<uint64_t>();
+  e.end = offsets[1].get<uint64_t>();
+  XDINO_CHECK_ARG(e.begin <= e.end && e.end - e.begin == bytes, what, ": data_offsets ",
+                  offsets.dump(), " span ", e.end >= e.begin ? e.end - e.begin : 0,
+                  " bytes, but its dtype and shape make ", bytes);
+  return e;
+}
+
+// Sorts the entries into file order and checks that their spans tile the data's `data` bytes:
+// no gap, no overlap, nothing past the end.
+void check_tiling(std::vector<Entry>& entries, uint64_t data, const std::string& where) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
   });
-  const uint64_t data = size - 8 - n;
   uint64_t at = 0;
   for (const Entry& e : entries) {
     XDINO_CHECK_ARG(e.begin == at, where, ": tensor ", quote(e.name), " starts at byte ", e.begin,
@@ -297,6 +293,11 @@ Safetensors read_safetensors(const fs::path& path) {
   }
   XDINO_CHECK_ARG(at == data, where, ": its tensors end at byte ", at, " of the data, which has ",
                   data, " (a truncated or padded file)");
+}
+
+// The tensors, read in file order from `in`, which stands at the data's first byte.
+void read_tensors(std::istream& in, const std::vector<Entry>& entries, uint64_t data,
+                  const std::string& where, TensorDict& out) {
   // A sparse file can claim terabytes that it does not hold: refuse what no memory here holds,
   // naming the file, before allocating.
   const uint64_t memory = physical_memory();
@@ -313,10 +314,39 @@ Safetensors read_safetensors(const fs::path& path) {
     const auto bytes = static_cast<std::streamsize>(e.end - e.begin);
     XDINO_CHECK(bytes == 0 || in.read(static_cast<char*>(t.data_ptr()), bytes), "cannot read ",
                 where, " (tensor ", quote(e.name), ")");
-    XDINO_CHECK_ARG(!out.tensors.contains(e.name), where, ": the header names ", quote(e.name),
-                    " twice");
-    out.tensors.insert(e.name, t);
+    XDINO_CHECK_ARG(!out.contains(e.name), where, ": the header names ", quote(e.name), " twice");
+    out.insert(e.name, t);
   }
+}
+
+}  // namespace
+
+Safetensors read_safetensors(const fs::path& path) {
+  const std::string where = "safetensors file '" + path.string() + "'";
+  std::ifstream in(path, std::ios::binary);
+  XDINO_CHECK(in.good(), "cannot read ", where);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  XDINO_CHECK(!ec, "cannot read ", where, ": ", ec.message());
+  const std::string text = read_header_text(in, size, where);
+  const Header header = parse_header(text, where);
+
+  Safetensors out;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name != "__metadata__") {
+      entries.push_back(parse_entry(name, value, where));
+      continue;
+    }
+    XDINO_CHECK_ARG(value.is_object(), where, ": __metadata__ is not an object");
+    for (const auto& [k, v] : value.items()) {
+      XDINO_CHECK_ARG(v.is_string(), where, ": __metadata__ ", quote(k), " is not a string");
+      out.metadata[k] = v.get<std::string>();
+    }
+  }
+  const uint64_t data = size - 8 - text.size();
+  check_tiling(entries, data, where);
+  read_tensors(in, entries, data, where, out.tensors);
   return out;
 }
 

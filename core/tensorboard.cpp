@@ -14,7 +14,7 @@
 #include "core/check.h"
 #include "core/log.h"
 
-namespace xdino {
+namespace xdino::tensorboard {
 namespace {
 
 namespace fs = std::filesystem;
@@ -289,4 +289,4 @@ void prune_events(const fs::path& dir,
   }
 }
 
-}  // namespace xdino
+}  // namespace xdino::tensorboard

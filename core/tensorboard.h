@@ -9,7 +9,7 @@
 // simple_value (2, float) or image (4: height 1, width 2, colorspace 3, encoded PNG 4).
 // Hand-written on purpose: those are the only fields used, a protobuf dependency would bring
 // protoc and a copy of TensorFlow's schema into the build for them, and tests read the files
-// with the tensorboard package's own reader (tests/test_tensorboard.cpp).
+// with the tensorboard package's own reader (tests/cli/test_tensorboard.cpp).
 //
 // Contract:
 //  - EventWriter(dir) creates `dir` and a new file
@@ -33,7 +33,7 @@
 #include <string>
 #include <string_view>
 
-namespace xdino {
+namespace xdino::tensorboard {
 
 class EventWriter {
  public:
@@ -62,4 +62,4 @@ void prune_events(const std::filesystem::path& dir,
 uint32_t crc32c(std::string_view data);
 uint32_t masked_crc32c(std::string_view data);
 
-}  // namespace xdino
+}  // namespace xdino::tensorboard

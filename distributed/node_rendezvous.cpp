@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "distributed/rendezvous.h"
+#include "distributed/rendezvous_rules.h"
 
 namespace xdino::distributed {
 
@@ -23,16 +24,6 @@ namespace {
 
 milliseconds ms(double seconds) {
   return milliseconds(static_cast<int64_t>(std::ceil(std::max(0.0, seconds) * 1000)));
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-void remove(std::vector<std::string>& v, const std::string& x) {
-  v.erase(std::remove(v.begin(), v.end(), x), v.end());
-}
-void put(std::vector<std::string>& v, const std::string& x) {
-  if (!contains(v, x)) v.push_back(x);
 }
 
 // "node02/4242/0" -> "node02 (launcher pid 4242)".
@@ -70,104 +61,8 @@ std::atomic<int64_t> g_nodes_made{0};
 
 }  // namespace
 
-struct NodeRendezvous::State {
-  struct Participant {
-    int64_t want = -1;   // the node_rank it asked for; -1: any
-    int64_t rank = -1;   // given at completion
-    std::string master;  // "addr:port" of its workers' store, should it be group rank 0
-  };
-  int64_t round = 0;
-  bool complete = false;
-  bool closed = false;
-  bool finished = false;
-  std::string closed_by, reason;
-  std::string host;  // the store's host: the first free rank
-  std::map<std::string, Participant> participants;
-  std::vector<std::string> waiting, spare;
-
-  std::vector<std::string> nodes() const {
-    std::vector<std::string> all;
-    for (const auto& [node, p] : participants) all.push_back(node);
-    for (const auto& n : waiting) put(all, n);
-    for (const auto& n : spare) put(all, n);
-    return all;
-  }
-
-  std::string dump() const {
-    Json j;
-    j["round"] = round;
-    j["complete"] = complete;
-    j["closed"] = closed;
-    j["finished"] = finished;
-    j["closed_by"] = closed_by;
-    j["reason"] = reason;
-    j["host"] = host;
-    Json ps = Json::object();
-    for (const auto& [node, p] : participants)
-      ps[node] = Json{{"want", p.want}, {"rank", p.rank}, {"master", p.master}};
-    j["participants"] = ps;
-    j["waiting"] = waiting;
-    j["spare"] = spare;
-    return j.dump();
-  }
-
-  static State parse(const std::string& text) {
-    State s;
-    if (text.empty()) return s;
-    try {
-      const Json j = parse_json(text, "the rendezvous state");
-      s.round = j.at("round").get<int64_t>();
-      s.complete = j.at("complete").get<bool>();
-      s.closed = j.at("closed").get<bool>();
-      s.finished = j.at("finished").get<bool>();
-      s.closed_by = j.at("closed_by").get<std::string>();
-      s.reason = j.at("reason").get<std::string>();
-      s.host = j.at("host").get<std::string>();
-      for (const auto& [node, p] : j.at("participants").items())
-        s.participants[node] = {p.at("want").get<int64_t>(), p.at("rank").get<int64_t>(),
-                                p.at("master").get<std::string>()};
-      s.waiting = j.at("waiting").get<std::vector<std::string>>();
-      s.spare = j.at("spare").get<std::vector<std::string>>();
-    } catch (const std::exception& e) {
-      XDINO_FAIL("the rendezvous store holds a state this launcher cannot read (", e.what(),
-                 "): is another program using the same --rdzv_endpoint and --rdzv_id?");
-    }
-    return s;
-  }
-
-  // The last participant of a complete round has gone: the next round opens.
-  void advance() {
-    ++round;
-    complete = false;
-    participants.clear();
-  }
-
-  // Ranks: each its node_rank, the others the free ranks in order, the store's host first.
-  void complete_round() {
-    std::vector<bool> taken(participants.size(), false);
-    std::vector<std::string> free_nodes;
-    for (auto& [node, p] : participants) {
-      p.rank = p.want;
-      if (p.want >= 0 && p.want < static_cast<int64_t>(taken.size()))
-        taken[p.want] = true;
-      else
-        free_nodes.push_back(node);
-    }
-    std::stable_sort(
-        free_nodes.begin(), free_nodes.end(),
-        [&](const std::string& a, const std::string& b) { return (a == host) > (b == host); });
-    size_t next = 0;
-    for (const auto& node : free_nodes) {
-      while (taken[next]) ++next;
-      participants[node].rank = static_cast<int64_t>(next);
-      taken[next] = true;
-    }
-    complete = true;
-  }
-};
-
 struct NodeRendezvous::Read {
-  State state;
+  RoundState state;
   std::string token;       // the blob as read: the expected value of the next compare-and-set
   bool sanitized = false;  // dead nodes were removed from `state`: it needs writing
 };
@@ -253,7 +148,7 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
   quick_ = std::make_unique<TimedStore>(connect, brief);
 
   if (is_host_) {
-    State initial;
+    RoundState initial;
     initial.host = node_;
     main_->compare_set(key("state"), "", initial.dump());
   }
@@ -311,14 +206,14 @@ bool NodeRendezvous::sleep_for(milliseconds d) {
 NodeRendezvous::Read NodeRendezvous::read(TimedStore& store, bool sanitize_now) {
   Read r;
   r.token = store.get(key("state"));
-  r.state = State::parse(r.token);
+  r.state = RoundState::parse(r.token);
   if (sanitize_now) r.sanitized = sanitize(store, r.state);
   std::lock_guard<std::mutex> lock(mutex_);
   if (!r.token.empty()) last_nodes_ = r.state.nodes();
   return r;
 }
 
-bool NodeRendezvous::write(TimedStore& store, const std::string& token, const State& state) {
+bool NodeRendezvous::write(TimedStore& store, const std::string& token, const RoundState& state) {
   const std::string desired = state.dump();
   return store.compare_set(key("state"), token, desired) == desired;
 }
@@ -335,16 +230,17 @@ bool NodeRendezvous::dead(TimedStore& store, const std::string& node) {
   return now - seen.moved > ms(options_.keep_alive_interval * options_.keep_alive_max_attempt);
 }
 
-// Removes the nodes whose heartbeats stopped; true when it changed `state`. Counters are read
-// at most twice per keep-alive interval, so a large job does not flood the store.
-bool NodeRendezvous::sanitize(TimedStore& store, State& state) {
+// Removes the nodes that left or whose heartbeats stopped; true when it changed `state`.
+// Counters are read at most twice per keep-alive interval, so a large job does not flood the
+// store.
+bool NodeRendezvous::sanitize(TimedStore& store, RoundState& state) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = Clock::now();
     if (now - last_sanitize_ < ms(options_.keep_alive_interval / 2)) return false;
     last_sanitize_ = now;
   }
-  bool changed = false;
+  std::vector<std::string> gone;
   for (const auto& node : state.nodes()) {
     if (node == node_) continue;
     if (store.check(key("left/" + node))) {
@@ -357,13 +253,9 @@ bool NodeRendezvous::sanitize(TimedStore& store, State& state) {
     } else {
       continue;
     }
-    state.participants.erase(node);
-    remove(state.waiting, node);
-    remove(state.spare, node);
-    changed = true;
+    gone.push_back(node);
   }
-  if (changed && state.complete && state.participants.empty()) state.advance();
-  return changed;
+  return drop_nodes(state, gone);
 }
 
 std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>& stop) {
@@ -375,11 +267,10 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
   int port = 0;
   std::tie(workers_store_, port) = serve_free_port(ms(options_.read_timeout));
   master_ = (is_host_ ? options_.endpoint_host : addr_) + ":" + std::to_string(port);
-  bool left = false;     // this node has left the round it was in
-  bool leaving = false;  // the pending write is the one that leaves it
+  bool left = false;  // this node has left the round it was in
   bool told_holder = false;
   std::string last_error;
-  State last;
+  RoundState last;
   const auto pause = [&](milliseconds d) {
     for (auto until = Clock::now() + d; Clock::now() < until;) {
       if (stop()) return false;
@@ -417,86 +308,47 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
       if (!pause(milliseconds(1000))) return std::nullopt;
       continue;
     }
-    State& s = r.state;
+    RoundState& s = r.state;
     last = s;
-    leaving = false;
-    if (s.closed)
-      throw RendezvousClosed(s.finished ? "the run has finished (closed by " + s.closed_by + ")"
-                                        : s.reason);
-    bool changed = r.sanitized;
-    bool mine = s.participants.count(node_) > 0;
-    if (!left) {  // the exit step: leave the round this node was in
-      if (mine || contains(s.waiting, node_) || contains(s.spare, node_)) {
-        s.participants.erase(node_);
-        remove(s.waiting, node_);
-        remove(s.spare, node_);
-        if (mine && s.complete && s.participants.empty()) s.advance();
-        changed = leaving = true;
-      } else {
-        left = true;
+    const Decision d = decide(s, {node_, options_.node_rank, n, master_, left});
+    left = d.left;
+    switch (d.act) {
+      case Decision::Act::kClosed:
+        throw RendezvousClosed(s.finished ? "the run has finished (closed by " + s.closed_by + ")"
+                                          : s.reason);
+      case Decision::Act::kJoined: {
+        const JoinedRound joined = round_of(s, node_);
+        NodeRound round;
+        round.round = joined.round;
+        round.group_rank = joined.group_rank;
+        round.nnodes = n;
+        const size_t colon = joined.master.rfind(':');
+        round.master_addr = joined.master.substr(0, colon);
+        round.master_port = std::stoi(joined.master.substr(colon + 1));
+        // Group rank 0's own store is the round's; any other node's port is free again.
+        if (joined.group_rank == 0) round.workers_store = workers_store_;
+        workers_store_.reset();
+        return round;
       }
+      case Decision::Act::kWrite:
+      case Decision::Act::kWait:
+        break;
     }
-    if (left && s.complete && mine) {
-      const auto& me = s.participants.at(node_);
-      NodeRound round;
-      round.round = s.round;
-      round.group_rank = me.rank;
-      round.nnodes = n;
-      for (const auto& [node, p] : s.participants) {
-        if (p.rank != 0) continue;
-        const size_t colon = p.master.rfind(':');
-        round.master_addr = p.master.substr(0, colon);
-        round.master_port = std::stoi(p.master.substr(colon + 1));
-      }
-      // Group rank 0's own store is the round's; any other node's port is free again.
-      if (me.rank == 0) round.workers_store = workers_store_;
-      workers_store_.reset();
-      return round;
-    }
-    if (left && s.complete) {  // late: ask for a new round, or wait as a spare
-      const bool room = static_cast<int64_t>(s.participants.size()) < n;
-      auto& to = room ? s.waiting : s.spare;
-      auto& from = room ? s.spare : s.waiting;
-      if (!contains(to, node_) || contains(from, node_)) {
-        put(to, node_);
-        remove(from, node_);
-        changed = true;
-      }
-    } else if (left && mine) {
-      if (static_cast<int64_t>(s.participants.size()) >= n) {
-        s.complete_round();
-        changed = true;
-      }
-    } else if (left) {
-      std::string holder;
-      for (const auto& [node, p] : s.participants)
-        if (options_.node_rank >= 0 && p.want == options_.node_rank) holder = node;
-      if (static_cast<int64_t>(s.participants.size()) >= n) {
-        if (!contains(s.spare, node_)) {
-          put(s.spare, node_);
-          changed = true;
-        }
-      } else if (!holder.empty()) {
-        if (!told_holder)
-          log::warn("rendezvous: node_rank ", options_.node_rank, " is held by ", describe(holder),
-                    " (a launcher before this one?); waiting for it to leave or for its "
-                    "heartbeats to stop");
-        told_holder = true;
-      } else {
-        s.participants[node_] = {options_.node_rank, -1, master_};
-        remove(s.waiting, node_);
-        remove(s.spare, node_);
-        if (static_cast<int64_t>(s.participants.size()) == n) s.complete_round();
-        changed = true;
-      }
-    }
-    if (changed) {
+    // A write of the decision, or of the nodes dropped on reading when there is none.
+    if (d.act == Decision::Act::kWrite || r.sanitized) {
       try {
-        if (write(*main_, r.token, s) && leaving) left = true;
+        if (write(*main_, r.token, d.act == Decision::Act::kWrite ? d.next : s) && d.leaving)
+          left = true;
       } catch (const std::exception& e) {
         last_error = e.what();
       }
       continue;  // decide again on what the store holds now
+    }
+    if (!d.holder.empty() && !told_holder) {
+      log::warn("rendezvous: node_rank ", options_.node_rank, " is held by ", describe(d.holder),
+                " (a launcher before this one?); waiting for it to leave or for its "
+                "heartbeats to stop");
+      told_holder = true;
     }
     if (!pause(milliseconds(250))) return std::nullopt;
   }
@@ -548,7 +400,7 @@ void NodeRendezvous::watch_loop() {
     try {
       Read r = read(*watch_, true);
       if (r.sanitized) write(*watch_, r.token, r.state);  // lost: the winner's read is fresher
-      const State& s = r.state;
+      const RoundState& s = r.state;
       RendezvousStatus st;
       st.round = s.round;
       st.in_round = s.complete && s.participants.count(node_) > 0;

@@ -21,7 +21,8 @@
 //  - Liveness is judged by each reader's own monotonic clock (a counter that has not moved for
 //    keep_alive_interval x keep_alive_max_attempt), never by comparing hosts' wall clocks.
 //
-// The round's life (torchrun's, docs/architecture.md):
+// The round's life (torchrun's, docs/architecture.md), decided by distributed/rendezvous_rules.h's
+// pure decide() on each state read; this class reads, drops the nodes that are gone, and writes:
 //  - next_round() first leaves the round this node is in. When the last participant of a
 //    complete round leaves, or is found dead, the round number goes up and the round is open.
 //  - An open round takes participants until there are nnodes (a node asking for a node_rank
@@ -78,6 +79,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "distributed/rendezvous_rules.h"
 #include "distributed/store.h"
 
 namespace xdino::distributed {
@@ -158,14 +160,12 @@ class NodeRendezvous {
   const std::string& node() const { return node_; }
   std::string name() const;  // the node as lines name it: "node02 (launcher pid 4242)"
 
-  struct State;  // node_rendezvous.cpp
-
  private:
   struct Read;
   Read read(TimedStore& store, bool sanitize);
-  bool write(TimedStore& store, const std::string& token, const State& state);
+  bool write(TimedStore& store, const std::string& token, const RoundState& state);
   bool dead(TimedStore& store, const std::string& node);
-  bool sanitize(TimedStore& store, State& state);
+  bool sanitize(TimedStore& store, RoundState& state);
   void set_closed(const std::string& reason, bool finished);
   void beat_loop();
   void watch_loop();

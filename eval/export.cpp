@@ -344,7 +344,10 @@ void write_export(const ExportOptions& o, const Exported& x, const fs::path& dir
   } else {
     const auto list = [](const std::vector<double>& v) {
       std::string text;
-      for (double value : v) text += (text.empty() ? "" : " ") + python_repr(value);
+      for (double value : v) {
+        if (!text.empty()) text += ' ';
+        text += python_repr(value);
+      }
       return text;
     };
     write_safetensors(dir / "model.safetensors", x.state,

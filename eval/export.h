@@ -1,6 +1,6 @@
 // `dino export`: a trained backbone out of this project, as a folder that timm and the Hugging
 // Face hub load (`timm.create_model("local-dir:DIR", pretrained=True)`), or as safetensors in
-// our own (the official) layout. README, "Taking the weights elsewhere".
+// our own (the official) layout. docs/checkpoints.md, "Weights out and in".
 //
 // Contract:
 //  - The weights are read as every command reads --pretrained_weights (models::read_pretrained:

@@ -3,7 +3,7 @@
 of each malformation the reader refuses), normalization (NUL-separated flags), patch_tokens (the writer's
 calls), warm_start (a key byte, then a torch.save checkpoint of the tiny student's keys, which
 needs Python torch). Files whose name starts with "valid" must be accepted by their target
-(tests/test_fuzz_regressions.cpp replays tests/data/fuzz/<target>/).
+(tests/core/test_fuzz_regressions.cpp replays tests/data/fuzz/<target>/).
   python3 fuzz/make_seeds.py OUT_ROOT   # writes OUT_ROOT/<target>/..., e.g. fuzz/corpus
 """
 import io

@@ -31,10 +31,10 @@ void fuzz_tensorboard(const uint8_t* data, size_t size) {
   std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(data), size);
   const auto keep = [](const std::string&, int64_t step) { return step % 2 == 0; };
   try {
-    prune_events(dir, keep);
+    tensorboard::prune_events(dir, keep);
     // What it rewrote is whole records of its own: a second prune changes nothing.
     const std::string once = bytes_of(file);
-    prune_events(dir, keep);
+    tensorboard::prune_events(dir, keep);
     if (bytes_of(file) != once) invariant_broken("pruning an event file twice changed it again");
     // What it left alone is byte for byte the input.
     if (once.size() > size || (once.size() == size && std::memcmp(once.data(), data, size) != 0))

@@ -1,6 +1,6 @@
 // Entry points of the fuzz targets (issue 17), shared by the libFuzzer executables
 // (fuzz/fuzz_main.cpp, one executable per entry point, built only with -DXDINO_FUZZ=ON) and by
-// the ordinary GoogleTest replay of found inputs (tests/test_fuzz_regressions.cpp), so a
+// the ordinary GoogleTest replay of found inputs (tests/core/test_fuzz_regressions.cpp), so a
 // regression file exercises exactly the code the fuzzer ran.
 //
 // Contract:

@@ -2,7 +2,8 @@
 // subcommand would run with the same files (plus its [subcommand:variant] section), and skips
 // the stages already done with the same effective configuration and the same inputs.
 // `train_nproc = N` runs the train stage as `dino launch --nproc N -- train ...` would: N
-// data-parallel processes on this machine (README, "The main job", for why 2 on 2 cores).
+// data-parallel processes on this machine (docs/usage.md, "Configs and `dino pipeline`", for why 2
+// on 2 cores).
 #include <filesystem>
 #include <sstream>
 

@@ -12,9 +12,12 @@ namespace xdino::launch {
 namespace fs = std::filesystem;
 namespace {
 
+using tensorboard::EventWriter;
+
 // A fresh writer in `dir` after removing the tags under `prefix` an earlier run wrote there.
 EventWriter fresh_writer(const fs::path& dir, const std::string& prefix) {
-  prune_events(dir, [&](const std::string& tag, int64_t) { return tag.rfind(prefix, 0) != 0; });
+  tensorboard::prune_events(
+      dir, [&](const std::string& tag, int64_t) { return tag.rfind(prefix, 0) != 0; });
   return EventWriter(dir);
 }
 

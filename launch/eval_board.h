@@ -4,7 +4,9 @@
 //  - write_knn_board: knn/top1 and knn/top5 at step k, for every k (and
 //    knn/top1_data_batch_norm with --recalibrate_bn).
 //  - write_linear_board: every number of the probe's log.txt lines as linear/<key> at step
-//    epoch.
+//    epoch. It reads log.txt rather than taking run_linear_eval's result on purpose: a probe
+//    resumed from its checkpoint.pth returns this invocation's epochs only, while log.txt
+//    holds every epoch of every invocation, which is the curve a reader wants.
 //  - write_picture_board: each <name>/overview.png of `dir` (dino visualize's) as the image
 //    summary pictures/<name>.
 //  - write_board(result, write): runs one of them after `result` (knn.json, ...) is written.

@@ -96,7 +96,10 @@ const std::string& recordable(const std::string& name, const std::string& s) {
 template <typename T, typename Render>
 std::string join(const std::vector<T>& v, Render render) {
   std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? " " : "") + render(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ' ';
+    out += render(v[i]);
+  }
   return out;
 }
 

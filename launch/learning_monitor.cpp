@@ -76,7 +76,7 @@ ssl::EpochCallbacks LearningMonitor::callbacks() {
     j["knn_train"] = r.num_train;
     j["knn_val"] = r.num_val;
     // No wall-clock time in log.txt: a run stopped and resumed writes the same file as one
-    // that was not (tests/test_crash_consistency.cpp). The cost goes to the console.
+    // that was not (tests/cli/test_crash_consistency.cpp). The cost goes to the console.
     if (comm_.is_main())
       log::info("online k-NN after epoch ", epoch, " (teacher, ", knn_->options().k, "-NN, ",
                 r.num_train, "/", r.num_val, " images): top-1 ", r.top1, "% in ", r.seconds, " s, ",

@@ -31,14 +31,14 @@ void TrainingBoard::attach(ssl::EpochCallbacks& c) {
 
 void TrainingBoard::started(int64_t epoch, int64_t it) {
   // What a killed run wrote past its last checkpoint comes again: drop it first.
-  prune_events(dir_, [&](const std::string& tag, int64_t step) {
+  tensorboard::prune_events(dir_, [&](const std::string& tag, int64_t step) {
     const bool per_epoch = tag.rfind("train/", 0) != 0;
     return step < (per_epoch ? epoch : it);
   });
   first_epoch_ = epoch;
   last_written_ = it - 1;
   last_time_ = Clock::now();
-  writer_ = std::make_unique<EventWriter>(dir_);
+  writer_ = std::make_unique<tensorboard::EventWriter>(dir_);
 }
 
 void TrainingBoard::iteration(int64_t it, const ssl::IterationStats& s) {

@@ -44,7 +44,7 @@ class TrainingBoard {
   std::filesystem::path dir_;
   bool on_;
   int64_t images_per_step_, iterations_per_epoch_;
-  std::unique_ptr<EventWriter> writer_;
+  std::unique_ptr<tensorboard::EventWriter> writer_;
   int64_t first_epoch_ = 0;    // epochs before it are in the files already
   int64_t last_written_ = -1;  // the iteration of the last train/ write
   Clock::time_point last_time_ = Clock::now();

@@ -13,7 +13,7 @@
 //    (then head when num_classes > 0).
 //  - xcit_flops(config, H, W): FLOPs of one eval-mode forward in fvcore's convention (one
 //    multiply-add = 1; LayerNorm 5, eval BatchNorm 2 per element), as the XCiT paper's tables
-//    count them (tests/test_xcit_model.cpp holds the published figures).
+//    count them (tests/models/test_xcit_model.cpp holds the published figures).
 //  - Bad configurations (patch not 4/8/16, C not divisible by heads or 8) throw UsageError.
 #pragma once
 

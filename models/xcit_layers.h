@@ -53,7 +53,7 @@ TORCH_MODULE(FourierPositionalEncoding);
 // Cross-covariance attention (`attn` of an XCA block): d x d attention per head between
 // channels, q and k L2-normalised over the token axis, logits times `temperature` (h,1,1).
 // `attention` chooses the path (XcaAttention, models/backbone.h); both compute the same
-// function, to float rounding (tests/test_xcit_layers.cpp). kSdpa on LibTorch 1.13 throws
+// function, to float rounding (tests/models/test_xcit_layers.cpp). kSdpa on LibTorch 1.13 throws
 // xdino::UsageError at forward; a call with `norms` takes the op path, which computes them.
 struct XCAImpl : torch::nn::Module {
   XCAImpl(int64_t dim, int64_t num_heads, XcaAttention attention = XcaAttention::kAuto,

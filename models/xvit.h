@@ -57,7 +57,7 @@
 // FLOPs/params ratio (~N) is met by any such pair; among the pairs within 5% of the paper we
 // keep XCiT-like widths (192, 384) and head dim 48, and the smallest error on all columns.
 // (top-1: T 78.8, S 82.0, M 82.8, B 83.3.) `xvit_<size>_p8` use patch 8 (3 stem units, about
-// 4x the FLOPs); the paper has no p8 models. The table is tested (tests/test_xvit.cpp).
+// 4x the FLOPs); the paper has no p8 models. The table is tested (tests/models/test_xvit.cpp).
 //
 // FLOPs (xvit_flops): as xcit_flops, one multiply-add = 1: convs, BN 2/element, LayerNorm
 // 5/element, linears, the two d x d x N products of XNorm (2 N C d), class attention 2 T C;

@@ -4,7 +4,7 @@
 # libtorch.so carried std::filesystem, and the crash that came of it is why CMakeLists.txt puts
 # libstdc++ first). Prints one line per such symbol: name, then every library defining it,
 # in load order; exit 0 with "none" when there are none.
-#   scripts/libtorch_reexports.sh build/dino [build/tests/xdino_tests_libtorch ...]
+#   scripts/libtorch_reexports.sh build/dino [build/tests/core/xdino_tests_core ...]
 set -euo pipefail
 (( $# > 0 )) || { echo "usage: $0 EXECUTABLE..." >&2; exit 2; }
 tmp=$(mktemp -d)

@@ -109,6 +109,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   // An iteration is one optimiser step: accum_iter micro-batches (a last, incomplete group of
   // micro-batches is left out, like the last incomplete batch).
   niter_ = data_->batches_per_epoch() / o_.accum_iter;
+  scheduler_ = Scheduler({o_.epochs, niter_, o_.saveckp_minutes});
   XDINO_CHECK_ARG(niter_ > 0, "the training set holds less than ", o_.accum_iter, " batch(es) of ",
                   o_.batch_size_per_gpu,
                   " images per process: lower --batch_size_per_gpu or --accum_iter");
@@ -203,7 +204,7 @@ Trainer::~Trainer() = default;
 TrainOutcome Trainer::train() {
   StopSignalGuard signals;
   Position pos = resume();
-  last_save_ = Clock::now();
+  scheduler_.started(Clock::now());
   if (epoch_callbacks_.started) epoch_callbacks_.started(pos.epoch, pos.epoch * niter_ + pos.batch);
   // Redraw what the last epoch's log line feeds (curves.png): a kill may have come first.
   if (pos.batch == 0 && pos.epoch > 0 && epoch_callbacks_.logged)
@@ -232,22 +233,26 @@ TrainOutcome Trainer::train() {
                       last_.loss, last_.lr, last_.wd, last_.momentum, last_.teacher_temp,
                       progress.rate() * static_cast<double>(images_per_step()));
         progress.step(1, status);
-        if (stop && i + 1 < niter_) {
-          progress.finish();
-          save(epoch, epoch * niter_ + i + 1);
-          log::info("Stopped by signal ", stop_signal(), ": checkpoint.pth saved before iteration ",
-                    epoch * niter_ + i + 1, " (epoch ", epoch, ", batch ", i + 1,
-                    "); rerun the same command to continue");
-          return TrainOutcome::kStopped;
-        }
-        if (end.save_due && i + 1 < niter_) {
-          progress.finish();
-          save_timed(epoch * niter_ + i + 1);
+        switch (scheduler_.after_step(epoch, i, end.stop, end.save_due)) {
+          case Scheduler::AfterStep::kStop:
+            progress.finish();
+            save(epoch, epoch * niter_ + i + 1);
+            log::info("Stopped by signal ", stop_signal(),
+                      ": checkpoint.pth saved before iteration ", epoch * niter_ + i + 1,
+                      " (epoch ", epoch, ", batch ", i + 1,
+                      "); rerun the same command to continue");
+            return TrainOutcome::kStopped;
+          case Scheduler::AfterStep::kSaveTimed:
+            progress.finish();
+            save_timed(epoch * niter_ + i + 1);
+            break;
+          case Scheduler::AfterStep::kGoOn:
+            break;
         }
       }
     }
     finish_epoch(epoch);
-    if (stop && epoch + 1 < o_.epochs) {
+    if (scheduler_.stop_after_epoch(epoch, stop)) {
       log::info("Stopped by signal ", stop_signal(), " at the end of epoch ", epoch,
                 "; rerun the same command to continue");
       return TrainOutcome::kStopped;
@@ -291,9 +296,7 @@ double Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags
   mb.share = o_.batch_size_per_gpu / mb.replicas;
   mb.count = o_.accum_iter;
   // Rank 0's clock alone decides a timed save, and the flags carry it to every rank.
-  mb.save_due_here =
-      comm_->is_main() && o_.saveckp_minutes > 0 &&
-      std::chrono::duration<double>(Clock::now() - last_save_).count() >= o_.saveckp_minutes * 60;
+  mb.save_due_here = comm_->is_main() && scheduler_.timed_save_due(Clock::now());
   std::vector<ReplicaPass> passes(static_cast<size_t>(mb.replicas));
   std::vector<CenterSums> center_sums(static_cast<size_t>(mb.replicas));
   double loss_value = 0;
@@ -457,14 +460,14 @@ Trainer::Position Trainer::resume() {
 void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
   save_checkpoint(o_.output_dir, parts(), o_, next_epoch, next_iteration, niter_, meters_, *comm_,
                   plan_.device, last_log_line_);
-  last_save_ = Clock::now();
+  scheduler_.saved(Clock::now());
 }
 
 // The other ranks go on to the next step and wait in its first collective while rank 0 writes:
 // each rank's stall is the capture plus rank 0's write, which is logged.
 void Trainer::save_timed(int64_t next_iteration) {
   auto t = Clock::now();
-  const double minutes = std::chrono::duration<double>(t - last_save_).count() / 60;
+  const double minutes = std::chrono::duration<double>(t - scheduler_.last_save()).count() / 60;
   save(next_iteration / niter_, next_iteration);
   const double took = seconds_since(t);
   times_.checkpoint += took;
@@ -480,17 +483,11 @@ void Trainer::finish_epoch(int64_t epoch) {
   // Where this epoch's time went, before the checkpoint and the monitor add their own.
   const StepTimes spent = times_.since(epoch_start_times_);
   const double wall = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
-  if (comm_->is_main() && spent.steps > 0 && wall > 0) {
-    char line[320];
-    std::snprintf(line, sizeof line,
-                  "Epoch %ld: %ld steps in %.1f s, %.1f img/s; waiting for data %.1f%% of it "
-                  "(data %.1f s, forward %.1f s, backward %.1f s, optimizer %.1f s, EMA %.1f s)",
-                  static_cast<long>(epoch), static_cast<long>(spent.steps), wall,
-                  static_cast<double>(spent.steps * images_per_step()) / wall,
-                  100.0 * spent.data / wall, spent.data, spent.forward, spent.backward,
-                  spent.optimizer, spent.ema);
+  const std::string time_line = epoch_time_line(epoch, spent, wall, images_per_step());
+  if (comm_->is_main() && !time_line.empty()) {
     const int64_t peak = compat::peak_allocated_bytes(plan_.device);
-    log::info(line, peak >= 0 ? "; peak GPU memory " + std::to_string(peak >> 20) + " MiB" : "");
+    log::info(time_line,
+              peak >= 0 ? "; peak GPU memory " + std::to_string(peak >> 20) + " MiB" : "");
   }
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
@@ -510,19 +507,10 @@ void Trainer::finish_epoch(int64_t epoch) {
   log::info("Averaged stats: loss ", avg[0], " lr ", avg[1], " wd ", avg[2], " teacher entropy ",
             avg[5], " KL(teacher||student) ", avg[0] - avg[5], " KL(mean teacher||uniform) ",
             avg[6], " (ln K = ", ln_k, ")");
-  // Collapse heuristics (DINO paper section 5.3): one dimension dominating every teacher
-  // output drives KL(mean p_t || uniform) to ln K; uniform outputs drive H(p_t) to ln K.
-  // High entropy is normal in the first epochs; it is a collapse when it stays.
   // The averages are the same on every rank: warn once.
-  if (avg[6] > 0.8 * ln_k && comm_->is_main())
-    log::warn("epoch ", epoch, ": the teacher maps nearly every image to the same few output ",
-              "dimensions (KL(mean teacher||uniform) ", avg[6], " of at most ln K = ", ln_k,
-              "); if this persists the training has collapsed (centering too weak: check "
-              "momentum_teacher and the batch size)");
-  if (avg[5] > 0.9 * ln_k && comm_->is_main())
-    log::warn("epoch ", epoch, ": the teacher outputs are nearly uniform (entropy ", avg[5],
-              " of at most ln K = ", ln_k, "); if this persists the training has collapsed ",
-              "(sharpening too weak: lower teacher_temp)");
+  if (comm_->is_main())
+    for (const std::string& w : collapse_warnings(epoch, avg[6], avg[5], o_.head.out_dim))
+      log::warn(w);
 }
 
 }  // namespace xdino::ssl

@@ -50,6 +50,7 @@
 #include "ssl/head.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
+#include "ssl/scheduler.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
 #include "train/precision.h"
@@ -187,7 +188,7 @@ class Trainer {
   StepTimes times_;
   StepTimes epoch_start_times_;  // times_ when this epoch's first step began
   std::chrono::steady_clock::time_point epoch_start_;
-  std::chrono::steady_clock::time_point last_save_;  // for options.saveckp_minutes
+  Scheduler scheduler_{ScheduleOptions{}};  // when to save, stop and warn (ssl/scheduler.h)
 };
 
 }  // namespace xdino::ssl

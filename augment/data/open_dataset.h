@@ -2,7 +2,7 @@
 // flat folders, IDX, HDF5 shards), so the formats depend on dataset.h and nothing below
 // depends on them.
 //
-// Contract: open_dataset(root, split, options) detects the layout (README.md, "Data"):
+// Contract: open_dataset(root, split, options) detects the layout (docs/usage.md, "Data"):
 //   train: ROOT.h5 file given directly; else ROOT/train/ (folder); ROOT/train.h5 (or shards
 //          ROOT/train-00000-of-00004.h5 ...); IDX train-images-idx3-ubyte[.gz]; else ROOT itself.
 //   val:   ROOT/val/; ROOT/val.h5 (or shards); IDX t10k-images-idx3-ubyte[.gz]; else an error.

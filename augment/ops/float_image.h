@@ -11,7 +11,7 @@
 //    hflip, adjust_*, to_grayscale, gaussian_blur, solarize dispatch on the type), computed as
 //    below in float32 with no rounding to 8 bits between them. This is what torchvision's
 //    tensor ops give on a float tensor, so the 16-bit path has a reference to be tested against
-//    (tests/test_float_pipeline.cpp runs torchvision on the same values):
+//    (tests/augment/test_float_pipeline.cpp runs torchvision on the same values):
 //      resize        Pillow's filters (float_resize.h), = interpolate(antialias=True) on the
 //                    crop;
 //      brightness    (f * v).clamp(0, 1);

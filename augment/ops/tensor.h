@@ -12,7 +12,7 @@
 //    are equal, every op DINO uses (bicubic/bilinear resize, flip, brightness, contrast, Pillow's
 //    L of a gray pixel is itself, saturation and hue, which leave gray unchanged, grayscale,
 //    blur, solarize) works per channel or keeps the channels equal, giving three copies of
-//    what it gives on the L image (tests/test_in_chans_augment.cpp).
+//    what it gives on the L image (tests/augment/test_in_chans_augment.cpp).
 //  - default_normalization(1): one mean and one std, the averages of ImageNet's three
 //    (0.449, 0.226). timm has no single-channel default (its resolve_data_config repeats a
 //    one-value --mean over in_chans and otherwise keeps ImageNet's three), and the average

@@ -77,7 +77,7 @@ rm -rf --one-file-system "$root/root/xcit-dino"
 git clone -q . "$root/root/xcit-dino"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The chroot's / a mount point, as a machine's is: `ip netns exec` (the multi-host tests,
-# tests/multinode/hosts.sh) makes / a slave mount and fails on a folder that is not one.
+# tests/cli/multinode/hosts.sh) makes / a slave mount and fails on a folder that is not one.
 bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mounted+=("$root/proc")

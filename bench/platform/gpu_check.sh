@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA path on a lent GPU machine, in one call (bench/results/gpu.md, "On a GPU"): build the
 # LibTorch-only tiers and their tests against the machine's own PyTorch, run every suite (the
-# CUDA cases of tests/test_cuda.cpp and test_update_paths included), check what the wheel's
+# CUDA cases of tests/ssl/test_cuda.cpp and test_update_paths included), check what the wheel's
 # libraries re-export, then time our step against the official one on the same card.
 #   bench/platform/gpu_check.sh [OUT]          # OUT: where logs go (the device tool's $OUT)
 #   bench/platform/gpu_check.sh kernels [OUT]  # the short loop of the fused kernels: build only
@@ -47,7 +47,7 @@ if [[ $mode == kernels ]]; then
     > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
   say "kernel tests"
   for t in test_kernel_layer_norm test_kernel_token_norm; do
-    timeout 120 "build-gpu-kernels/tests/$t" --gtest_color=no > "$out/$t.log" 2>&1
+    timeout 120 "build-gpu-kernels/tests/kernels/$t" --gtest_color=no > "$out/$t.log" 2>&1
     echo "$t: exit $?"
     grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Which is|<= |rror" "$out/$t.log" | head -40
   done
@@ -115,7 +115,7 @@ cp build-gpu/Testing/Temporary/LastTest.log "$out/LastTest.log"
 # The CUDA cases' own lines (differences found, losses) for the record.
 grep -E "^\[ +(OK|FAILED) +\] Cuda|largest relative|epoch [01]: loss" \
   build-gpu/Testing/Temporary/LastTest.log | tee "$out/test_cuda.txt"
-scripts/libtorch_reexports.sh build-gpu/tests/xdino_tests_libtorch build-gpu/bench/bench_train \
+scripts/libtorch_reexports.sh build-gpu/tests/*/xdino_tests_* build-gpu/bench/bench_train \
   > "$out/reexports.txt" 2>&1
 head -3 "$out/reexports.txt"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The official DINO training step in PyTorch: the timing reference for bench_train, and the
-independent side of tests/test_dino_step_python.cpp.
+independent side of tests/ssl/test_dino_step_python.cpp.
 
 Builds XCiT (written here from docs/architecture.md, with the same tensor operations as
 facebookresearch/xcit's xcit.py), the DINO head, multi-crop wrapper, loss, AdamW parameter

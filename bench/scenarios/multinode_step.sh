@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Speed across hosts: all-reduce bandwidth and the DINO step for 1 host x 4 ranks against 2
-# simulated hosts x 2 ranks (tests/multinode/hosts.sh: two network namespaces and a veth link),
+# simulated hosts x 2 ranks (tests/cli/multinode/hosts.sh: two network namespaces and a veth link),
 # on the open link and on the link held to 1 Gbit/s by tbf.
 #   sudo bench/scenarios/multinode_step.sh [build_dir=build] [rounds=3]
 # The kernel of our CI machines has no netem (`tc qdisc add ... netem` says "Specified qdisc kind
@@ -19,7 +19,7 @@
 # grad_wait_sec (the part of the gradient all-reduce that backward did not hide).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/../../tests/multinode/hosts.sh"
+source "$here/../../tests/cli/multinode/hosts.sh"
 build=$(readlink -f "${1:-build}")
 rounds=${2:-3}
 hosts_require

@@ -8,7 +8,7 @@
 // LibTorch ops. The arithmetic is torch's, element by element and in the same order, in
 // float32 with the scalars rounded to float as ATen's CPU kernels round them. Without FMA:
 // ATen's vectorised addcmul/addcdiv contract a multiply-add, so AdamW can differ from the
-// op-by-op path in the last bit (tests/test_update_paths.cpp bounds it); the EMA is
+// op-by-op path in the last bit (tests/train/test_update_paths.cpp bounds it); the EMA is
 // bit-identical.
 #pragma once
 

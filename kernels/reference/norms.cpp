@@ -80,8 +80,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tens
                                                                   at::ScalarType out_dtype) {
   check_rows(x, "input");
   const int64_t C = x.size(-1);
-  XDINO_CHECK(weight.numel() == C && bias.numel() == C, "reference LayerNorm: weight and bias must ",
-              "have ", C, " entries, got ", weight.sizes(), " and ", bias.sizes());
+  XDINO_CHECK(weight.numel() == C && bias.numel() == C,
+              "reference LayerNorm: weight and bias must ", "have ", C, " entries, got ",
+              weight.sizes(), " and ", bias.sizes());
   const at::ScalarType acc = accumulation_type(x);
   check_out(acc, out_dtype);
   const auto [x_hat, mean, rstd] = normalise(rows_of(x, acc), eps);
@@ -156,16 +157,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
               "reference residual LayerNorm: mean and rstd must be the forward's");
   const at::Tensor x_hat = x_hat_of(rows_of(y, acc), mean, rstd);
   const at::Tensor d = rows_of(dn, acc);
-  const at::Tensor total =
-      rows_of(dy, acc) +
-      input_gradient(d * weight.to(acc).reshape({1, C}), x_hat, rstd.reshape({-1, 1}));
+  const at::Tensor total = rows_of(dy, acc) + input_gradient(d * weight.to(acc).reshape({1, C}),
+                                                             x_hat, rstd.reshape({-1, 1}));
   const at::Tensor keep = row_factor(factor, y, acc);
   at::Tensor scale = gamma.to(acc).reshape({1, C});
   if (keep.defined()) scale = scale * keep;
   at::Tensor through = rows_of(branch, acc);  // what gamma multiplied
   if (keep.defined()) through = through * keep;
-  return {total.reshape(y.sizes()),
-          (total * scale).to(branch.scalar_type()).reshape(y.sizes()),
+  return {total.reshape(y.sizes()), (total * scale).to(branch.scalar_type()).reshape(y.sizes()),
           (total * through).sum(0).to(gamma.scalar_type()).reshape(gamma.sizes()),
           (d * x_hat).sum(0).to(weight.scalar_type()).reshape(weight.sizes()),
           d.sum(0).to(weight.scalar_type()).reshape(weight.sizes())};
@@ -186,8 +185,8 @@ at::Tensor token_norm_backward(const at::Tensor& dn, const at::Tensor& t, const 
   XDINO_CHECK(n.scalar_type() == acc && passes.scalar_type() == at::kBool &&
                   n.numel() * t.size(-1) == t.numel() && passes.numel() == n.numel() &&
                   dn.numel() == n.numel(),
-              "reference token norm: n, passes and dn must be the forward's, got ", n.sizes(),
-              ", ", passes.sizes(), ", ", dn.sizes());
+              "reference token norm: n, passes and dn must be the forward's, got ", n.sizes(), ", ",
+              passes.sizes(), ", ", dn.sizes());
   // d|t|/dt = t / |t|: one broadcast multiply over t.
   const at::Tensor scale = (dn.to(acc) / n).masked_fill(passes.logical_not(), 0.0);
   return (t.to(acc) * scale).to(t.scalar_type());

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for tests/test_linear.cpp, made with PyTorch (Debian's torch 1.13).
+"""Golden values for tests/eval/test_linear.cpp, made with PyTorch (Debian's torch 1.13).
 
 Writes linear_golden.json:
   - cosine_lr: the lr of each epoch under SGD + CosineAnnealingLR(T_max=epochs, eta_min=0)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for DINO's ViT position-embedding interpolation (tests/test_vit.cpp).
+"""Golden values for DINO's ViT position-embedding interpolation (tests/models/test_vit.cpp).
 
 Runs PyTorch's own bicubic interpolation the way facebookresearch/dino's
 VisionTransformer.interpolate_pos_encoding calls it (scale_factor = (n + 0.1) / sqrt(N) per

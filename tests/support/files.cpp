@@ -121,7 +121,10 @@ void write_ppm_folder(const fs::path& root, int per_class, int width, int height
       const fs::path dir = root / split / (c ? "b" : "a");
       fs::create_directories(dir);
       for (int i = 0; i < per_class; ++i) {
-        std::ofstream f(dir / ("x" + std::to_string(i) + ".ppm"), std::ios::binary);
+        std::string name = "x";
+        name += std::to_string(i);
+        name += ".ppm";
+        std::ofstream f(dir / name, std::ios::binary);
         f << "P6\n" << width << " " << height << "\n255\n";
         for (int p = 0; p < width * height * 3; ++p)
           f.put(static_cast<char>(next() / 2 + (p % 3 == 2 * c ? 100 : 0)));

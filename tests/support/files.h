@@ -20,7 +20,7 @@
 // file of `ref` that `run` lacks or holds with other bytes, and per temporary (".tmp-") file
 // left in `run`; empty when they agree (the crash-consistency tests' criterion). TensorBoard
 // event files are not compared (their names hold the time and pid, their events wall times;
-// tests/test_tensorboard.cpp checks what a resumed run's hold), only that `run` has one when
+// tests/cli/test_tensorboard.cpp checks what a resumed run's hold), only that `run` has one when
 // `ref` has.
 // error_under_file_size_limit(bytes, fn) runs fn with the process's file-size limit at `bytes`
 // (a full disk as a write sees it: EFBIG, with SIGXFSZ ignored as `dino` ignores it) and

@@ -3,7 +3,7 @@
 // phase), the colours are nuisance: each of the two ink colours is a random gradient across
 // the image, plus pixel noise. Random crops of one image share its texture but not its
 // colours, so what DINO's views agree on is the texture, while the features of a random
-// network are dominated by colour (measured in tests/test_learning.cpp).
+// network are dominated by colour (measured in tests/cli/test_learning.cpp).
 //
 // Contract: write_textures(root, n_train, n_val, size) writes root/{train,val}/classK/NNNN.png
 // (ImageFolder, K in 0..3, n images per class and split, size x size RGB), the same bytes on

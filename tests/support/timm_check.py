@@ -1,4 +1,4 @@
-"""What timm makes of a `dino export --format timm` folder (tests/test_export.cpp).
+"""What timm makes of a `dino export --format timm` folder (tests/cli/test_export.cpp).
 
   timm_check.py FOLDER FEATURES_H5 IMAGES...
 Loads FOLDER with timm.create_model("local-dir:FOLDER", pretrained=True) (timm loads strictly:

@@ -1,4 +1,4 @@
-"""Weights that timm itself writes, for `dino` to read (tests/test_export.cpp).
+"""Weights that timm itself writes, for `dino` to read (tests/cli/test_export.cpp).
 
   timm_save.py ARCHITECTURE FOLDER [OFFICIAL_PTH]
 Creates timm's ARCHITECTURE with random weights (seed 0, no classifier: num_classes 0) and

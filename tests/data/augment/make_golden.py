@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden outputs of Pillow/torchvision for tests/test_augment_golden.cpp.
+"""Golden outputs of Pillow/torchvision for tests/augment/test_augment_golden.cpp.
 
 Run from anywhere with Debian's Python (Pillow 9.4, torchvision 0.14):
     /usr/bin/python3 tests/data/augment/make_golden.py               # goldens from the inputs

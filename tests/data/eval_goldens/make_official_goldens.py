@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for tests/test_official_goldens.cpp, made by the official functions themselves.
+"""Golden values for tests/eval/test_official_goldens.cpp, made by the official functions themselves.
 
 The official code is not part of this project: this script imports it from checkouts made by
 scripts/fetch_official.sh (bench/reference/official/dino,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hand-made tricky inputs of tests/test_fuzz_regressions.cpp (issue 17): .pth files
+"""Writes the hand-made tricky inputs of tests/core/test_fuzz_regressions.cpp (issue 17): .pth files
 whose declared sizes disagree with their records, written with the standard pickle and zipfile
 modules (no torch needed: stand-in torch modules give pickle the names torch.save writes).
 Files found by the fuzzers are added next to these as they are, not generated here.

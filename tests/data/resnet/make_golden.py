@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for tests/test_resnet.cpp, made with Debian's python3-torchvision (0.14.1).
+"""Golden values for tests/models/test_resnet.cpp, made with Debian's python3-torchvision (0.14.1).
 
 No weights are stored: every floating tensor of a model is filled from its position k in the
 state_dict and the element index i by an integer hash both languages compute exactly,

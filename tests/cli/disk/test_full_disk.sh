@@ -15,7 +15,7 @@
 # Needs root (mount); without it skipped (77), or failed under XDINO_REQUIRE_ALL=1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 source "$root/tests/support/require.sh"
 dino=$(readlink -f "$1")
 require_root "mounting a small tmpfs"

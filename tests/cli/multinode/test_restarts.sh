@@ -13,8 +13,8 @@
 # Exits 0 on success, 1 with the failed check, 77 when it cannot run here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/../support/require.sh"
-source "$here/../support/wait.sh"
+source "$here/../../support/require.sh"
+source "$here/../../support/wait.sh"
 source "$here/small_run.sh"
 dino=$(readlink -f "$1")
 require_fashion_mnist

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# DINO training across two simulated hosts, node01 and node02 (tests/multinode/hosts.sh), 2 ranks
-# each, over a veth link with Gloo, started by the README's "Many machines" recipes with the same
-# variables: `dino launch --nnodes 2` (torchrun's variables), launch/slurm/dino_train.sbatch
-# (through tests/multinode/bin/srun) and Open MPI's variables as `mpirun -x` sets them:
+# DINO training across two simulated hosts, node01 and node02 (tests/cli/multinode/hosts.sh),
+# 2 ranks each, over a veth link with Gloo, started by the recipes of docs/distributed.md, "Many
+# machines", with the same variables: `dino launch --nnodes 2` (torchrun's variables), launch/slurm/dino_train.sbatch
+# (through tests/cli/multinode/bin/srun) and Open MPI's variables as `mpirun -x` sets them:
 #  1. 2 hosts x 2 ranks give the checkpoint of 1 host x 4 ranks, byte for byte, each way;
 #  2. the link goes down mid-run: every rank on both sides exits 1 within seconds of
 #     --dist_heartbeat_timeout, naming the ranks and host it lost; checkpoint.pth is untouched;
@@ -16,7 +16,7 @@
 # Exits 0 on success, 1 with the failed check, 77 when it cannot run here (no root).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 source "$here/hosts.sh"
 source "$here/small_run.sh"
 hosts_test_start two_hosts "$1"

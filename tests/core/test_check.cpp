@@ -21,7 +21,7 @@ TEST(Check, FailingCheckNamesValueAndCondition) {
   } catch (const xdino::Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("value must be positive, got -7"), std::string::npos) << what;
-    EXPECT_NE(what.find("check 'v > 0' failed at tests/test_check.cpp:"), std::string::npos)
+    EXPECT_NE(what.find("check 'v > 0' failed at tests/core/test_check.cpp:"), std::string::npos)
         << what;
   }
 }

@@ -82,10 +82,11 @@ uint32_t mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; 
 
 TEST(TensorBoard, Crc32cMatchesItsCheckValue) {
   // The CRC-32C (Castagnoli) check value of "123456789" (RFC 3720, appendix B.4).
-  EXPECT_EQ(xdino::crc32c("123456789"), 0xE3069283u);
-  EXPECT_EQ(xdino::crc32c(""), 0u);
-  EXPECT_EQ(xdino::crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4: 32 zeros
-  EXPECT_EQ(xdino::masked_crc32c("123456789"), mask(0xE3069283u));
+  EXPECT_EQ(xdino::tensorboard::crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(xdino::tensorboard::crc32c(""), 0u);
+  EXPECT_EQ(xdino::tensorboard::crc32c(std::string(32, '\0')),
+            0x8A9136AAu);  // RFC 3720 B.4: 32 zeros
+  EXPECT_EQ(xdino::tensorboard::masked_crc32c("123456789"), mask(0xE3069283u));
 }
 
 TEST(TensorBoard, WrittenEventsReadBackAndCorruptionIsDetected) {
@@ -94,7 +95,7 @@ TEST(TensorBoard, WrittenEventsReadBackAndCorruptionIsDetected) {
   const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(100, 'x');
   fs::path file;
   {
-    xdino::EventWriter w(dir / "run");
+    xdino::tensorboard::EventWriter w(dir / "run");
     file = w.path();
     for (int64_t step = 0; step < 5; ++step) w.scalar("a/loss", 1.0 / (step + 1), step * 10);
     w.image("pictures/attention", png, 7, 5, 3, 3);
@@ -126,7 +127,7 @@ TEST(TensorBoard, PruneKeepsExactlyWhatItIsTold) {
   const fs::path dir = xdino::testing::fresh_dir("tb_prune");
   fs::path file;
   {
-    xdino::EventWriter w(dir);
+    xdino::tensorboard::EventWriter w(dir);
     file = w.path();
     for (int64_t step = 0; step < 10; ++step) {
       w.scalar("train/loss", static_cast<double>(step), step);
@@ -134,7 +135,7 @@ TEST(TensorBoard, PruneKeepsExactlyWhatItIsTold) {
     }
   }
   std::ofstream(dir / "notes.txt") << "not an event file";
-  xdino::prune_events(
+  xdino::tensorboard::prune_events(
       dir, [](const std::string& tag, int64_t step) { return tag != "train/loss" || step < 4; });
   EXPECT_EQ(xdino::read_file(dir / "notes.txt"), "not an event file");
   const xdino::Json events = read_events({file});
@@ -146,7 +147,8 @@ TEST(TensorBoard, PruneKeepsExactlyWhatItIsTold) {
     expected.emplace_back("epoch/loss", step);
   }
   EXPECT_EQ(order, expected);
-  xdino::prune_events(dir / "missing", [](const std::string&, int64_t) { return false; });
+  xdino::tensorboard::prune_events(dir / "missing",
+                                   [](const std::string&, int64_t) { return false; });
 }
 
 // A run killed while it wrote its last event leaves a file that ends at any byte of that
@@ -159,7 +161,7 @@ TEST(TensorBoard, AFileCutAtAnyByteOfItsLastRecordsResumesWithEveryStepOnce) {
   const fs::path root = xdino::testing::fresh_dir("tb_cut");
   fs::path written;
   {
-    xdino::EventWriter w(root / "whole");
+    xdino::tensorboard::EventWriter w(root / "whole");
     written = w.path();
     for (int64_t step = 0; step < 6; ++step) w.scalar("train/loss", 0.5 * step, step);
   }
@@ -183,12 +185,12 @@ TEST(TensorBoard, AFileCutAtAnyByteOfItsLastRecordsResumesWithEveryStepOnce) {
     fs::create_directories(dir);
     const fs::path file = dir / written.filename();
     std::ofstream(file, std::ios::binary) << whole.substr(0, cut);
-    xdino::prune_events(dir, keep);
+    xdino::tensorboard::prune_events(dir, keep);
     // What remains is the records before the pruned steps, byte for byte.
     EXPECT_EQ(xdino::read_file(file), whole.substr(0, keep_end)) << "cut at byte " << cut;
     fs::path resumed;
     {
-      xdino::EventWriter w(dir);
+      xdino::tensorboard::EventWriter w(dir);
       resumed = w.path();
       for (int64_t step = 4; step < 6; ++step) w.scalar("train/loss", 0.5 * step, step);
     }
@@ -217,7 +219,7 @@ TEST(TensorBoard, PruneLeavesAFileItDidNotWriteAsItIs) {
   const fs::path dir = xdino::testing::fresh_dir("tb_foreign");
   fs::path ours;
   {
-    xdino::EventWriter w(dir);
+    xdino::tensorboard::EventWriter w(dir);
     ours = w.path();
     for (int64_t step = 0; step < 4; ++step) w.scalar("train/loss", 1.0, step);
   }
@@ -230,7 +232,7 @@ TEST(TensorBoard, PruneLeavesAFileItDidNotWriteAsItIs) {
       {"events.out.tfevents.flipped", flipped},
   };
   for (const auto& [name, bytes] : foreign) std::ofstream(dir / name, std::ios::binary) << bytes;
-  xdino::prune_events(dir, [](const std::string&, int64_t step) { return step < 2; });
+  xdino::tensorboard::prune_events(dir, [](const std::string&, int64_t step) { return step < 2; });
   for (const auto& [name, bytes] : foreign) EXPECT_EQ(xdino::read_file(dir / name), bytes) << name;
   EXPECT_LT(xdino::read_file(ours).size(), flipped.size()) << "our own file is still pruned";
 }
@@ -291,7 +293,7 @@ TEST(TensorBoard, TrainingCurvesFollowLogAndResumeWritesNoStepTwice) {
   for (const auto& [point, value] : reference) {
     const auto it = after.find(point);
     ASSERT_NE(it, after.end()) << point.first << " at " << point.second;
-    // Resume is exact (tests/test_train_cli.cpp); images_per_second is a clock reading.
+    // Resume is exact (tests/cli/test_train_cli.cpp); images_per_second is a clock reading.
     if (point.first != "train/images_per_second") {
       EXPECT_EQ(it->second, value) << point.first << " at " << point.second;
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs that heal across two simulated hosts, node01 and node02 (tests/multinode/hosts.sh), 2
+# Runs that heal across two simulated hosts, node01 and node02 (tests/cli/multinode/hosts.sh), 2
 # ranks each, every node's `dino launch` with --max_restarts and the run with timed
 # checkpoints (--saveckp_minutes) after nearly every iteration:
 #  1. one rank on host B SIGKILLed mid-epoch: both launchers restart their ranks by themselves
@@ -9,7 +9,7 @@
 #     --rdzv_timeout plus --dist_heartbeat_timeout (plus --grace_seconds and the 10 s before
 #     SIGKILL); the checkpoint left behind resumes, once the link is back, to the same end;
 #  4. SLURM: SIGUSR1 to launch/slurm/dino_train.sbatch (its srun and scontrol are the stand-ins
-#     of tests/multinode/bin) saves mid-epoch, asks for the requeue and exits 0; the requeued
+#     of tests/cli/multinode/bin) saves mid-epoch, asks for the requeue and exits 0; the requeued
 #     job resumes to the uninterrupted run's checkpoint;
 #  5. host B dies whole (its launcher and ranks SIGKILLed) and its launcher is started again,
 #     as SLURM or a person would: it joins the round node 0 is in, and the run ends by itself
@@ -26,7 +26,7 @@
 # Exits 0 on success, 1 with the failed check, 77 when it cannot run here (no root).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 source "$here/hosts.sh"
 source "$here/small_run.sh"
 hosts_test_start healing "$1"

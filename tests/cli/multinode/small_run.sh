@@ -1,4 +1,4 @@
-# The small training run of the multi-process shell tests, sourced by tests/multinode/test_*.sh.
+# The small training run of the multi-process shell tests, sourced by tests/cli/multinode/test_*.sh.
 #
 # Contract:
 #  - small_train_args DATA OUTPUT_DIR EPOCHS [FLAG...]: echoes `train` and its flags for

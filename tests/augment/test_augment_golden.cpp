@@ -17,7 +17,7 @@
 #include "augment/ops/crop.h"
 #include "augment/ops/resize.h"
 #include "augment/ops/tensor.h"
-#include "support/process.h"
+#include "tests/support/process.h"
 
 namespace xa = xdino::augment;
 using xa::Image;

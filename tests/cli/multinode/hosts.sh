@@ -1,6 +1,6 @@
 # Simulated hosts for the multi-host tests: two network namespaces joined by a veth pair, each
 # with its own address, so that ranks started in them talk through real network stacks over a
-# link the test can cut. Sourced by tests/multinode/test_*.sh.
+# link the test can cut. Sourced by tests/cli/multinode/test_*.sh.
 #
 # Contract:
 #  - hosts_require: without root, `ip` or `unshare`, skips the test or fails it under
@@ -26,8 +26,8 @@
 # on the ranks it starts in the background.
 # Traffic never leaves the two namespaces: no address outside them is used.
 
-source "$(dirname "${BASH_SOURCE[0]}")/../support/require.sh"
-source "$(dirname "${BASH_SOURCE[0]}")/../support/wait.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../support/require.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../support/wait.sh"
 
 hosts_require() {
   require_root "network namespaces"
