@@ -86,6 +86,7 @@ std::optional<OnlineKnnResult> OnlineKnn::measure_with_data_batch_norm(
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(state);
   }
+  if (model.has_mask_token()) copy->add_mask_token();  // iBOT's (ssl/recipe.h): all of it
   copy->to(device);
   models::load_state_dict(*copy, models::state_dict(model), /*strict=*/true, "the teacher");
   recalibrate_batch_norm(*copy, train_, options_.input, comm, device);

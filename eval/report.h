@@ -10,7 +10,9 @@
 //    DIR. The model (arch, patch_size, image_size, weights) comes from those files, else from
 //    DIR/config.ini (written by every dino subcommand). A folder with neither result, or with
 //    results of two different models, throws xdino::UsageError naming it.
-//  - SSL Method: "DINO" when weights were loaded, "None" for the pixels baseline, and for
+//  - SSL Method: "DINO" when weights were loaded ("DINO + KoLeo 0.1 + ..." when the training
+//    run's config.ini beside them has DINOv2's options, core/recipe_name.h), "None" for the
+//    pixels baseline, and for
 //    random weights what they are, from knn.json's batch_norm (eval/knn_eval.h): "Random init,
 //    initial BatchNorm statistics", "Random init (no BatchNorm)", or "Random init" (not
 //    recorded). A knn.json with data_batch_norm adds the row "Random init, BatchNorm

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/json.h"
+#include "core/recipe_name.h"
 #include "eval/frozen_backbone.h"
 #include "eval/report.h"
 #include "models/registry.h"
@@ -35,6 +36,24 @@ std::map<std::string, std::string> read_ini(const fs::path& path) {
     for (const auto& [name, value] : node) kv[name] = value.data();
   }
   return kv;
+}
+
+// The recipe of the training run whose config.ini this is (`dino train` writes it beside the
+// weights): "DINO", or with DINOv2's options "DINO + KoLeo 0.1 + ..." (core/recipe_name.h).
+// A missing file or option is DINO's default.
+std::string training_recipe(const fs::path& config) {
+  const auto kv = read_ini(config);
+  const auto number = [&](const char* k) {
+    if (!kv.count(k)) return 0.0;
+    try {
+      return std::stod(kv.at(k));
+    } catch (const std::exception&) {
+      XDINO_FAIL_ARG("bad value '", kv.at(k), "' for ", k, " in ", config.string());
+    }
+  };
+  const auto text = [&](const char* k) { return kv.count(k) ? kv.at(k) : std::string(); };
+  return recipe_name(number("koleo_loss_weight"), text("centering") == "sinkhorn_knopp",
+                     number("ibot_loss_weight"), text("ibot_separate_head") == "true");
 }
 
 // DIR/name, DIR/<stem>/name, or the single DIR/*/name.
@@ -200,9 +219,12 @@ std::vector<ReportRow> read_run(const std::string& dir_text, const ModelFactsFn&
   if (!key.image_size) key.image_size = int_of("image_size");
   if (!key.pretrained && kv.count("pretrained_weights"))
     key.pretrained = !kv.at("pretrained_weights").empty();
+  std::string recipe = "DINO";
   if (kv.count("pretrained_weights") && !kv.at("pretrained_weights").empty()) {
-    const fs::path curves = fs::path(kv.at("pretrained_weights")).parent_path() / "curves.png";
+    const fs::path trained = fs::path(kv.at("pretrained_weights")).parent_path();
+    const fs::path curves = trained / "curves.png";
     if (fs::exists(curves)) row.curves = curves.string();
+    recipe = training_recipe(trained / "config.ini");
   }
   XDINO_CHECK_ARG(!key.arch.empty(), "run folder '", dir_text,
                   "': no architecture in its results or config.ini");
@@ -211,7 +233,7 @@ std::vector<ReportRow> read_run(const std::string& dir_text, const ModelFactsFn&
   row.image_size = size;
   row.model = display_model_name(key.arch, patch, size);
   row.method = key.arch == "pixels"            ? "None"
-               : key.pretrained.value_or(true) ? "DINO"
+               : key.pretrained.value_or(true) ? recipe
                                                : random_init_method(row.batch_norm);
   if (facts) {
     const ModelFacts f = facts(key.arch, patch, size);

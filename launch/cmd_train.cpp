@@ -43,7 +43,7 @@ class TrainCommand : public Command {
     monitor.measure_reference(*trainer.teacher()->backbone);
     ssl::EpochCallbacks callbacks = monitor.callbacks();
     TrainingBoard board(o.output_dir, monitor_.tensorboard, trainer.images_per_step(),
-                        trainer.iterations_per_epoch(), *comm);
+                        trainer.iterations_per_epoch(), *comm, o.recipe.koleo() || o.recipe.ibot());
     board.attach(callbacks);
     trainer.set_epoch_callbacks(callbacks);
     trainer.train();

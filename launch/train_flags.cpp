@@ -120,6 +120,26 @@ void declare_monitor_flags(Flags& f, MonitorOptions& m) {
            "and knn/ per epoch; tensorboard --logdir)");
 }
 
+void declare_recipe_flags(Flags& f, ssl::RecipeOptions& r) {
+  f.group("DINOv2's additions (ours, under dinov2's config names; off by default)");
+  f.add("koleo_loss_weight", &r.koleo_loss_weight,
+        "weight of the KoLeo regulariser on the student's class tokens, per global view "
+        "(dinov2: 0.1; 0: off)")
+      .add("centering", &r.centering,
+           "how the teacher's outputs become targets: centering (DINO's running centre) or "
+           "sinkhorn_knopp (3 iterations over every process's batch), for DINO and iBOT both")
+      .add("ibot_loss_weight", &r.ibot_loss_weight,
+           "weight of iBOT's masked-patch loss (dinov2: 1.0; 0: off); needs patch tokens "
+           "(xcit_*, xvit_*, vit_*)")
+      .add("mask_ratio_min_max", &r.mask_ratio_min_max,
+           "iBOT: range of the share of patches masked in a masked image")
+      .add("mask_sample_probability", &r.mask_sample_probability,
+           "iBOT: share of the global crops that get a mask (a fixed count per batch)")
+      .add("ibot_separate_head", &r.ibot_separate_head,
+           "iBOT: its own projection head instead of the DINO head")
+      .add("ibot_out_dim", &r.ibot_out_dim, "iBOT: outputs of the separate head (0: --out_dim)");
+}
+
 void declare_train_flags(Flags& f, ssl::DinoOptions& o, MonitorOptions& m) {
   declare_dino_model_flags(f, o);
   declare_teacher_temp_flags(f, o.loss);
@@ -127,6 +147,7 @@ void declare_train_flags(Flags& f, ssl::DinoOptions& o, MonitorOptions& m) {
   declare_multi_crop_flags(f, o);
   declare_run_flags(f, o);
   declare_monitor_flags(f, m);
+  declare_recipe_flags(f, o.recipe);
 }
 
 }  // namespace xdino::launch

@@ -43,6 +43,9 @@ void declare_multi_crop_flags(Flags& flags, ssl::DinoOptions& o);
 void declare_run_flags(Flags& flags, ssl::DinoOptions& o);
 // Ours: the learning monitor (launch/learning_monitor.h).
 void declare_monitor_flags(Flags& flags, MonitorOptions& m);
+// Ours, under dinov2's config names: KoLeo, Sinkhorn-Knopp centering, iBOT (ssl/recipe.h).
+// Last, so that config.ini lists the older flags as it always did.
+void declare_recipe_flags(Flags& flags, ssl::RecipeOptions& r);
 
 void declare_train_flags(Flags& flags, ssl::DinoOptions& o, MonitorOptions& m);
 

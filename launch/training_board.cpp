@@ -10,9 +10,11 @@ namespace xdino::launch {
 namespace fs = std::filesystem;
 
 TrainingBoard::TrainingBoard(const fs::path& dir, bool enabled, int64_t images_per_step,
-                             int64_t iterations_per_epoch, const Communicator& comm)
+                             int64_t iterations_per_epoch, const Communicator& comm,
+                             bool loss_terms)
     : dir_(dir),
       on_(enabled && comm.is_main()),
+      loss_terms_(loss_terms),
       images_per_step_(images_per_step),
       iterations_per_epoch_(iterations_per_epoch) {}
 
@@ -48,6 +50,11 @@ void TrainingBoard::iteration(int64_t it, const ssl::IterationStats& s) {
   const double seconds = std::chrono::duration<double>(now - last_time_).count();
   const double images = static_cast<double>((it - last_written_) * images_per_step_);
   writer_->scalar("train/loss", s.loss, it);
+  if (loss_terms_) {
+    writer_->scalar("train/dino_loss", s.dino_loss, it);
+    writer_->scalar("train/koleo_loss", s.koleo_loss, it);
+    writer_->scalar("train/ibot_loss", s.ibot_loss, it);
+  }
   writer_->scalar("train/lr", s.lr, it);
   writer_->scalar("train/wd", s.wd, it);
   writer_->scalar("train/momentum", s.momentum, it);

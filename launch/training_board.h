@@ -7,7 +7,8 @@
 //  - every print_every iterations (main_dino.py's print frequency, 10) and at each epoch's
 //    last: train/loss, train/lr, train/wd, train/momentum, train/teacher_temp and
 //    train/images_per_second (over the iterations since the last write), at the global
-//    iteration;
+//    iteration; with loss_terms (DINOv2's KoLeo or iBOT on) also train/dino_loss,
+//    train/koleo_loss and train/ibot_loss, the terms of train/loss;
 //  - after each epoch, every number of its log.txt line as epoch/<key> at step = epoch (the
 //    averaged statistics, teacher entropy and KL figures, the online k-NN), and with an online
 //    k-NN point also knn/teacher beside the reference rows of knn_reference.json
@@ -30,7 +31,7 @@ namespace xdino::launch {
 class TrainingBoard {
  public:
   TrainingBoard(const std::filesystem::path& dir, bool enabled, int64_t images_per_step,
-                int64_t iterations_per_epoch, const Communicator& comm);
+                int64_t iterations_per_epoch, const Communicator& comm, bool loss_terms = false);
   void attach(ssl::EpochCallbacks& callbacks);
 
   static constexpr int64_t kPrintEvery = 10;
@@ -43,6 +44,7 @@ class TrainingBoard {
   using Clock = std::chrono::steady_clock;
   std::filesystem::path dir_;
   bool on_;
+  bool loss_terms_;
   int64_t images_per_step_, iterations_per_epoch_;
   std::unique_ptr<tensorboard::EventWriter> writer_;
   int64_t first_epoch_ = 0;    // epochs before it are in the files already

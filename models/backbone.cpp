@@ -43,6 +43,24 @@ QKNorms Backbone::qk_norms(torch::Tensor images, int64_t block) {
   return probe(std::move(images), request).qk;
 }
 
+void Backbone::add_mask_token() {
+  XDINO_CHECK_ARG(supports_token_mask(), arch(),
+                  " has no patch tokens to mask (iBOT needs an xcit_*, xvit_* or vit_* backbone)");
+  if (!mask_token_.defined())
+    mask_token_ = register_parameter("mask_token", torch::zeros({1, embed_dim()}));
+}
+
+torch::Tensor Backbone::apply_token_mask(const torch::Tensor& tokens,
+                                         const torch::Tensor& mask) const {
+  if (!mask.defined()) return tokens;
+  XDINO_CHECK(mask_token_.defined(), arch(), ": a token mask needs add_mask_token() first");
+  XDINO_CHECK(mask.dim() == 2 && mask.size(0) == tokens.size(0) && mask.size(1) == tokens.size(1),
+              arch(), ": the token mask is ", mask.sizes(), " for ", tokens.size(0), " images of ",
+              tokens.size(1), " patches");
+  return torch::where(mask.to(tokens.device()).unsqueeze(-1),
+                      mask_token_.to(tokens.scalar_type()).view({1, 1, -1}), tokens);
+}
+
 int64_t Backbone::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

@@ -35,6 +35,17 @@
 //    models/info.cpp) never dispatch on architecture names.
 //  - Parameter and buffer names equal the official state_dict keys and are registered in the
 //    official order (own parameters, own buffers, then children, recursively).
+//  - Masked patches (iBOT, ssl/recipe.h): add_mask_token() registers mask_token, a (1, C)
+//    parameter of zeros under dinov2's name (a backbone without it keeps the official keys);
+//    then a ProbeRequest's token_mask (B, N) bool replaces those patches' embeddings by it,
+//    before the position encoding, so a masked patch keeps its position (dinov2's ViT does
+//    the same). On XCiT the LPI convolutions of the blocks then see the mask token among its
+//    neighbours on the grid (docs/dino.md, "iBOT on XCiT"). supports_token_mask() says whether
+//    the family has patch tokens to mask (ResNets and pixels: no; add_mask_token throws
+//    UsageError there). A token_mask without a mask token, or of another shape, throws.
+//  - ProbeRequest::final_patch_tokens: the patch rows of the model's last layer after the
+//    final norm, (B, N, C): dinov2's x_norm_patchtokens (ViT: the same as patch_tokens; XCiT:
+//    after the class-attention blocks, which update every token).
 //  - input_conv_weight(): the state_dict key of the convolution that reads the images, shape
 //    (out, in_chans(), k, k): the one tensor models::load_pretrained may adapt when a checkpoint
 //    has another channel count (models/weights.h); "" where the family has none (pixels).
@@ -73,7 +84,9 @@ struct ProbeRequest {
   bool patch_tokens = false;                   // see Backbone::patch_tokens
   std::optional<int64_t> cls_attention_layer;  // XCiT: class-attention layer; ViT: block
   std::optional<int64_t> qk_block;             // XCA block whose |Q|/|K| norms to capture
-  bool feature = true;  // false: stop as soon as every capture is done (feature undefined)
+  bool feature = true;       // false: stop as soon as every capture is done (feature undefined)
+  torch::Tensor token_mask;  // (B, N) bool: patches replaced by the mask token
+  bool final_patch_tokens = false;  // see Probe::final_patch_tokens
 };
 
 struct Probe {
@@ -82,6 +95,7 @@ struct Probe {
   torch::Tensor patch_tokens;         // (B, N, C)
   torch::Tensor cls_attention;        // (B, heads, N+1)
   QKNorms qk;                         // (B, heads, N) each
+  torch::Tensor final_patch_tokens;   // (B, N, C), final-normed
 };
 
 // What a backbone can show besides its feature (see probe()).
@@ -127,6 +141,18 @@ class Backbone : public torch::nn::Module {
   // What `dino info` prints for this family beyond the fields every backbone has, one
   // "key: value" line each (models/info.h); none by default.
   virtual std::vector<std::string> info_lines() const { return {}; }
+
+  virtual bool supports_token_mask() const { return false; }
+  void add_mask_token();
+  bool has_mask_token() const { return mask_token_.defined(); }
+
+ protected:
+  // tokens (B, N, C) with the rows `mask` (B, N) sets replaced by the mask token; `tokens`
+  // itself when `mask` is undefined.
+  torch::Tensor apply_token_mask(const torch::Tensor& tokens, const torch::Tensor& mask) const;
+
+ private:
+  torch::Tensor mask_token_;
 };
 
 // Resolves a possibly negative block/layer index against `count`; UsageError naming `what`

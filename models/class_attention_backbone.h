@@ -10,7 +10,8 @@
 //    family's constructor calls in its state_dict order, then init_weights(). Module
 //    construction draws random numbers (LibTorch's default init), so that order is also
 //    the order of the random stream: a family must keep it to keep its checkpoints.
-//  - probe()/forward() as models/backbone.h: tokens = patch_embed(images) + pos_embeder(grid),
+//  - probe()/forward() as models/backbone.h: tokens = patch_embed(images) (masked patches
+//    replaced by the mask token) + pos_embeder(grid),
 //    then probe_class_attention_model (models/class_attention_probe.h). capabilities(): the
 //    class-attention layers and |Q|/|K| maps every member has, labelled as the family says.
 //  - head is null when shape.num_classes == 0. Nothing here throws; the families check their
@@ -46,6 +47,7 @@ class ClassAttentionBackbone : public Backbone {
   Probe probe(torch::Tensor images, const ProbeRequest& request) override {
     auto [tokens, grid] = patch_embed(images);
     const auto [rows, cols] = grid;
+    tokens = apply_token_mask(tokens, request.token_mask);
     const auto steps =
         class_attention_steps(blocks, cls_attn_blocks, norm, head, rows, cols, block_kind_.c_str());
     return probe_class_attention_model(tokens + pos_embeder(rows, cols), cls_token, request, steps);
@@ -62,6 +64,7 @@ class ClassAttentionBackbone : public Backbone {
     return ConvPatchEmbedImpl::grid(height, width, shape_.patch_size);
   }
   Capabilities capabilities() const override { return capabilities_; }
+  bool supports_token_mask() const override { return true; }
 
   torch::Tensor cls_token;
   ConvPatchEmbed patch_embed{nullptr};

@@ -20,7 +20,7 @@ Probe probe_class_attention_model(torch::Tensor x, const torch::Tensor& cls_toke
   if (request.cls_attention_layer)
     ca_layer =
         resolve_index(*request.cls_attention_layer, steps.ca_layers, "class-attention layer");
-  const bool need_cls = request.feature || ca_layer.has_value();
+  const bool need_cls = request.feature || ca_layer.has_value() || request.final_patch_tokens;
 
   // Under autocast the patch embedding ends in half precision (its BatchNorms keep their
   // inputs half, as torch's do). The token stream runs in the parameters' dtype, as the
@@ -42,8 +42,10 @@ Probe probe_class_attention_model(torch::Tensor x, const torch::Tensor& cls_toke
   x = torch::cat({cls_token.expand({B, 1, -1}).to(dtype), x.to(dtype)}, 1);
   for (int64_t j = 0; j < steps.ca_layers; ++j) {
     x = steps.class_attention(x, j, ca_layer == j ? &out.cls_attention : nullptr);
-    if (!request.feature && ca_layer == j) return out;
+    if (!request.feature && !request.final_patch_tokens && ca_layer == j) return out;
   }
+  if (request.final_patch_tokens) out.final_patch_tokens = steps.norm(x.slice(1, 1));
+  if (!request.feature) return out;
   out.feature = steps.final(x.select(1, 0));
   return out;
 }

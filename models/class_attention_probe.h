@@ -6,7 +6,8 @@
 // Contract: tokens (B, N, C) are the patch tokens after embedding and position encoding;
 // cls_token (1, 1, C). steps.block(x, i, norms) runs main block i (filling `norms` when not
 // null); steps.class_attention(x, j, attention) runs class-attention block j on (B, 1+N, C);
-// steps.final(cls) maps the (B, C) CLS row to forward()'s result. Out-of-range indices in the
+// steps.final(cls) maps the (B, C) CLS row to forward()'s result; steps.norm is the final norm
+// (for final_patch_tokens). Out-of-range indices in the
 // request throw xdino::UsageError naming steps.block_kind ("XCA block", ...).
 #pragma once
 
@@ -25,6 +26,7 @@ struct ClassAttentionSteps {
   std::function<torch::Tensor(const torch::Tensor&, int64_t, QKNorms*)> block;
   std::function<torch::Tensor(const torch::Tensor&, int64_t, torch::Tensor*)> class_attention;
   std::function<torch::Tensor(const torch::Tensor&)> final;
+  std::function<torch::Tensor(const torch::Tensor&)> norm;
 };
 
 Probe probe_class_attention_model(torch::Tensor tokens, const torch::Tensor& cls_token,
@@ -52,6 +54,7 @@ ClassAttentionSteps class_attention_steps(std::vector<Block>& blocks,
   steps.final = [&norm, &head](const torch::Tensor& cls) {
     return head ? head(norm(cls)) : norm(cls);
   };
+  steps.norm = [&norm](const torch::Tensor& x) { return norm(x); };
   return steps;
 }
 

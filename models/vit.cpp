@@ -166,12 +166,12 @@ Probe VisionTransformer::probe(Tensor images, const ProbeRequest& request) {
     attn_block = resolve_index(*request.cls_attention_layer, depth, "attention block");
     last_block = std::max(last_block, *attn_block);
   }
-  const bool run_all = request.feature || request.patch_tokens;
+  const bool run_all = request.feature || request.patch_tokens || request.final_patch_tokens;
 
   Probe out;
   out.blocks.resize(wanted.size());
   const int64_t B = images.size(0);
-  Tensor x = patch_embed(images);
+  Tensor x = apply_token_mask(patch_embed(images), request.token_mask);
   const auto dtype = torch::promote_types(x.scalar_type(), cls_token.scalar_type());
   x = torch::cat({cls_token.expand({B, 1, -1}).to(dtype), x.to(dtype)}, 1);
   x = x + interpolate_pos_encoding(pos_embed, images.size(2), images.size(3), config_.patch_size);
@@ -181,7 +181,11 @@ Probe VisionTransformer::probe(Tensor images, const ProbeRequest& request) {
       if (wanted[j] == i) out.blocks[j] = x;
     if (!run_all && i >= last_block) return out;
   }
-  if (request.patch_tokens) out.patch_tokens = norm(x.index({Slice(), Slice(1, None)}));
+  if (request.patch_tokens || request.final_patch_tokens) {
+    const Tensor normed = norm(x.index({Slice(), Slice(1, None)}));
+    if (request.patch_tokens) out.patch_tokens = normed;
+    if (request.final_patch_tokens) out.final_patch_tokens = normed;
+  }
   if (!request.feature) return out;
   out.feature = norm(x.select(1, 0));
   if (head) out.feature = head(out.feature);

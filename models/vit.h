@@ -89,6 +89,7 @@ class VisionTransformer : public Backbone {
   std::string input_conv_weight() const override { return "patch_embed.proj.weight"; }
   int64_t num_heads() const override { return config_.num_heads; }
   int64_t num_blocks() const override { return config_.depth; }
+  bool supports_token_mask() const override { return true; }
   int64_t block_prefix_tokens() const override { return 1; }
   std::pair<int64_t, int64_t> token_grid(int64_t height, int64_t width) const override;
   double flops(int64_t height, int64_t width) const override;

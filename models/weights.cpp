@@ -279,6 +279,10 @@ bool is_dino_head_key(const std::string& name) {
   return starts_with(name, "head.mlp.") || starts_with(name, "head.last_layer.");
 }
 
+bool is_training_only_key(const std::string& name) {
+  return is_dino_head_key(name) || starts_with(name, "ibot_head.") || name == "mask_token";
+}
+
 torch::Tensor find_weight(const PretrainedWeights& w, const std::string& name) {
   for (const auto& item : w.weights)
     if (item.key().isString() && item.value().isTensor() &&
@@ -338,8 +342,9 @@ LoadReport load_pretrained(torch::nn::Module& module, const PretrainedWeights& w
                       "'student' weights with --checkpoint_key"
                     : "");
     const std::string name = pretrained_name(raw);
-    const bool dino_head = is_dino_head_key(name);
-    if (!model.contains(name) && (dino_head || (!model_has_head && starts_with(name, "head.")))) {
+    const bool training_only = is_training_only_key(name);
+    if (!model.contains(name) &&
+        (training_only || (!model_has_head && starts_with(name, "head.")))) {
       ignored.push_back(raw);
       continue;
     }

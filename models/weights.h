@@ -21,7 +21,8 @@
 //    with --pretrained_weights: load_pth(path); if `checkpoint_key` is a top-level key take
 //    that sub-dict, else a supervised XCiT file's "model" (or "state_dict"); remove the
 //    substrings "module." and "backbone." from every key; drop keys the loader ignores on
-//    purpose (report.ignored): the DINO projection head (head.mlp.*, head.last_layer.*) and,
+//    purpose (report.ignored): what only training has (is_training_only_key: the DINO
+//    projection head head.mlp.*, head.last_layer.*, iBOT's ibot_head.* and mask_token) and,
 //    when the model has no head.* keys, a classifier head (head.weight, head.bias); then
 //    load_state_dict. It logs one info line saying what it loaded and ignored. Errors name
 //    the file (and the sub-dict taken). A non-empty `checkpoint_key` the file lacks falls back
@@ -104,6 +105,9 @@ std::string pretrained_name(const std::string& key);
 // Whether a name (as pretrained_name gives it) is one of the DINO projection head's tensors,
 // head.mlp.* or head.last_layer.*: the part of a training checkpoint a backbone never takes.
 bool is_dino_head_key(const std::string& name);
+// The same, or iBOT's separate head (ibot_head.*) or mask token (mask_token): what only a
+// training run has.
+bool is_training_only_key(const std::string& name);
 // The tensor stored under `name` once "module." and "backbone." are removed, or undefined.
 torch::Tensor find_weight(const PretrainedWeights& weights, const std::string& name);
 

@@ -110,6 +110,7 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("saveckp_minutes", o.saveckp_minutes);
   d.insert("seed", o.seed);
   d.insert("num_workers", o.num_workers);
+  add_recipe_args(o.recipe, d);
   // What every run has: env:// is the only rendezvous accepted, --local_rank is ignored
   // (distributed/rendezvous.h); main_dino.py's args carry both.
   d.insert("dist_url", std::string("env://"));
@@ -126,6 +127,7 @@ c10::IValue make_checkpoint(const CheckpointParts& p, const DinoOptions& options
   ckpt.insert("epoch", where.epoch);
   ckpt.insert("args", options_dict(options));
   ckpt.insert("dino_loss", state_dict(*p.loss));
+  if (p.ibot_loss != nullptr) ckpt.insert("ibot_patch_loss", state_dict(*p.ibot_loss));
   if (p.scaler != nullptr) ckpt.insert("fp16_scaler", p.scaler->state_dict());
 
   ckpt.insert("xdino_resume", where.to_dict());
@@ -135,6 +137,9 @@ c10::IValue make_checkpoint(const CheckpointParts& p, const DinoOptions& options
 TrainingState restore_checkpoint(const c10::IValue& value, const CheckpointParts& p,
                                  const std::string& source) {
   const auto ckpt = as_dict(value, "checkpoint '" + source + "'");
+  // The official file's args are an argparse.Namespace, which says nothing of our options.
+  if (const c10::IValue* args = find(ckpt, "args"); p.recipe && args && args->isGenericDict())
+    check_resume_recipe(*p.recipe, args->toGenericDict(), "checkpoint '" + source + "'");
   load_model(ckpt, "student", *p.student, source);
   load_model(ckpt, "teacher", *p.teacher, source);
   if (const c10::IValue* opt = find(ckpt, "optimizer")) {
@@ -159,6 +164,12 @@ TrainingState restore_checkpoint(const c10::IValue& value, const CheckpointParts
     load_module(*p.loss, *l, "dino_loss in '" + source + "'");
   else
     log::warn("=> key 'dino_loss' not found in checkpoint '", source, "'");
+  if (p.ibot_loss != nullptr) {
+    if (const c10::IValue* l = find(ckpt, "ibot_patch_loss"))
+      load_module(*p.ibot_loss, *l, "ibot_patch_loss in '" + source + "'");
+    else
+      log::warn("=> key 'ibot_patch_loss' not found in checkpoint '", source, "'");
+  }
 
   TrainingState where;
   if (const c10::IValue* e = find(ckpt, "epoch")) where.epoch = as_int(*e, "epoch");

@@ -11,6 +11,7 @@
 //   args          the run's options as a plain dict {name: value} (the official file holds a
 //                 pickled argparse.Namespace; a dict loads anywhere without it)
 //   dino_loss     {"center": [1, out_dim]}
+//   ibot_patch_loss  {"center": [1, K]}, only with iBOT (ssl/ibot_loss.h)
 //   fp16_scaler   {scale, growth_factor, backoff_factor, growth_interval, _growth_tracker},
 //                 only when loss scaling is on
 //   xdino_resume  ours: ssl/training_state.h's TrainingState: {iteration (global index of
@@ -22,6 +23,9 @@
 // Contract:
 //  - make_checkpoint(...) builds that dict from live objects (tensors are not copied when
 //    already on the CPU: save it before the next step).
+//  - args carry the DINOv2 options that differ from their defaults (ssl/recipe.h); restoring
+//    with parts.recipe set first refuses, in one UsageError line, a checkpoint whose args ask
+//    for another recipe, before anything is loaded.
 //  - restore_checkpoint(...) loads student and teacher non-strictly (missing/unexpected keys
 //    are reported on the log, shape mismatches throw xdino::Error naming the key), the
 //    optimiser (a mismatch is reported and leaves a fresh optimiser, as main_dino.py does),
@@ -50,7 +54,9 @@ struct CheckpointParts {
   bool teacher_ddp_prefix = true;
   train::Optimizer* optimizer = nullptr;
   DINOLossImpl* loss = nullptr;
-  train::GradScaler* scaler = nullptr;  // null when loss scaling is off
+  torch::nn::Module* ibot_loss = nullptr;  // null without iBOT
+  train::GradScaler* scaler = nullptr;     // null when loss scaling is off
+  const RecipeOptions* recipe = nullptr;   // what a restored checkpoint must have been run with
 };
 
 c10::IValue make_checkpoint(const CheckpointParts& parts, const DinoOptions& options,

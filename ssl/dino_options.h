@@ -16,6 +16,7 @@
 #include "core/crop_sizes.h"
 #include "ssl/head.h"
 #include "ssl/loss.h"
+#include "ssl/recipe.h"
 #include "train/update_path.h"
 
 namespace xdino::ssl {
@@ -45,6 +46,8 @@ struct DinoOptions : CropSizes {
   // The loss's own settings; its out_dim, ncrops and epochs are the run's (head.out_dim,
   // local_crops_number + 2 and `epochs` below, which the schedules read too).
   DINOLossSettings loss;
+  // ours (dinov2's config keys): KoLeo, Sinkhorn-Knopp centering, iBOT; all off by default.
+  RecipeOptions recipe;
 
   // Optimisation.
   bool use_fp16 = true;            // official: fp16 autocast + loss scaling (CUDA only here)

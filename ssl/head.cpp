@@ -81,26 +81,61 @@ torch::Tensor DINOHeadImpl::forward(const torch::Tensor& x) {
   return last_layer->forward(z);
 }
 
-MultiCropWrapperImpl::MultiCropWrapperImpl(std::shared_ptr<models::Backbone> b, DINOHead h)
-    : backbone(std::move(b)), head(std::move(h)) {
+MultiCropWrapperImpl::MultiCropWrapperImpl(std::shared_ptr<models::Backbone> b, DINOHead h,
+                                           DINOHead ibot)
+    : backbone(std::move(b)), head(std::move(h)), ibot_head(std::move(ibot)) {
   XDINO_CHECK(backbone != nullptr, "MultiCropWrapper needs a backbone");
   register_module("backbone", backbone);
   register_module("head", head);
+  if (ibot_head) register_module("ibot_head", ibot_head);
 }
 
-torch::Tensor MultiCropWrapperImpl::forward(const std::vector<torch::Tensor>& crops) {
-  XDINO_CHECK(!crops.empty(), "MultiCropWrapper got no crops");
-  std::vector<torch::Tensor> features;
-  size_t start = 0;
+namespace {
+
+// The backbone's features of crops[start..], consecutive crops of one width in one call each
+// (one batch, so BatchNorm sees them together, as the official wrapper runs them), appended to
+// `features` in crop order.
+void add_grouped_features(models::Backbone& backbone, const std::vector<torch::Tensor>& crops,
+                          size_t start, std::vector<torch::Tensor>& features) {
   while (start < crops.size()) {
     size_t end = start + 1;
     while (end < crops.size() && crops[end].size(-1) == crops[start].size(-1)) ++end;
     const std::vector<torch::Tensor> group(crops.begin() + static_cast<std::ptrdiff_t>(start),
                                            crops.begin() + static_cast<std::ptrdiff_t>(end));
-    features.push_back(backbone->forward(group.size() == 1 ? group[0] : torch::cat(group)));
+    features.push_back(backbone.forward(group.size() == 1 ? group[0] : torch::cat(group)));
     start = end;
   }
+}
+
+}  // namespace
+
+torch::Tensor MultiCropWrapperImpl::forward(const std::vector<torch::Tensor>& crops) {
+  XDINO_CHECK(!crops.empty(), "MultiCropWrapper got no crops");
+  std::vector<torch::Tensor> features;
+  add_grouped_features(*backbone, crops, 0, features);
   return head->forward(features.size() == 1 ? features[0] : torch::cat(features));
+}
+
+CropOutputs MultiCropWrapperImpl::forward_pass(const std::vector<torch::Tensor>& crops,
+                                               const CropPass& pass) {
+  XDINO_CHECK(crops.size() >= 2 && crops[0].sizes() == crops[1].sizes(),
+              "forward_pass needs the 2 global crops first, of one size");
+  models::ProbeRequest request;
+  const bool patches = pass.masks.defined();
+  if (patches && pass.mask_input) request.token_mask = pass.masks;
+  request.final_patch_tokens = patches;
+  const models::Probe global = backbone->probe(torch::cat({crops[0], crops[1]}), request);
+  CropOutputs out;
+  std::vector<torch::Tensor> features{global.feature};
+  add_grouped_features(*backbone, crops, 2, features);
+  out.logits = head->forward(features.size() == 1 ? features[0] : torch::cat(features));
+  if (pass.global_features) out.global_features = global.feature;
+  if (patches) {
+    const torch::Tensor tokens =
+        global.final_patch_tokens.flatten(0, 1).index_select(0, pass.mask_indices);
+    out.patch_logits = (ibot_head ? ibot_head : head)->forward(tokens);
+  }
+  return out;
 }
 
 }  // namespace xdino::ssl

@@ -13,8 +13,18 @@
 //    runs the backbone once per group on the batch-concatenated crops (crop-major rows), then
 //    the head once on all features: (n_crops * B, out_dim), rows in crop order. Submodules are
 //    registered as `backbone` and `head`, so state-dict keys are `backbone.*` / `head.*`.
+//  - With DINOv2's additions (ssl/recipe.h), forward_pass(crops, pass) runs the two global
+//    crops (crops[0], crops[1], one backbone call) and then the others as forward() does, and
+//    returns forward()'s logits in the same row order, and as the pass asks: the global crops'
+//    CLS features (2B, C), before the head (KoLeo); and, given pass.masks (2B, N) bool over
+//    the global rows with pass.mask_indices (n,) = the set entries of masks.flatten(), the
+//    head's logits of the final-normed patch tokens at those patches (n, K), from ibot_head
+//    when there is one, else from head (iBOT). pass.mask_input replaces the masked patches by
+//    the backbone's mask token first (the student; the teacher reads them unmasked).
+//    ibot_head, when given, is registered as `ibot_head` (keys ibot_head.*).
 //  - Shapes that do not fit throw c10::Error from LibTorch; an empty crop list throws
-//    xdino::Error.
+//    xdino::Error; forward_pass with fewer than 2 crops, or 2 global crops of unequal sizes,
+//    throws xdino::Error.
 #pragma once
 
 #include <torch/torch.h>
@@ -66,13 +76,30 @@ class DINOHeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DINOHead);
 
+// What one pass over the crops should give besides the logits (forward_pass).
+struct CropPass {
+  torch::Tensor masks;         // (2B, N) bool over the global rows; undefined: no patch logits
+  torch::Tensor mask_indices;  // (n,) int64: masks.flatten().nonzero(), on the crops' device
+  bool mask_input = false;     // replace the masked patches by the mask token
+  bool global_features = false;
+};
+
+struct CropOutputs {
+  torch::Tensor logits;           // (n_crops * B, K), as forward()
+  torch::Tensor global_features;  // (2B, C) when asked
+  torch::Tensor patch_logits;     // (n, K_ibot) when masks are given
+};
+
 class MultiCropWrapperImpl : public torch::nn::Module {
  public:
-  MultiCropWrapperImpl(std::shared_ptr<models::Backbone> backbone, DINOHead head);
+  MultiCropWrapperImpl(std::shared_ptr<models::Backbone> backbone, DINOHead head,
+                       DINOHead ibot_head = nullptr);
   torch::Tensor forward(const std::vector<torch::Tensor>& crops);
+  CropOutputs forward_pass(const std::vector<torch::Tensor>& crops, const CropPass& pass);
 
   std::shared_ptr<models::Backbone> backbone;
   DINOHead head;
+  DINOHead ibot_head{nullptr};  // iBOT's separate head, or null
 };
 TORCH_MODULE(MultiCropWrapper);
 

@@ -1,8 +1,10 @@
 #include "ssl/loss.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/check.h"
+#include "ssl/sinkhorn_knopp.h"
 #include "train/schedules.h"
 
 namespace xdino::ssl {
@@ -58,9 +60,17 @@ torch::Tensor DINOLossImpl::forward_micro(const torch::Tensor& student,
   torch::Tensor p, log_p;
   {
     torch::NoGradGuard no_grad;
-    const auto logits = (teacher.to(torch::kFloat) - center) / temp;
-    log_p = torch::log_softmax(logits, -1);
-    p = log_p.exp().view({2, B, K});
+    if (options_.centering == Centering::kSinkhornKnopp) {
+      const double rows = static_cast<double>(2 * B * comm_->world_size());
+      p = sinkhorn_knopp(teacher, temp, rows, options_.sinkhorn_knopp_iterations, *comm_);
+      // An underflowed 0 has no log: its term in the entropy is 0 either way.
+      log_p = torch::log(p.clamp_min(std::numeric_limits<float>::min()));
+      p = p.view({2, B, K});
+    } else {
+      const auto logits = (teacher.to(torch::kFloat) - center) / temp;
+      log_p = torch::log_softmax(logits, -1);
+      p = log_p.exp().view({2, B, K});
+    }
   }
 
   // sum_q sum_{v != q} <p_q, log_s_v>: crop 0 meets p_1, crop 1 meets p_0, every local crop
@@ -98,6 +108,7 @@ void DINOLossImpl::update_center(CenterSums& sums) {
   const auto mean_p = all.narrow(0, K, K) / rows;
   stats_.teacher_entropy = all[2 * K] / rows;
   stats_.kl_uniform = std::log(static_cast<double>(K)) + torch::xlogy(mean_p, mean_p).sum();
+  if (options_.centering != Centering::kCentering) return;
   const double m = options_.center_momentum;
   center.copy_(center * m + batch_center * (1.0 - m));
 }

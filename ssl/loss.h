@@ -25,6 +25,10 @@
 //    on its rows; only the one that owns_module_state() writes `center` and last_stats().
 //  - Shape mismatches throw xdino::Error naming both shapes; an epoch beyond the schedule
 //    throws xdino::Error.
+//  - options.centering kSinkhornKnopp (DINOv2's train.centering, ssl/recipe.h): the teacher's
+//    distribution is Sinkhorn-Knopp's over every process's 2B rows (ssl/sinkhorn_knopp.h)
+//    instead of the centred softmax; `center` is then never updated (it stays 0, as dinov2's),
+//    while update_center still all-reduces the statistics.
 //  - The loss owns the teacher temperature's "when": teacher_temp_schedule(...) has `epochs`
 //    entries, linspace(warmup, final, warmup_epochs) then `final` repeated (main_dino.py's
 //    numpy construction); the constructor builds it, forward(.., epoch) reads it. A warmup
@@ -51,12 +55,17 @@ struct DINOLossSettings {
   double center_momentum = 0.9;
 };
 
+// How the teacher's outputs become targets: DINO's running centre, or DINOv2's Sinkhorn-Knopp.
+enum class Centering { kCentering, kSinkhornKnopp };
+
 // The official DINOLoss constructor's arguments: the settings, plus what the run fixes once
 // elsewhere (the head's out_dim, the crop count, the run's length), which the trainer fills in.
 struct DINOLossOptions : DINOLossSettings {
   int64_t out_dim = kDefaultOutDim;
   int64_t ncrops = 10;   // 2 global + local_crops_number
   int64_t epochs = 100;  // the run's length, which the temperature schedule covers
+  Centering centering = Centering::kCentering;  // ours (DINOv2's), from ssl/recipe.h
+  int64_t sinkhorn_knopp_iterations = 3;
 };
 
 std::vector<double> teacher_temp_schedule(double warmup_temp, double final_temp,

@@ -8,16 +8,23 @@
 #include "core/json.h"
 
 namespace xdino::ssl {
+namespace {
+
+constexpr size_t kFirstTerm = 7;  // dino_loss's index in keys()
+
+}  // namespace
 
 const std::array<const char*, EpochMeters::kCount>& EpochMeters::keys() {
   static const std::array<const char*, kCount> k = {
-      "loss", "lr", "wd", "momentum", "teacher_temp", "teacher_entropy", "kl_uniform"};
+      "loss",       "lr",        "wd",         "momentum", "teacher_temp", "teacher_entropy",
+      "kl_uniform", "dino_loss", "koleo_loss", "ibot_loss"};
   return k;
 }
 
 void EpochMeters::add(const IterationStats& s) {
   const std::array<double, kCount> v = {
-      s.loss, s.lr, s.wd, s.momentum, s.teacher_temp, s.teacher_entropy, s.kl_uniform};
+      s.loss,       s.lr,        s.wd,         s.momentum, s.teacher_temp, s.teacher_entropy,
+      s.kl_uniform, s.dino_loss, s.koleo_loss, s.ibot_loss};
   for (size_t i = 0; i < kCount; ++i) sums_[i] += v[i];
   ++count_;
 }
@@ -59,14 +66,19 @@ void EpochMeters::from_ivalue(const c10::IValue& v) {
   count_ = as_int(get(d, "count", "epoch statistics"), "count");
   for (size_t i = 0; i < kCount; ++i) {
     const std::string key = std::string(keys()[i]) + "_sum";
+    const c10::IValue* v = find(d, key);
+    if (v == nullptr && i >= kFirstTerm) {  // saved before the loss had terms: DINO's alone
+      sums_[i] = i == kFirstTerm ? sums_[0] : 0.0;
+      continue;
+    }
     sums_[i] = as_double(get(d, key, "epoch statistics"), key);
   }
 }
 
 std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a,
                      const Json& extra) {
-  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform. The first four keys
-  // are main_dino.py's, in its order.
+  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform, then the loss's
+  // terms. The first four keys are main_dino.py's, in its order.
   Json j = Json::object();
   j["train_loss"] = a[0];
   j["train_lr"] = a[1];
@@ -75,7 +87,7 @@ std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount
   j["train_momentum"] = a[3];
   j["train_teacher_temp"] = a[4];
   j["train_teacher_entropy"] = a[5];
-  j["train_kl_teacher_student"] = a[0] - a[5];
+  j["train_kl_teacher_student"] = a[kFirstTerm] - a[5];
   j["train_kl_uniform"] = a[6];
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return python_dumps(j);

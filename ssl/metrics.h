@@ -6,10 +6,15 @@
 //    means in kKeys order (what MetricLogger.global_avg gives after
 //    synchronize_between_processes); it does not change the meters.
 //  - to_ivalue()/from_ivalue() carry the partial sums through a checkpoint, so an epoch
-//    interrupted and resumed averages exactly the same iterations.
+//    interrupted and resumed averages exactly the same iterations. The loss terms' sums may be
+//    missing (a checkpoint from before DINOv2's options): the DINO term is then the loss, the
+//    others 0.
+//  - The loss terms: dino_loss (DINO's cross-entropy), koleo_loss and ibot_loss (DINOv2's
+//    terms, weighted as they are added: loss = dino_loss + koleo_loss + ibot_loss).
 //  - log_line(epoch, averages) is one JSON object: train_loss, train_lr, train_wd, epoch (the
 //    official keys in the official order), then our extras (train_momentum,
-//    train_teacher_temp, train_teacher_entropy, train_kl_teacher_student, train_kl_uniform),
+//    train_teacher_temp, train_teacher_entropy, train_kl_teacher_student (of the DINO term),
+//    train_kl_uniform),
 //    then `extra`'s fields (the trainer's images_seen, the online k-NN's knn_*);
 //    numbers in the shortest form that reads back to the same double, like Python's json.
 #pragma once
@@ -26,13 +31,14 @@ namespace xdino::ssl {
 
 struct IterationStats {
   double loss = 0, lr = 0, wd = 0, momentum = 0, teacher_temp = 0;
-  double teacher_entropy = 0;  // mean H(p_t), nats
-  double kl_uniform = 0;       // KL(mean p_t || uniform), nats
+  double teacher_entropy = 0;                           // mean H(p_t), nats
+  double kl_uniform = 0;                                // KL(mean p_t || uniform), nats
+  double dino_loss = 0, koleo_loss = 0, ibot_loss = 0;  // loss's terms (ssl/recipe.h)
 };
 
 class EpochMeters {
  public:
-  static constexpr size_t kCount = 7;
+  static constexpr size_t kCount = 10;
   static const std::array<const char*, kCount>& keys();  // loss, lr, wd, momentum, ...
 
   void add(const IterationStats& s);

@@ -136,13 +136,34 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   auto student_backbone = make_backbone(bo);
   bo.drop_path_rate = 0.0;
   auto teacher_backbone = make_backbone(bo);
+  const RecipeOptions& recipe = o_.recipe;
+  check_recipe(recipe, student_backbone->supports_token_mask(), o_.arch);
+  XDINO_CHECK_ARG(!recipe.ibot() || !o_.head.use_bn,
+                  "--use_bn_in_head with iBOT would mix the "
+                  "masked patches' BatchNorm statistics into the head; use one of them");
   DINOHeadOptions ho = o_.head;
   ho.in_dim = student_backbone->embed_dim();
   DINOHead student_head(ho);
   ho.norm_last_layer = true;
   DINOHead teacher_head(ho);
-  student_ = MultiCropWrapper(student_backbone, student_head);
-  teacher_ = MultiCropWrapper(teacher_backbone, teacher_head);
+  // iBOT: the mask token in both backbones (the teacher's is EMA-updated and never used, as
+  // dinov2's), and the separate head, built after the DINO heads so that a run without iBOT
+  // draws the random numbers it always did.
+  DINOHead student_ibot_head{nullptr}, teacher_ibot_head{nullptr};
+  if (recipe.ibot()) {
+    student_backbone->add_mask_token();
+    teacher_backbone->add_mask_token();
+    if (recipe.ibot_separate_head) {
+      DINOHeadOptions io = o_.head;
+      io.in_dim = student_backbone->embed_dim();
+      io.out_dim = recipe.ibot_out_dim > 0 ? recipe.ibot_out_dim : o_.head.out_dim;
+      student_ibot_head = DINOHead(io);
+      io.norm_last_layer = true;
+      teacher_ibot_head = DINOHead(io);
+    }
+  }
+  student_ = MultiCropWrapper(student_backbone, student_head, student_ibot_head);
+  teacher_ = MultiCropWrapper(teacher_backbone, teacher_head, teacher_ibot_head);
   if (pretrained) log::info(warm_start(*student_, *pretrained));
   student_->to(plan_.device);
   teacher_->to(plan_.device);
@@ -164,8 +185,18 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   lo.out_dim = o_.head.out_dim;
   lo.ncrops = o_.local_crops_number + 2;
   lo.epochs = o_.epochs;
+  lo.centering = recipe.centering_kind();
+  lo.sinkhorn_knopp_iterations = recipe.sinkhorn_knopp_iterations;
   loss_ = DINOLoss(lo, step_comm_);
   loss_->to(plan_.device);
+  if (recipe.koleo() || recipe.ibot()) {
+    const models::Backbone& b = *student_->backbone;
+    const int64_t crop = o_.global_crops_size;
+    recipe_ = std::make_unique<RecipeTerms>(
+        recipe, b.token_grid(crop, crop), max_num_patches_for(crop, b.patch_size()),
+        student_->ibot_head ? student_->ibot_head->options().out_dim : o_.head.out_dim, step_comm_,
+        plan_.device);
+  }
 
   student_params_ = student_->named_parameters();
   optimizer_ = make_optimizer(o_.optimizer, dino_param_groups(student_params_));
@@ -197,6 +228,10 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
                                     std::to_string(o_.batch_size_per_gpu) + " images per step"
                               : std::string(),
             "; ", niter_, " iterations per epoch, total batch ", static_cast<int64_t>(total_batch));
+  if (recipe.any())
+    log::info("Recipe: ", describe_recipe(recipe),
+              " (docs/dino.md, \"Beyond "
+              "DINO's recipe\")");
 }
 
 Trainer::~Trainer() = default;
@@ -269,7 +304,7 @@ Trainer::StepEnd Trainer::train_step(int64_t epoch, int64_t batch) {
   set_schedules(it);
   StepFlags flags;
   auto t = Clock::now();
-  const double loss = accumulate_gradients(epoch, it, flags, t);
+  const Losses loss = accumulate_gradients(epoch, it, flags, t);
   update_student(epoch, t);
   update_teacher_and_stats(epoch, it, loss, t);
   return {flags.stop, flags.save_due};
@@ -287,8 +322,8 @@ void Trainer::set_schedules(int64_t it) {
 // replica's share of its images at once. Gradients add up in .grad; the center is updated
 // once, after the last micro-batch's loss; the gradients are all-reduced at the end. Returns
 // the step's loss: the mean over its images, as one batch of them would give.
-double Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags,
-                                     Clock::time_point& t) {
+Trainer::Losses Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags,
+                                              Clock::time_point& t) {
   MicroBatch mb;
   mb.epoch = epoch;
   mb.iteration = it;
@@ -299,7 +334,8 @@ double Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags
   mb.save_due_here = comm_->is_main() && scheduler_.timed_save_due(Clock::now());
   std::vector<ReplicaPass> passes(static_cast<size_t>(mb.replicas));
   std::vector<CenterSums> center_sums(static_cast<size_t>(mb.replicas));
-  double loss_value = 0;
+  std::vector<IbotCenterSums> ibot_sums(static_cast<size_t>(mb.replicas));
+  Losses step;
   optimizer_->zero_grad();
   grad_sync_->begin();
   t = Clock::now();
@@ -309,11 +345,15 @@ double Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags
                 "the data source gave ", crops.size(), " crops, expected 2 global + ",
                 o_.local_crops_number, " local");
     for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
+    const BatchMasks masks =
+        recipe_ ? recipe_->draw_masks(o_.seed, it, micro, comm_->rank(), 2 * o_.batch_size_per_gpu)
+                : BatchMasks{};
+    mb.masks = &masks;
     times_.data += seconds_since(t);
     mb.last = micro + 1 == mb.count;
     const auto pass = [&](int r) {
-      passes[static_cast<size_t>(r)] =
-          replica_pass(crops, r, mb, center_sums[static_cast<size_t>(r)], flags, t);
+      const auto i = static_cast<size_t>(r);
+      passes[i] = replica_pass(crops, r, mb, center_sums[i], ibot_sums[i], flags, t);
     };
     if (replicas_)
       replicas_->run(pass, mb.share);
@@ -321,43 +361,88 @@ double Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags
       pass(0);
     if (flags.nonfinite) {
       for (const ReplicaPass& p : passes)
-        if (!std::isfinite(p.loss)) fail_nonfinite(it, p.loss, p.student_out, p.teacher_out);
-      fail_nonfinite(it, passes[0].loss, passes[0].student_out, passes[0].teacher_out);
+        if (!std::isfinite(p.loss.total))
+          fail_nonfinite(it, p.loss.total, p.student_out, p.teacher_out);
+      fail_nonfinite(it, passes[0].loss.total, passes[0].student_out, passes[0].teacher_out);
     }
-    for (const ReplicaPass& p : passes)
-      loss_value += p.loss / static_cast<double>(mb.replicas * mb.count);
+    const double parts = static_cast<double>(mb.replicas * mb.count);
+    for (const ReplicaPass& p : passes) {
+      step.total += p.loss.total / parts;
+      step.dino += p.loss.dino / parts;
+      step.koleo += p.loss.koleo / parts;
+      step.ibot += p.loss.ibot / parts;
+    }
     if (!mb.last) times_.backward += seconds_since(t);
   }
   auto waiting = Clock::now();
   grad_sync_->finish();
   times_.grad_wait += seconds_since(waiting);
   times_.backward += seconds_since(t);
-  return loss_value;
+  return step;
 }
 
 // One replica's forward, loss and backward of one micro-batch. Replica 0 alone writes `flags`
 // and the times; every replica sees the same flags, from one collective per micro-batch.
 Trainer::ReplicaPass Trainer::replica_pass(const std::vector<torch::Tensor>& crops, int r,
-                                           const MicroBatch& mb, CenterSums& sums, StepFlags& flags,
+                                           const MicroBatch& mb, CenterSums& sums,
+                                           IbotCenterSums& ibot_sums, StepFlags& flags,
                                            Clock::time_point& t) {
   std::vector<torch::Tensor> mine;
   for (const auto& c : crops)
     mine.push_back(mb.replicas == 1 ? c : c.narrow(0, r * mb.share, mb.share));
   torch::Tensor student_out, teacher_out, loss;
+  CropOutputs student, teacher;  // with KoLeo or iBOT (recipe_)
+  BatchMasks masks;
   {
     compat::AutocastGuard autocast(plan_.device.type(), plan_.autocast_dtype, plan_.autocast);
-    {
+    if (recipe_) {
+      masks = recipe_->share(*mb.masks, r, mb.replicas, mb.share);
+      CropPass pass;
+      pass.masks = masks.masks;
+      pass.mask_indices = masks.indices;
+      {
+        torch::NoGradGuard no_grad;
+        teacher = teacher_->forward_pass({mine[0], mine[1]}, pass);
+      }
+      pass.mask_input = true;
+      pass.global_features = o_.recipe.koleo();
+      student = student_->forward_pass(mine, pass);
+      student_out = student.logits;
+      teacher_out = teacher.logits;
+    } else {
       // The teacher has no trainable parameters; no graph is recorded either way.
       torch::NoGradGuard no_grad;
       teacher_out = teacher_->forward({mine[0], mine[1]});
     }
-    student_out = student_->forward(mine);
+    if (!recipe_) student_out = student_->forward(mine);
     if (hooks_.after_forward && r == 0)
       hooks_.after_forward(mb.iteration, student_out, teacher_out);
     loss = loss_->forward_micro(student_out, teacher_out, mb.epoch, sums);
   }
-  if (mb.last) loss_->update_center(sums);
-  const double value = loss.detach().to(torch::kCPU, torch::kDouble).item<double>();
+  ReplicaPass out{{}, student_out, teacher_out};
+  const auto value_of = [](const torch::Tensor& v) {
+    return v.detach().to(torch::kCPU, torch::kDouble).item<double>();
+  };
+  out.loss.dino = value_of(loss);
+  if (recipe_) {
+    // DINOv2's terms outside autocast: both compute in float32 (ssl/recipe_terms.h).
+    const RecipeLosses terms =
+        recipe_->terms(student, teacher, masks, loss_->teacher_temp(mb.epoch), ibot_sums);
+    if (terms.koleo.defined()) {
+      out.loss.koleo = value_of(terms.koleo);
+      loss = loss + terms.koleo;
+    }
+    if (terms.ibot.defined()) {
+      out.loss.ibot = value_of(terms.ibot);
+      loss = loss + terms.ibot;
+    }
+  }
+  if (mb.last) {
+    loss_->update_center(sums);
+    if (recipe_) recipe_->update_center(ibot_sums);
+  }
+  const double value = recipe_ ? value_of(loss) : out.loss.dino;
+  out.loss.total = value;
   // The three flags, summed over every replica and process: a non-finite loss anywhere, a
   // stop signal, a timed checkpoint due on rank 0.
   auto sums_of_flags =
@@ -373,14 +458,14 @@ Trainer::ReplicaPass Trainer::replica_pass(const std::vector<torch::Tensor>& cro
     flags.save_due = flags.save_due || sums_of_flags[2].item<float>() > 0;
     times_.forward += seconds_since(t);
   }
-  if (bad) return {value, student_out, teacher_out};  // every replica and process agrees
+  if (bad) return out;  // every replica and process agrees
   torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
   // The step's loss is the mean of the replicas' and micro-batches' (each a mean over its
   // images).
   const int64_t parts = mb.replicas * mb.count;
   if (parts > 1) objective = objective / static_cast<double>(parts);
   objective.backward();
-  return {value, student_out, teacher_out};
+  return out;
 }
 
 // Act 2. The student's update: clipping (after unscaling), the frozen last layer, the
@@ -401,7 +486,7 @@ void Trainer::update_student(int64_t epoch, Clock::time_point& t) {
 }
 
 // Act 3. The teacher's EMA, then the iteration's statistics (the epoch's meters, log.txt).
-void Trainer::update_teacher_and_stats(int64_t epoch, int64_t it, double loss,
+void Trainer::update_teacher_and_stats(int64_t epoch, int64_t it, const Losses& loss,
                                        Clock::time_point& t) {
   const double m = momentum_schedule_[static_cast<size_t>(it)];
   ema_update(*student_, *teacher_, m, o_.update_path);
@@ -409,7 +494,10 @@ void Trainer::update_teacher_and_stats(int64_t epoch, int64_t it, double loss,
   ++times_.steps;
 
   const auto& groups = optimizer_->param_groups();
-  last_.loss = loss;
+  last_.loss = loss.total;
+  last_.dino_loss = loss.dino;
+  last_.koleo_loss = loss.koleo;
+  last_.ibot_loss = loss.ibot;
   last_.lr = groups[0].lr;
   last_.wd = groups[0].weight_decay;
   last_.momentum = m;
@@ -430,6 +518,8 @@ CheckpointParts Trainer::parts() {
   p.teacher_ddp_prefix = teacher_ddp_prefix_;
   p.optimizer = optimizer_.get();
   p.loss = loss_.ptr().get();
+  if (recipe_ && recipe_->ibot_loss()) p.ibot_loss = recipe_->ibot_loss().ptr().get();
+  p.recipe = &o_.recipe;
   p.scaler = scaler_.get();
   return p;
 }
@@ -492,6 +582,10 @@ void Trainer::finish_epoch(int64_t epoch) {
   const auto avg = meters_.averages(*comm_);
   meters_.reset();
   Json extra = Json::object();
+  // DINOv2's options: each term of train_loss on its own (they add up to it).
+  if (o_.recipe.koleo() || o_.recipe.ibot()) extra["train_dino_loss"] = avg[7];
+  if (o_.recipe.koleo()) extra["train_koleo_loss"] = avg[8];
+  if (o_.recipe.ibot()) extra["train_ibot_loss"] = avg[9];
   extra["images_seen"] = (epoch + 1) * niter_ * images_per_step();
   if (epoch_callbacks_.measure) {
     const Json fields = epoch_callbacks_.measure(*teacher_->backbone, epoch);
@@ -505,7 +599,7 @@ void Trainer::finish_epoch(int64_t epoch) {
   if (epoch_callbacks_.logged) epoch_callbacks_.logged(epoch);
   const double ln_k = std::log(static_cast<double>(o_.head.out_dim));
   log::info("Averaged stats: loss ", avg[0], " lr ", avg[1], " wd ", avg[2], " teacher entropy ",
-            avg[5], " KL(teacher||student) ", avg[0] - avg[5], " KL(mean teacher||uniform) ",
+            avg[5], " KL(teacher||student) ", avg[7] - avg[5], " KL(mean teacher||uniform) ",
             avg[6], " (ln K = ", ln_k, ")");
   // The averages are the same on every rank: warn once.
   if (comm_->is_main())

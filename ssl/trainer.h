@@ -33,6 +33,12 @@
 //    (distributed/replicas.h) that share the networks; the step computes the same function
 //    (BatchNorm statistics, drop-path masks, center and loss of the whole batch).
 //    hooks.after_forward then sees replica 0's outputs.
+//  - options.recipe (ssl/recipe.h): DINOv2's KoLeo, Sinkhorn-Knopp centering and iBOT, each off
+//    by default. With iBOT both backbones get the mask token (and, with a separate head, both
+//    networks an ibot_head); each micro-batch's masks are drawn from (seed, iteration, micro-
+//    batch, rank), so a resume draws the same; the step's loss is DINO's + the weighted KoLeo
+//    and iBOT terms (ssl/recipe_terms.h), each logged on its own (ssl/metrics.h). A resume
+//    whose recipe differs from the checkpoint's is refused in one line (ssl/checkpoint.h).
 #pragma once
 
 #include <chrono>
@@ -50,6 +56,7 @@
 #include "ssl/head.h"
 #include "ssl/loss.h"
 #include "ssl/metrics.h"
+#include "ssl/recipe_terms.h"
 #include "ssl/scheduler.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
@@ -140,23 +147,28 @@ class Trainer {
   };
   struct MicroBatch {  // what every replica's pass of one micro-batch shares
     int64_t epoch = 0, iteration = 0;
+    const BatchMasks* masks = nullptr;  // iBOT's masks of the process's global rows
     int replicas = 1;
     int64_t share = 0, count = 1;  // images per replica; micro-batches per step
     bool last = false;             // the step's last micro-batch: the center is updated
     bool save_due_here = false;    // rank 0's clock says a timed save is due
   };
+  // The step's (or one replica's micro-batch's) loss, and its terms (ssl/metrics.h).
+  struct Losses {
+    double total = 0, dino = 0, koleo = 0, ibot = 0;
+  };
   struct ReplicaPass {
-    double loss = 0;
+    Losses loss;
     torch::Tensor student_out, teacher_out;
   };
   void set_schedules(int64_t iteration);
-  double accumulate_gradients(int64_t epoch, int64_t iteration, StepFlags& flags,
+  Losses accumulate_gradients(int64_t epoch, int64_t iteration, StepFlags& flags,
                               Clock::time_point& t);
   ReplicaPass replica_pass(const std::vector<torch::Tensor>& crops, int replica,
-                           const MicroBatch& micro_batch, CenterSums& sums, StepFlags& flags,
-                           Clock::time_point& t);
+                           const MicroBatch& micro_batch, CenterSums& sums,
+                           IbotCenterSums& ibot_sums, StepFlags& flags, Clock::time_point& t);
   void update_student(int64_t epoch, Clock::time_point& t);
-  void update_teacher_and_stats(int64_t epoch, int64_t iteration, double loss,
+  void update_teacher_and_stats(int64_t epoch, int64_t iteration, const Losses& loss,
                                 Clock::time_point& t);
   void save(int64_t next_epoch, int64_t next_iteration);
   void save_timed(int64_t next_iteration);
@@ -172,6 +184,7 @@ class Trainer {
   int64_t niter_ = 0;
   MultiCropWrapper student_{nullptr}, teacher_{nullptr};
   DINOLoss loss_{nullptr};
+  std::unique_ptr<RecipeTerms> recipe_;  // KoLeo and iBOT, or null
   std::unique_ptr<train::Optimizer> optimizer_;
   std::unique_ptr<train::GradScaler> scaler_;
   std::unique_ptr<distributed::GradientSynchronizer> grad_sync_;

@@ -7,6 +7,8 @@
 //                           [--head_hidden_dim 2048] [--device auto|cpu|cuda|cuda:N]
 //                           [--precision auto|fp32|bf16|fp16] [--replicas N]
 //                           [--xca auto|ops|sdpa] [--kernels auto|ops|fused]
+//                           [--koleo_loss_weight W] [--centering centering|sinkhorn_knopp]
+//                           [--ibot_loss_weight W] [--ibot_separate_head true|false]
 // --device and --precision mean what they mean for `dino train` (train/precision.h), with the
 // same one-line errors (exit 2). The crops are made once, on the training device, so the
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
@@ -18,7 +20,8 @@
 // --xca picks XCA's path (models/backbone.h, XcaAttention): the op path, or one
 // scaled_dot_product_attention call (LibTorch 2.1+), for an A/B of the two. --kernels picks
 // the XCA blocks' LayerNorm path (models/layers.h, LayerKernels): torch's, or kernels/cuda's
-// fused one where it applies (a CUDA build on a card), for the same A/B.
+// fused one where it applies (a CUDA build on a card), for the same A/B. The DINOv2 options
+// mean what they mean for `dino train` (ssl/recipe.h), to time what each adds to the step.
 // --profile writes a Chrome trace of the timed steps, to see which operators the time goes to:
 // LibTorch's autograd profiler on the CPU; in a CUDA build Kineto's, which also records every
 // kernel, and the JSON adds "gpu_kernel_sec_per_step" (the union of the kernels' intervals) and
@@ -166,6 +169,7 @@ int run(int argc, char** argv) {
   int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
   int64_t head_hidden = 2048, replicas = 1;
   std::string profile;
+  xdino::ssl::RecipeOptions recipe;
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     XDINO_CHECK_ARG(i + 1 < argc, k, " needs a value");
@@ -202,6 +206,14 @@ int run(int argc, char** argv) {
       xca = v;
     else if (k == "--kernels")
       kernels = v;
+    else if (k == "--koleo_loss_weight")
+      recipe.koleo_loss_weight = std::stod(v);
+    else if (k == "--centering")
+      recipe.centering = v;
+    else if (k == "--ibot_loss_weight")
+      recipe.ibot_loss_weight = std::stod(v);
+    else if (k == "--ibot_separate_head")
+      recipe.ibot_separate_head = v == "true";
     else
       XDINO_FAIL_ARG("unknown option ", k,
                      " (see the comment at the top of bench/cpp/bench_train.cpp)");
@@ -246,6 +258,7 @@ int run(int argc, char** argv) {
       o.precision = precision;
       o.output_dir = out.string();
       o.replicas = replicas;
+      o.recipe = recipe;
       auto data =
           std::make_shared<FixedCrops>(warmup + steps, batch, global, local, locals, plan.device);
       xdino::compat::reset_peak_memory(plan.device);
@@ -334,6 +347,7 @@ int run(int argc, char** argv) {
         extra += ", \"world\": " + std::to_string(comm->world_size()) +
                  ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +
                  ", \"grad_wait_sec\": " + std::to_string(t.grad_wait / n);
+      if (recipe.any()) extra += ", \"recipe\": \"" + xdino::ssl::describe_recipe(recipe) + "\"";
       std::printf(
           "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, \"replicas\": %ld, "
           "\"device\": \"%s\", \"precision\": \"%s\", "

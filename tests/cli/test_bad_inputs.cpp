@@ -391,6 +391,12 @@ const std::vector<BadInput>& table() {
                                          "--device", "cpu",         "--precision",
                                          "fp16"};
        }},
+      {"iBOT on a backbone without patch tokens", 2,
+       "--ibot_loss_weight needs patch tokens to mask, and resnet18 has none; use an xcit_*, "
+       "xvit_* or vit_* architecture, or --ibot_loss_weight 0",
+       [](const fs::path& r) {
+         return train_with(r, {"--arch", "resnet18", "--ibot_loss_weight", "1"});
+       }},
       {"a stray argument", 2,
        "unexpected argument for 'dino train': flags take the form --name value",
        fixed_args({"train", "runs/exp"})},

@@ -147,3 +147,33 @@ TEST(TrainCliMonitor, TrainsTheSameNetworksWithAndWithoutTheMonitor) {
     }
   }
 }
+
+// DINOv2's options through the binary (ssl/recipe.h): the online k-NN copies a teacher that
+// has a mask token, log.txt and TensorBoard get each term, config.ini the flags, and the
+// evaluations read the checkpoint as any other (its mask token and iBOT head set aside).
+TEST(TrainCliRecipe, Dinov2OptionsReachEveryOutput) {
+  TempDir data, out, knn;
+  xdino::testing::write_ppm_folder(data.path(), 12, 32, 32);
+  auto args = train_args(data.path() / "train", out.path(), 1);
+  args.insert(args.end(),
+              {"--knn_every", "1", "--knn_data_path", data.path().string(), "--knn_train_samples",
+               "24", "--knn_val_samples", "8", "--koleo_loss_weight", "0.1", "--centering",
+               "sinkhorn_knopp", "--ibot_loss_weight", "1", "--ibot_separate_head", "true"});
+  auto r = run_process(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Recipe: DINO + KoLeo 0.1 + Sinkhorn-Knopp + iBOT 1.0 (separate head)"),
+            std::string::npos)
+      << r.out;
+  const std::string log = xdino::read_file(out.path() / "log.txt");
+  for (const char* key : {"train_dino_loss", "train_koleo_loss", "train_ibot_loss", "knn_top1"})
+    EXPECT_NE(log.find(key), std::string::npos) << key << " in " << log;
+  const std::string ini = xdino::read_file(out.path() / "config.ini");
+  EXPECT_NE(ini.find("ibot_loss_weight = 1"), std::string::npos) << ini;
+  r = run_process({dino_binary(), "knn", "--arch", "xcit_nano_12_p16", "--data_path",
+                   data.path().string(), "--pretrained_weights",
+                   (out.path() / "checkpoint.pth").string(), "--image_size", "32", "--nb_knn", "5",
+                   "--output_dir", knn.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(knn.path() / "knn.json"));
+  EXPECT_NE(r.out.find("ignored"), std::string::npos) << r.out;
+}

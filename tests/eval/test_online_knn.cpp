@@ -219,6 +219,7 @@ TEST(TrainingCurves, ReadsTheLogAndTheReferenceAndDrawsThreePanels) {
     std::array<double, ssl::EpochMeters::kCount> a{};
     a[0] = 5.0 - e;  // loss
     a[5] = 4.0 - e;  // teacher entropy
+    a[7] = a[0];     // the DINO term: all of the loss
     log += ssl::log_line(e, a, extra) + "\n";
   }
   write_file_atomically(dir / "log.txt", log);

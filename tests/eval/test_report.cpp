@@ -300,3 +300,31 @@ TEST(Report, RandomInitRowsSayWhatTheirBatchNormStatisticsAre) {
       std::string::npos);
   fs::remove_all(root);
 }
+
+// A DINO row names the training run's recipe when DINOv2's options were on (ssl/recipe.h): the
+// report reads them from the config.ini `dino train` wrote beside the weights.
+TEST(Report, TheDinoRowNamesTheTrainingRecipe) {
+  const fs::path root = fresh_dir("report_recipe");
+  write(root / "train/config.ini",
+        "[train]\narch = xcit_small_12_p16\nkoleo_loss_weight = 0.1\ncentering = sinkhorn_knopp\n"
+        "ibot_loss_weight = 1.0\nibot_separate_head = false\n");
+  write(root / "train/checkpoint.pth", "");
+  write(root / "knn/config.ini", "[knn]\narch = xcit_small_12_p16\npretrained_weights = " +
+                                     (root / "train/checkpoint.pth").string() + "\n");
+  write(root / "knn/knn.json", R"J({"reported": {"k": 20, "top1": 70.0, "top5": 90.0}})J");
+  // The same with a training run of DINO alone (no such keys): "DINO".
+  write(root / "plain/config.ini", "[train]\narch = xcit_small_12_p16\n");
+  write(root / "plain/checkpoint.pth", "");
+  write(root / "knn2/config.ini", "[knn]\narch = xcit_small_12_p16\npretrained_weights = " +
+                                      (root / "plain/checkpoint.pth").string() + "\n");
+  write(root / "knn2/knn.json", R"J({"reported": {"k": 20, "top1": 60.0, "top5": 90.0}})J");
+  ReportOptions o;
+  o.runs = {(root / "knn").string(), (root / "knn2").string()};
+  o.output = "-";
+  const std::string text = write_report(o, fake_facts);
+  EXPECT_NE(text.find("| DINO + KoLeo 0.1 + Sinkhorn-Knopp + iBOT 1.0 | XCiT-S12/16 |"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("| DINO | XCiT-S12/16 |"), std::string::npos) << text;
+  fs::remove_all(root);
+}

@@ -431,6 +431,7 @@ TEST(Flags, TrainHelpShowsEachGroupUnderItsTitle) {
                         "Model parameters", "Temperature teacher parameters",
                         "Training/Optimization parameters", "Multi-crop parameters", "Misc",
                         "Watching the run learn (ours)",
+                        "DINOv2's additions (ours, under dinov2's config names; off by default)",
                         "Distributed (processes of one run; main_dino.py's --dist_url and "
                         "--local_rank)"}));
   std::vector<std::string> all = f.names();

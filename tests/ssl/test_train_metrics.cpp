@@ -6,6 +6,7 @@
 #include "ssl/metrics.h"
 
 using namespace xdino::ssl;
+using xdino::IDict;
 using xdino::python_json_number;
 
 TEST(JsonNumber, MatchesPythonRepr) {
@@ -29,11 +30,12 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   EpochMeters m;
   IterationStats s;
   s.loss = 10;
+  s.dino_loss = 10;
   s.lr = 0.25;
   s.wd = 0.04;
   s.teacher_entropy = 2;
   m.add(s);
-  s.loss = 8;
+  s.loss = s.dino_loss = 8;
   s.lr = 0.75;
   m.add(s);
   const auto avg = m.averages(*xdino::local_communicator());
@@ -52,4 +54,16 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   EXPECT_EQ(restored.count(), 2);
   const auto again = restored.averages(*xdino::local_communicator());
   for (size_t i = 0; i < avg.size(); ++i) EXPECT_DOUBLE_EQ(again[i], avg[i]);
+
+  // A checkpoint from before the loss had terms: the DINO term is the whole loss.
+  IDict old = m.to_ivalue().toGenericDict();
+  for (const char* key : {"dino_loss_sum", "koleo_loss_sum", "ibot_loss_sum"})
+    EXPECT_EQ(old.erase(key), 1u) << key;
+  EpochMeters from_old;
+  from_old.from_ivalue(old);
+  const auto old_avg = from_old.averages(*xdino::local_communicator());
+  EXPECT_DOUBLE_EQ(old_avg[7], 9.0);
+  EXPECT_DOUBLE_EQ(old_avg[8], 0.0);
+  EXPECT_DOUBLE_EQ(old_avg[9], 0.0);
+  EXPECT_EQ(log_line(3, old_avg), line);
 }

@@ -1,0 +1,87 @@
+#include "ssl/recipe_terms.h"
+
+#include "core/check.h"
+#include "ssl/koleo.h"
+
+namespace xdino::ssl {
+
+RecipeTerms::RecipeTerms(const RecipeOptions& recipe, std::pair<int64_t, int64_t> grid,
+                         double max_patches, int64_t ibot_out_dim,
+                         std::shared_ptr<Communicator> step_comm, const torch::Device& device)
+    : recipe_(recipe), comm_(std::move(step_comm)), device_(device) {
+  if (!recipe_.ibot()) return;
+  BlockMaskOptions mo;
+  mo.height = grid.first;
+  mo.width = grid.second;
+  mo.max_num_patches = max_patches;
+  generator_ = std::make_unique<BlockMaskGenerator>(mo);
+  IbotLossOptions lo;
+  lo.out_dim = ibot_out_dim;
+  lo.centering = recipe_.centering_kind();
+  lo.sinkhorn_knopp_iterations = recipe_.sinkhorn_knopp_iterations;
+  ibot_loss_ = iBOTPatchLoss(lo, comm_);
+  ibot_loss_->to(device_);
+}
+
+BatchMasks RecipeTerms::draw_masks(int64_t seed, int64_t iteration, int64_t micro_batch,
+                                   int64_t rank, int64_t images) const {
+  if (!generator_) return {};
+  MaskRandom random(seed, iteration, micro_batch, rank);
+  const auto& r = recipe_.mask_ratio_min_max;
+  return draw_batch_masks(images, *generator_, r[0], r[1], recipe_.mask_sample_probability, random);
+}
+
+BatchMasks RecipeTerms::share(const BatchMasks& masks, int64_t replica, int64_t replicas,
+                              int64_t samples) const {
+  if (!masks.masks.defined()) return {};
+  torch::Tensor rows = masks.masks;
+  if (replicas > 1) {
+    const int64_t n = rows.size(1);
+    rows = rows.view({2, -1, n}).narrow(1, replica * samples, samples).reshape({2 * samples, n});
+  }
+  BatchMasks mine = replicas > 1 ? batch_masks(rows) : masks;
+  mine.masks = mine.masks.to(device_);
+  mine.indices = mine.indices.to(device_);
+  mine.weights = mine.weights.to(device_);
+  return mine;
+}
+
+RecipeLosses RecipeTerms::terms(const CropOutputs& student, const CropOutputs& teacher,
+                                const BatchMasks& masks, double teacher_temp,
+                                IbotCenterSums& sums) {
+  RecipeLosses out;
+  if (recipe_.koleo()) {
+    const torch::Tensor& cls = student.global_features;
+    XDINO_CHECK(cls.defined() && cls.size(0) % 2 == 0, "KoLeo needs the global CLS features");
+    const int64_t b = cls.size(0) / 2;
+    out.koleo = (koleo_loss(cls.narrow(0, 0, b)) + koleo_loss(cls.narrow(0, b, b))) *
+                recipe_.koleo_loss_weight;
+  }
+  if (recipe_.ibot()) {
+    double total = static_cast<double>(masks.count());
+    const bool sinkhorn = recipe_.centering_kind() == Centering::kSinkhornKnopp;
+    if (sinkhorn) {
+      // Sinkhorn-Knopp's batch is every process's masked patches (dinov2 all-reduces them).
+      torch::Tensor count = torch::full({1}, total, torch::TensorOptions(device_));
+      comm_->all_reduce_sum(count);
+      total = count.item<double>();
+    }
+    // With no masked patch anywhere there is nothing to balance; centering still adds this
+    // process's (empty) sums, as its all-reduce needs every process.
+    const torch::Tensor targets =
+        sinkhorn && total == 0
+            ? torch::zeros_like(teacher.patch_logits, torch::kFloat)
+            : ibot_loss_->targets_micro(teacher.patch_logits, teacher_temp, total, sums);
+    out.ibot = ibot_loss_->forward_masked(student.patch_logits, targets, masks.weights,
+                                          masks.masks.size(0)) *
+               recipe_.ibot_loss_weight;
+  }
+  return out;
+}
+
+void RecipeTerms::update_center(IbotCenterSums& sums) {
+  if (recipe_.ibot() && recipe_.centering_kind() == Centering::kCentering)
+    ibot_loss_->update_center(sums);
+}
+
+}  // namespace xdino::ssl
