@@ -410,39 +410,38 @@ Trainer::ReplicaPass Trainer::replica_pass(const std::vector<torch::Tensor>& cro
       student_out = student.logits;
       teacher_out = teacher.logits;
     } else {
-      // The teacher has no trainable parameters; no graph is recorded either way.
-      torch::NoGradGuard no_grad;
-      teacher_out = teacher_->forward({mine[0], mine[1]});
+      {
+        // The teacher has no trainable parameters; no graph is recorded either way.
+        torch::NoGradGuard no_grad;
+        teacher_out = teacher_->forward({mine[0], mine[1]});
+      }
+      student_out = student_->forward(mine);
     }
-    if (!recipe_) student_out = student_->forward(mine);
     if (hooks_.after_forward && r == 0)
       hooks_.after_forward(mb.iteration, student_out, teacher_out);
     loss = loss_->forward_micro(student_out, teacher_out, mb.epoch, sums);
   }
-  ReplicaPass out{{}, student_out, teacher_out};
-  const auto value_of = [](const torch::Tensor& v) {
-    return v.detach().to(torch::kCPU, torch::kDouble).item<double>();
-  };
-  out.loss.dino = value_of(loss);
-  if (recipe_) {
-    // DINOv2's terms outside autocast: both compute in float32 (ssl/recipe_terms.h).
-    const RecipeLosses terms =
-        recipe_->terms(student, teacher, masks, loss_->teacher_temp(mb.epoch), ibot_sums);
-    if (terms.koleo.defined()) {
-      out.loss.koleo = value_of(terms.koleo);
-      loss = loss + terms.koleo;
-    }
-    if (terms.ibot.defined()) {
-      out.loss.ibot = value_of(terms.ibot);
-      loss = loss + terms.ibot;
-    }
-  }
+  // DINOv2's terms outside autocast: both compute in float32 (ssl/recipe_terms.h).
+  const RecipeLosses terms =
+      recipe_ ? recipe_->terms(student, teacher, masks, loss_->teacher_temp(mb.epoch), ibot_sums)
+              : RecipeLosses{};
+  const torch::Tensor dino = loss;
+  if (terms.koleo.defined()) loss = loss + terms.koleo;
+  if (terms.ibot.defined()) loss = loss + terms.ibot;
   if (mb.last) {
     loss_->update_center(sums);
     if (recipe_) recipe_->update_center(ibot_sums);
   }
-  const double value = recipe_ ? value_of(loss) : out.loss.dino;
-  out.loss.total = value;
+  // The numbers the host needs, in one copy (one device sync).
+  const auto number = [&](const torch::Tensor& v) {
+    return v.defined() ? v.detach().to(torch::kDouble)
+                       : torch::zeros({}, dino.options().dtype(torch::kDouble));
+  };
+  const torch::Tensor host =
+      torch::stack({number(loss), number(dino), number(terms.koleo), number(terms.ibot)}).cpu();
+  const auto h = host.accessor<double, 1>();
+  ReplicaPass out{{h[0], h[1], h[2], h[3]}, student_out, teacher_out};
+  const double value = out.loss.total;
   // The three flags, summed over every replica and process: a non-finite loss anywhere, a
   // stop signal, a timed checkpoint due on rank 0.
   auto sums_of_flags =
