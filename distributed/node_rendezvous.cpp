@@ -278,9 +278,12 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
     }
     return !stop();
   };
+  // The deadline is checked after a read: a node whose setup (the workers' store above, a slow
+  // connection) outlasts the timeout still learns, and reports, where the round stands.
+  bool read_once = false;
   for (;;) {
     if (stop()) return std::nullopt;
-    if (Clock::now() >= deadline) {
+    if (read_once && Clock::now() >= deadline) {
       const bool forming = last.participants.count(node_) > 0 && !last.complete;
       std::string why = "the rendezvous at " + endpoint_ + " did not form within --rdzv_timeout " +
                         detail::concat(options_.join_timeout) + " s";
@@ -293,6 +296,7 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
       throw RendezvousTimeout(why);
     }
     Read r;
+    read_once = true;
     try {
       r = read(*main_, true);
       last_error.clear();

@@ -23,7 +23,10 @@ std::vector<Arg> recipe_arg_list(const RecipeOptions& o) {
   auto ratios = c10::impl::GenericList(c10::AnyType::get());
   for (double r : o.mask_ratio_min_max) ratios.push_back(r);
   std::string ratio_text;
-  for (double r : o.mask_ratio_min_max) ratio_text += (ratio_text.empty() ? "" : " ") + number(r);
+  for (double r : o.mask_ratio_min_max) {
+    if (!ratio_text.empty()) ratio_text += ' ';
+    ratio_text += number(r);
+  }
   return {
       {"koleo_loss_weight", o.koleo_loss_weight, number(o.koleo_loss_weight)},
       {"centering", o.centering, o.centering},
@@ -45,7 +48,8 @@ std::string stored_text(const c10::IValue& v) {
     std::string out;
     for (const c10::IValue& e : v.toListRef()) {
       if (!e.isDouble() && !e.isInt()) return "";
-      out += (out.empty() ? "" : " ") + number(e.isDouble() ? e.toDouble() : e.toInt());
+      if (!out.empty()) out += ' ';
+      out += number(e.isDouble() ? e.toDouble() : static_cast<double>(e.toInt()));
     }
     return out;
   }
