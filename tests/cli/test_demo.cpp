@@ -99,3 +99,33 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   fs::current_path(here);
   fs::remove_all(dir);
 }
+
+// configs/fashion_mnist_dinov2.ini on top of the smoke sizes: its own runs folder, DINOv2's three
+// terms in the training log (each separately, as the collapse monitor shows them), the options in
+// the run's config.ini, and the teacher's k-NN.
+TEST(Demo, DinoV2OverlayTrainsWithItsThreeTermsApartFromTheMainJob) {
+  if (!fs::exists(kFashionMnist / "t10k-images-idx3-ubyte.gz"))
+    XDINO_SKIP_MISSING()
+        << "needs the Debian package dataset-fashion-mnist (scripts/setup.sh --tests)";
+  const fs::path dir = xdino::testing::fresh_dir("demo_dinov2");
+  const fs::path here = fs::current_path();
+  fs::current_path(dir);
+  const auto r = run_process({dino_binary(), "pipeline", "--config",
+                              config("fashion_mnist.ini").string(), "--config",
+                              config("fashion_mnist_smoke.ini").string(), "--config",
+                              config("fashion_mnist_dinov2.ini").string()});
+  fs::current_path(here);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const fs::path runs = dir / "runs";
+  EXPECT_FALSE(fs::exists(runs / "fashion_mnist_smoke")) << "the overlay's runs stay apart";
+  const std::string log = xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "log.txt");
+  for (const char* term : {"\"train_dino_loss\"", "\"train_koleo_loss\"", "\"train_ibot_loss\""})
+    EXPECT_EQ(count_of(log, term), 2u) << term << " in\n" << log;
+  const std::string ini =
+      xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "config.ini");
+  for (const char* option :
+       {"koleo_loss_weight = 0.1", "centering = sinkhorn_knopp", "ibot_loss_weight = 1.0"})
+    EXPECT_NE(ini.find(option), std::string::npos) << option << " missing from\n" << ini;
+  reported_top1(runs / "fashion_mnist_dinov2" / "dino" / "knn.json");
+  fs::remove_all(dir);
+}
