@@ -110,10 +110,10 @@ TEST(Demo, DinoV2OverlayTrainsWithItsThreeTermsApartFromTheMainJob) {
   const fs::path dir = xdino::testing::fresh_dir("demo_dinov2");
   const fs::path here = fs::current_path();
   fs::current_path(dir);
-  const auto r = run_process({dino_binary(), "pipeline", "--config",
-                              config("fashion_mnist.ini").string(), "--config",
-                              config("fashion_mnist_smoke.ini").string(), "--config",
-                              config("fashion_mnist_dinov2.ini").string()});
+  const auto r =
+      run_process({dino_binary(), "pipeline", "--config", config("fashion_mnist.ini").string(),
+                   "--config", config("fashion_mnist_smoke.ini").string(), "--config",
+                   config("fashion_mnist_dinov2.ini").string()});
   fs::current_path(here);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const fs::path runs = dir / "runs";
@@ -121,8 +121,7 @@ TEST(Demo, DinoV2OverlayTrainsWithItsThreeTermsApartFromTheMainJob) {
   const std::string log = xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "log.txt");
   for (const char* term : {"\"train_dino_loss\"", "\"train_koleo_loss\"", "\"train_ibot_loss\""})
     EXPECT_EQ(count_of(log, term), 2u) << term << " in\n" << log;
-  const std::string ini =
-      xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "config.ini");
+  const std::string ini = xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "config.ini");
   for (const char* option :
        {"koleo_loss_weight = 0.1", "centering = sinkhorn_knopp", "ibot_loss_weight = 1.0"})
     EXPECT_NE(ini.find(option), std::string::npos) << option << " missing from\n" << ini;
