@@ -244,7 +244,10 @@ TEST(NodeRendezvous, TheWorkersPortIsHeldFromTheMomentItIsPublished) {
 
 // A launcher that exits cleanly marks itself as left: it is out of the state at once, so a
 // launcher started again with its --node_rank joins without waiting out the heartbeats of the
-// one before it (3 x 5 s here; the join timeout is 10 s).
+// one before it (3 x 5 s here; the join timeout is 10 s). The margin is for LibTorch 2.x's store
+// server, which names each new client by a reverse lookup of its address (getnameinfo, on its
+// one thread): on a machine whose DNS does not answer, every client of that server waits the
+// resolver's 5 s.
 TEST(NodeRendezvous, ANodeThatLeftIsDroppedAtOnce) {
   const int port = xdino::distributed::free_tcp_port();
   const auto slow_beats = [&](int64_t rank, double join_timeout) {
