@@ -141,11 +141,17 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   XDINO_CHECK_ARG(!recipe.ibot() || !o_.head.use_bn,
                   "--use_bn_in_head with iBOT would mix the "
                   "masked patches' BatchNorm statistics into the head; use one of them");
-  DINOHeadOptions ho = o_.head;
-  ho.in_dim = student_backbone->embed_dim();
-  DINOHead student_head(ho);
-  ho.norm_last_layer = true;
-  DINOHead teacher_head(ho);
+  // A student head and the teacher's (its last layer normalised, as main_dino.py's), in that
+  // order: the order the random numbers are drawn in.
+  const auto head_pair = [&](int64_t out_dim) {
+    DINOHeadOptions ho = o_.head;
+    ho.in_dim = student_backbone->embed_dim();
+    ho.out_dim = out_dim;
+    DINOHead student_head(ho);
+    ho.norm_last_layer = true;
+    return std::make_pair(student_head, DINOHead(ho));
+  };
+  auto [student_head, teacher_head] = head_pair(o_.head.out_dim);
   // iBOT: the mask token in both backbones (the teacher's is EMA-updated and never used, as
   // dinov2's), and the separate head, built after the DINO heads so that a run without iBOT
   // draws the random numbers it always did.
@@ -153,14 +159,9 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   if (recipe.ibot()) {
     student_backbone->add_mask_token();
     teacher_backbone->add_mask_token();
-    if (recipe.ibot_separate_head) {
-      DINOHeadOptions io = o_.head;
-      io.in_dim = student_backbone->embed_dim();
-      io.out_dim = recipe.ibot_out_dim > 0 ? recipe.ibot_out_dim : o_.head.out_dim;
-      student_ibot_head = DINOHead(io);
-      io.norm_last_layer = true;
-      teacher_ibot_head = DINOHead(io);
-    }
+    if (recipe.ibot_separate_head)
+      std::tie(student_ibot_head, teacher_ibot_head) =
+          head_pair(recipe.ibot_out_dim > 0 ? recipe.ibot_out_dim : o_.head.out_dim);
   }
   student_ = MultiCropWrapper(student_backbone, student_head, student_ibot_head);
   teacher_ = MultiCropWrapper(teacher_backbone, teacher_head, teacher_ibot_head);
@@ -366,12 +367,7 @@ Trainer::Losses Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFla
       fail_nonfinite(it, passes[0].loss.total, passes[0].student_out, passes[0].teacher_out);
     }
     const double parts = static_cast<double>(mb.replicas * mb.count);
-    for (const ReplicaPass& p : passes) {
-      step.total += p.loss.total / parts;
-      step.dino += p.loss.dino / parts;
-      step.koleo += p.loss.koleo / parts;
-      step.ibot += p.loss.ibot / parts;
-    }
+    for (const ReplicaPass& p : passes) step.add_part(p.loss, parts);
     if (!mb.last) times_.backward += seconds_since(t);
   }
   auto waiting = Clock::now();

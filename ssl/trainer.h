@@ -156,6 +156,12 @@ class Trainer {
   // The step's (or one replica's micro-batch's) loss, and its terms (ssl/metrics.h).
   struct Losses {
     double total = 0, dino = 0, koleo = 0, ibot = 0;
+    void add_part(const Losses& o, double parts) {  // o is one of `parts` equal shares
+      total += o.total / parts;
+      dino += o.dino / parts;
+      koleo += o.koleo / parts;
+      ibot += o.ibot / parts;
+    }
   };
   struct ReplicaPass {
     Losses loss;
