@@ -60,8 +60,7 @@ c10::ScalarType product_dtype(const Tensor& x) {
 }  // namespace
 
 Tensor layer_norm_for_product(nn::LayerNorm& norm, const Tensor& x, LayerKernels kernels) {
-  if (kernels == LayerKernels::kFused &&
-      xdino::kernels::layer_norm_applies(x, norm->weight, norm->bias))
+  if (wants_fused(kernels, x) && xdino::kernels::layer_norm_applies(x, norm->weight, norm->bias))
     return xdino::kernels::layer_norm(x, norm->weight, norm->bias, norm->options.eps(),
                                       product_dtype(x));
   return norm(x);
@@ -70,7 +69,7 @@ Tensor layer_norm_for_product(nn::LayerNorm& norm, const Tensor& x, LayerKernels
 std::pair<Tensor, Tensor> residual_then_norm(const Tensor& x, const Tensor& branch,
                                              const Tensor& gamma, double rate, bool training,
                                              nn::LayerNorm& norm, LayerKernels kernels) {
-  if (kernels == LayerKernels::kFused &&
+  if (wants_fused(kernels, x) &&
       xdino::kernels::residual_layer_norm_applies(x, branch, gamma, norm->weight, norm->bias)) {
     // The same random numbers, in the same order, as residual_drop_path draws them; none in
     // eval mode or at rate 0 (an absent factor: the teacher's every step).

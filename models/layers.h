@@ -32,9 +32,18 @@ namespace xdino::models {
 //    kernels; on the CPU, the same autograd ops over kernels/reference's ATen ops (what CI
 //    tests of the fused path on every build; no faster than kOps there); a tensor neither
 //    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
-//  - kAuto: kOps until the fused kernels have passed tests/test_kernel_*.cpp on a card and
-//    been timed against kOps there (bench/results/gpu.md, "Fused kernels").
+//  - kAuto: kFused on a CUDA tensor, kOps elsewhere. On an H200 (2026-11-28) the fused kernels
+//    passed every test of tests/kernels/ and the CUDA Trainer's, and won each of five
+//    alternated A/Bs of the XCiT-S12/16 step, 5-18% (bench/results/gpu.md, "Fused kernels on a
+//    card"); on the CPU the reference ops are no faster than torch's, and kOps keeps the CPU
+//    main job's digits.
 enum class LayerKernels { kAuto, kOps, kFused };
+
+// Whether `kernels` asks for the fused path for a tensor on x's device (kAuto: on CUDA). The
+// fused ops still fall back to kOps on what they do not take (the *_applies of kernels/).
+inline bool wants_fused(LayerKernels kernels, const torch::Tensor& x) {
+  return kernels == LayerKernels::kFused || (kernels == LayerKernels::kAuto && x.is_cuda());
+}
 
 // norm(x) in the dtype the matrix product after it takes, by `kernels`. Same values as norm(x)
 // up to float32 rounding; differentiable in x and norm's parameters.

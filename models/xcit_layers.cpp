@@ -52,7 +52,7 @@ struct TokenNorm : torch::autograd::Function<TokenNorm> {
 }  // namespace
 
 Tensor token_norm(const Tensor& t, c10::ScalarType acc, LayerKernels kernels) {
-  if (kernels == LayerKernels::kFused && xdino::kernels::token_norm_applies(t, acc))
+  if (wants_fused(kernels, t) && xdino::kernels::token_norm_applies(t, acc))
     return xdino::kernels::token_norm(t);
   return TokenNorm::apply(t, acc);
 }

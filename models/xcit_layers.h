@@ -150,8 +150,8 @@ TORCH_MODULE(ClassAttentionBlock);
 // |t|_2 over the last dimension, clamped at 1e-12 as F.normalize does, accumulated in `acc`;
 // (..., 1) in `acc`. Its backward keeps t itself, never a wider copy, and gives an all-zero
 // vector gradient 0 (see xcit_layers.cpp).
-// kernels: kFused takes kernels::token_norm where it applies, the same function in one kernel
-// each way on a card (models/layers.h, LayerKernels).
+// kernels: the fused path (kFused, or kAuto on a CUDA tensor) takes kernels::token_norm where it
+// applies, the same function in one kernel each way on a card (models/layers.h, LayerKernels).
 torch::Tensor token_norm(const torch::Tensor& t, c10::ScalarType acc,
                          LayerKernels kernels = LayerKernels::kOps);
 

@@ -5,9 +5,10 @@
 # libraries re-export, then time our step against the official one on the same card.
 #   bench/platform/gpu_check.sh [OUT]          # OUT: where logs go (the device tool's $OUT)
 #   bench/platform/gpu_check.sh kernels [OUT]  # the short loop of the fused kernels: build only
-#       their two test executables and bench_train (build-gpu-kernels/, one executable per test
-#       file), run the kernel tests, then ops against fused in fp16 and bf16, alternated twice;
-#       about 4 minutes, so that 15 minutes of a card hold three tries (issue 68)
+#       their two test executables, test_cuda and bench_train (build-gpu-kernels/, one
+#       executable per test file), run those tests, then ops, fused and the official step
+#       (bench/reference/official_step.py) in fp16 and bf16, alternated twice, fp32 once;
+#       about 5 minutes, so that 15 minutes of a card hold two tries (issue 68)
 # GPU_CHECK_ROUNDS (2) rounds of the step comparison; none starts after GPU_CHECK_DEADLINE (480) s.
 # The machine has PyTorch, CUDA, CMake and ninja, and none of GoogleTest, nlohmann-json or
 # (perhaps) zlib's headers: they travel in .deps/ (a prefix copied from Debian 12's packages:
@@ -42,25 +43,31 @@ if [[ $mode == kernels ]]; then
     -DXDINO_UNITY_BUILD=OFF -DCMAKE_PREFIX_PATH="$torch_cmake;$deps" -DTORCH_CUDA_ARCH_LIST=9.0 \
     -DCMAKE_CUDA_ARCHITECTURES=90 "${zlib[@]}" > "$out/configure.log" 2>&1 ||
     { tail -30 "$out/configure.log"; exit 1; }
-  say "build: the kernel tests and bench_train"
-  timeout 240 ninja -C build-gpu-kernels test_kernel_layer_norm test_kernel_token_norm bench_train \
-    > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
-  say "kernel tests"
-  for t in test_kernel_layer_norm test_kernel_token_norm; do
-    timeout 120 "build-gpu-kernels/tests/kernels/$t" --gtest_color=no > "$out/$t.log" 2>&1
+  say "build: the kernel tests, test_cuda and bench_train"
+  timeout 300 ninja -C build-gpu-kernels test_kernel_layer_norm test_kernel_token_norm test_cuda \
+    bench_train > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
+  say "kernel tests and the CUDA trainer's (kFused among them)"
+  for t in kernels/test_kernel_layer_norm kernels/test_kernel_token_norm ssl/test_cuda; do
+    timeout 150 "build-gpu-kernels/tests/$t" --gtest_color=no > "$out/${t#*/}.log" 2>&1
     echo "$t: exit $?"
-    grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Which is|<= |rror" "$out/$t.log" | head -40
+    grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Which is|<= |rror|largest relative" \
+      "$out/${t#*/}.log" | head -40
   done
-  say "ops against fused, alternated twice"
+  say "ops, fused and the official step: fp16 and bf16 alternated twice, fp32 once"
   shapes=(--arch xcit_small_12_p16 --out_dim 65536 --batch 64 --global_size 224 --local_size 96
           --locals 8 --head_hidden_dim 2048 --steps 10 --warmup 3)
   for round in 1 2; do
-    for precision in fp16 bf16; do
-      for kernels in ops fused; do
-        (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-230})) && continue
-        timeout 60 build-gpu-kernels/bench/bench_train "${shapes[@]}" --device cuda \
-          --precision "$precision" --kernels "$kernels" 2>> "$out/bench.err" | tail -1 |
-          sed "s/^{/{\"kernels\": \"$kernels\", \"round\": $round, /" | tee -a "$out/kernels.jsonl"
+    for precision in fp16 bf16 fp32; do
+      [[ $round == 2 && $precision == fp32 ]] && continue
+      for kernels in ops fused official; do
+        (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-330})) && continue
+        if [[ $kernels == official ]]; then
+          timeout 120 python3 bench/reference/official_step.py "${shapes[@]}" --device cuda \
+            --precision "$precision" 2>> "$out/bench.err" | tail -1
+        else
+          timeout 90 build-gpu-kernels/bench/bench_train "${shapes[@]}" --device cuda \
+            --precision "$precision" --kernels "$kernels" 2>> "$out/bench.err" | tail -1
+        fi | sed "s/^{/{\"kernels\": \"$kernels\", \"round\": $round, /" | tee -a "$out/kernels.jsonl"
       done
     done
   done

@@ -14,9 +14,9 @@
 #   BUNDLE/data/           Fashion-MNIST's four IDX files
 # LibTorch and the CUDA libraries are the machine's own (its python3's torch), which is why the
 # build uses the same torch version.
-# GPU_MAIN_EPOCHS (5) epochs of the whole training set; GPU_MAIN_TRAIN_SECONDS (240): training
-# stops (SIGINT: checkpoint saved) after this long, and the evaluation stages run on the
-# checkpoint it left. A rerun on the same machine resumes runs/fashion_mnist_gpu/train.
+# GPU_MAIN_EPOCHS (5) epochs of the whole training set (below); GPU_MAIN_TRAIN_SECONDS (240):
+# training stops (SIGINT: checkpoint saved) after this long, and the evaluation stages run on
+# the checkpoint it left. A rerun on the same machine resumes the run's train/ folder.
 set -uo pipefail
 bundle=$(cd "${1:?usage: bench/platform/gpu_main_job.sh BUNDLE [OUT]}" && pwd)
 out=${2:-${OUT:-/tmp/gpu_main_job}}
@@ -33,20 +33,28 @@ echo "torch $(python3 -c 'import torch; print(torch.__version__)'), cores $(npro
 echo "libraries that do not resolve: $(ldd "$bundle/dino" | grep -c 'not found')"
 ldd "$bundle/dino" | grep 'not found'
 
-# The main job's two configs, then this check's overlay: the whole training set in bf16 on the
-# GPU as configs/fashion_mnist_gpu.ini says, with a schedule short enough for the lease.
+# The main job's configs, then this check's overlay. GPU_MAIN_OVERLAY (none when unset; e.g.
+# configs/fashion_mnist_gpu_10min.ini) sits between them and names the run folder.
+# GPU_MAIN_EPOCHS (5) sets the schedule's length, and its warm-ups shrink with it as
+# fashion_mnist_gpu_10min.ini's do (an eighth of the epochs for the learning rate, a third for
+# the teacher's temperature): a whole schedule, so that the figure is what that many epochs give.
+epochs=${GPU_MAIN_EPOCHS:-5}
 cat > /tmp/lease.ini <<EOF
 data_path = $bundle/data
 num_workers = 12
 [train]
-epochs = ${GPU_MAIN_EPOCHS:-5}
-warmup_epochs = 1
-warmup_teacher_temp_epochs = 1
-knn_every = 1
+epochs = $epochs
+warmup_epochs = $(((epochs + 7) / 8))
+warmup_teacher_temp_epochs = $(((epochs + 2) / 3))
+knn_every = ${GPU_MAIN_KNN_EVERY:-1}
 saveckp_freq = 1
 EOF
-configs=(--config configs/fashion_mnist.ini --config configs/fashion_mnist_gpu.ini
-         --config /tmp/lease.ini)
+configs=(--config configs/fashion_mnist.ini --config configs/fashion_mnist_gpu.ini)
+[[ -n ${GPU_MAIN_OVERLAY:-} ]] && configs+=(--config "$GPU_MAIN_OVERLAY")
+configs+=(--config /tmp/lease.ini)
+run=$(sed -n '/^\[train\]/,/^\[/s/^output_dir *= *//p' \
+  "${GPU_MAIN_OVERLAY:-configs/fashion_mnist_gpu.ini}" | head -1)
+run=$(dirname "$run")
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader -l 5 \
   > "$out/gpu_use.csv" 2>&1 &
 monitor=$!
@@ -61,7 +69,6 @@ stages=(knn:pixels knn:random knn:dino linear:dino report visualize)
 say "pipeline exit $?"
 kill "$monitor" 2>/dev/null
 tail -25 "$out/eval.log"
-run=runs/fashion_mnist_gpu
 cp "$run/report.md" "$run/train/log.txt" "$out/" 2>/dev/null
 cp "$run/train/curves.png" "$out/" 2>/dev/null
 cat "$run/report.md" 2>/dev/null

@@ -26,7 +26,9 @@ PcaWhitening PcaWhitening::learn(const torch::Tensor& features) {
 torch::Tensor PcaWhitening::apply(const torch::Tensor& x) const {
   XDINO_CHECK(x.dim() == 2 && x.size(1) == mean_.size(0), "whitening expects (M, ", mean_.size(0),
               ") features, got ", x.sizes());
-  return torch::mm(x.to(torch::kFloat32) - mean_, projection_.t());
+  // Learned on the CPU (the float64 eigen-decomposition); applied where the features are, as
+  // copy detection searches on CUDA when asked (the card's run of 2026-11-28 threw here).
+  return torch::mm(x.to(torch::kFloat32) - mean_.to(x.device()), projection_.to(x.device()).t());
 }
 
 }  // namespace xdino::eval::retrieval

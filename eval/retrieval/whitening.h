@@ -9,7 +9,8 @@
 //    and the database before projecting, not from the whitening set (docs/evaluation.md).
 //    The eigen-decomposition runs in float64 on the float32 matrix, the projection is rounded
 //    to float32 (numpy.linalg.eigh's precision for float32 input).
-//  - apply(x) = (x - mean) P^T, float32, (M, D) -> (M, D).
+//  - apply(x) = (x - mean) P^T, float32, (M, D) -> (M, D), on x's device (learn() keeps mean
+//    and P on the CPU; apply copies them to x's device).
 //  - Errors: xdino::Error for fewer than 2 rows or a width that differs from the features'.
 #pragma once
 

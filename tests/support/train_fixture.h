@@ -50,15 +50,18 @@ inline ssl::DinoOptions tiny_options(const std::filesystem::path& output_dir) {
   return o;
 }
 
-inline std::unique_ptr<ssl::Trainer> tiny_trainer(const ssl::DinoOptions& o,
-                                                  std::shared_ptr<ssl::DataSource> data = nullptr) {
+// kernels: the XCiT blocks' normalisation path (models/layers.h) of both backbones.
+inline std::unique_ptr<ssl::Trainer> tiny_trainer(
+    const ssl::DinoOptions& o, std::shared_ptr<ssl::DataSource> data = nullptr,
+    models::LayerKernels kernels = models::LayerKernels::kAuto) {
   if (!data)
     data = std::make_shared<SyntheticCrops>(3, o.batch_size_per_gpu, o.local_crops_number,
                                             o.global_crops_size, o.local_crops_size);
   // arch "tiny_test": TinyBackbone; anything else from the registry.
   ssl::BackboneFactory factory =
-      [arch = o.arch](const models::BackboneOptions& bo) -> std::shared_ptr<models::Backbone> {
+      [arch = o.arch, kernels](models::BackboneOptions bo) -> std::shared_ptr<models::Backbone> {
     if (arch == "tiny_test") return std::make_shared<TinyBackbone>(8, 4, bo.drop_path_rate);
+    bo.layer_kernels = kernels;
     return models::create_backbone(arch, bo);
   };
   return std::make_unique<ssl::Trainer>(o, factory, data);
