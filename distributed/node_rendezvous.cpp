@@ -63,7 +63,7 @@ std::atomic<int64_t> g_nodes_made{0};
 
 struct NodeRendezvous::Read {
   RoundState state;
-  std::string token;       // the blob as read: the expected value of the next compare-and-set
+  std::string token;       // what the next compare-and-set presents (RoundStore::read)
   bool sanitized = false;  // dead nodes were removed from `state`: it needs writing
 };
 
@@ -91,6 +91,21 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
                   "--rdzv_id must be a non-empty name without '/', got '", o_.run_id, "'");
   addr_ = o_.local_addr.empty() ? host_name() : o_.local_addr;
   node_ = addr_ + "/" + std::to_string(getpid()) + "/" + std::to_string(g_nodes_made++);
+  const milliseconds op_timeout = ms(std::min(o_.read_timeout, o_.join_timeout));
+  XDINO_CHECK_ARG(o_.backend == "c10d" || o_.backend == "etcd", "rendezvous backend ",
+                  quote(o_.backend), " is not one of c10d, etcd");
+  if (o_.backend == "etcd")
+    connect_etcd(op_timeout);
+  else
+    serve_or_connect(op_timeout);
+  beat_thread_ = std::thread([this] { beat_loop(); });
+  watch_thread_ = std::thread([this] { watch_loop(); });
+}
+
+// The c10d backend: node 0's launcher (or the endpoint's machine's) serves the store, the
+// others connect to it.
+void NodeRendezvous::serve_or_connect(milliseconds op_timeout) {
+  const auto& o_ = options_;
   const bool explicit_host = o_.is_host.has_value() || o_.node_rank >= 0;
   is_host_ = o_.is_host.value_or(o_.node_rank >= 0 ? o_.node_rank == 0
                                                    : is_local_address(o_.endpoint_host));
@@ -112,7 +127,6 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
   }
   XDINO_CHECK_ARG(port > 0 && port < 65536, "rendezvous port ", port, " is not a TCP port");
   endpoint_ = o_.endpoint_host + ":" + std::to_string(port);
-  const milliseconds op_timeout = ms(std::min(o_.read_timeout, o_.join_timeout));
 
   if (is_host_) {
     try {
@@ -133,28 +147,58 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
     }
   }
   const std::string host = is_host_ ? "127.0.0.1" : o_.endpoint_host;
-  const milliseconds connect_timeout = ms(o_.join_timeout);
   const auto connect = [host, port](milliseconds timeout) {
     return connect_tcp_store(host, port, timeout, "");  // next_round() says it once
   };
   // Waits for the store's host (it may start later), then keeps to op_timeout per operation.
-  main_ = std::make_unique<TimedStore>(connect, connect_timeout);
-  main_->check(key("state"));
-  main_ = std::make_unique<TimedStore>(connect, op_timeout);
-  // The threads' and the way out's: a launcher whose link is down must still exit promptly.
-  const milliseconds brief = std::min(op_timeout, milliseconds(5000));
-  beat_ = std::make_unique<TimedStore>(connect, std::min(op_timeout, ms(o_.heartbeat_timeout)));
-  watch_ = std::make_unique<TimedStore>(connect, brief);
-  quick_ = std::make_unique<TimedStore>(connect, brief);
-
+  TimedStore(connect, ms(o_.join_timeout)).check(key("state"));
+  store_ = std::make_unique<TcpRoundStore>(connect, endpoint_, key(""), node_, times(op_timeout));
   if (is_host_) {
     RoundState initial;
     initial.host = node_;
-    main_->compare_set(key("state"), "", initial.dump());
+    store_->compare_set(RoundStore::Use::kMain, "", initial.dump());
   }
-  main_->add(key("hb/" + node_), 1);
-  beat_thread_ = std::thread([this] { beat_loop(); });
-  watch_thread_ = std::thread([this] { watch_loop(); });
+}
+
+// The etcd backend: every launcher is a client of the cluster; none serves the round.
+void NodeRendezvous::connect_etcd(milliseconds op_timeout) {
+  const auto& o_ = options_;
+#ifndef XDINO_WITH_ETCD
+  XDINO_FAIL_ARG(
+      "this build of dino has no etcd rendezvous: libcurl's headers were missing "
+      "when it was built (install libcurl4-openssl-dev and build again)");
+#endif
+  // An endpoint list that no member answers is a mistake to report at once, not to wait out:
+  // the cluster outlives every job, so it is there before any launcher starts. 15 s, not less:
+  // a request that reaches etcd while it elects a leader waits up to 7 s there
+  // (docs/distributed.md, "The rendezvous in etcd").
+#ifdef XDINO_WITH_ETCD
+  try {
+    store_ =
+        std::make_unique<EtcdRoundStore>(o_.etcd, "/xdino/rendezvous/" + o_.run_id + "/", node_,
+                                         times(op_timeout), ms(std::min(o_.join_timeout, 15.0)));
+  } catch (const EtcdUnavailable& e) {
+    XDINO_FAIL_ARG("the rendezvous cannot reach etcd: ", e.what(),
+                   "; check --rdzv_endpoint (host:port of the cluster's client URLs)");
+  }
+#endif
+  endpoint_ = store_->where();
+  // A rendezvous closed in etcd stays closed: starting it again would mix two jobs' rounds.
+  const RoundState state = RoundState::parse(store_->read(RoundStore::Use::kMain).blob);
+  XDINO_CHECK_ARG(!state.closed, "--rdzv_id ", quote(o_.run_id), " names a rendezvous that ",
+                  state.finished ? "finished" : "was closed (" + state.reason + ")", " in ",
+                  endpoint_, "; give a new --rdzv_id to start a job");
+}
+
+RoundStoreTimes NodeRendezvous::times(milliseconds op_timeout) const {
+  RoundStoreTimes t;
+  t.main = op_timeout;
+  // The threads' and the way out's: a launcher whose link is down must still exit promptly.
+  t.brief = std::min(op_timeout, milliseconds(5000));
+  t.beat = std::min(op_timeout, ms(options_.heartbeat_timeout));
+  t.keep_alive_interval = ms(options_.keep_alive_interval);
+  t.keep_alive_max_attempt = options_.keep_alive_max_attempt;
+  return t;
 }
 
 NodeRendezvous::~NodeRendezvous() {
@@ -166,7 +210,7 @@ NodeRendezvous::~NodeRendezvous() {
   if (beat_thread_.joinable()) beat_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
   try {
-    quick_->set(key("left/" + node_), "1");
+    store_->leave();
   } catch (const std::exception&) {
     // The store is gone or unreachable: nobody waits for this node there.
   }
@@ -183,7 +227,8 @@ NodeRendezvous::~NodeRendezvous() {
     try {
       std::vector<std::string> still;
       for (const auto& n : others)
-        if (!main_->check(key("left/" + n)) && !dead(*main_, n)) still.push_back(n);
+        if (!store_->left(RoundStore::Use::kMain, n) && !store_->dead(RoundStore::Use::kMain, n))
+          still.push_back(n);
       others = std::move(still);
     } catch (const std::exception&) {
       break;
@@ -203,37 +248,25 @@ bool NodeRendezvous::sleep_for(milliseconds d) {
   return !stop_cv_.wait_for(lock, d, [this] { return stopping_; });
 }
 
-NodeRendezvous::Read NodeRendezvous::read(TimedStore& store, bool sanitize_now) {
+NodeRendezvous::Read NodeRendezvous::read(RoundStore::Use use, bool sanitize_now) {
   Read r;
-  r.token = store.get(key("state"));
-  r.state = RoundState::parse(r.token);
-  if (sanitize_now) r.sanitized = sanitize(store, r.state);
+  RoundStore::State got = store_->read(use);
+  r.token = std::move(got.token);
+  r.state = RoundState::parse(got.blob);
+  if (sanitize_now) r.sanitized = sanitize(use, r.state);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!r.token.empty()) last_nodes_ = r.state.nodes();
+  if (!got.blob.empty()) last_nodes_ = r.state.nodes();
   return r;
 }
 
-bool NodeRendezvous::write(TimedStore& store, const std::string& token, const RoundState& state) {
-  const std::string desired = state.dump();
-  return store.compare_set(key("state"), token, desired) == desired;
-}
-
-bool NodeRendezvous::dead(TimedStore& store, const std::string& node) {
-  const int64_t beats = store.add(key("hb/" + node), 0);
-  const auto now = Clock::now();
-  std::lock_guard<std::mutex> lock(mutex_);
-  Seen& seen = seen_[node];
-  if (seen.beats != beats) {
-    seen.beats = beats;
-    seen.moved = now;
-  }
-  return now - seen.moved > ms(options_.keep_alive_interval * options_.keep_alive_max_attempt);
+bool NodeRendezvous::write(RoundStore::Use use, const std::string& token, const RoundState& state) {
+  return store_->compare_set(use, token, state.dump());
 }
 
 // Removes the nodes that left or whose heartbeats stopped; true when it changed `state`.
 // Counters are read at most twice per keep-alive interval, so a large job does not flood the
 // store.
-bool NodeRendezvous::sanitize(TimedStore& store, RoundState& state) {
+bool NodeRendezvous::sanitize(RoundStore::Use use, RoundState& state) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = Clock::now();
@@ -243,10 +276,10 @@ bool NodeRendezvous::sanitize(TimedStore& store, RoundState& state) {
   std::vector<std::string> gone;
   for (const auto& node : state.nodes()) {
     if (node == node_) continue;
-    if (store.check(key("left/" + node))) {
+    if (store_->left(use, node)) {
       log::info("rendezvous: ", describe(node), " has left; it is no longer counted in round ",
                 state.round);
-    } else if (dead(store, node)) {
+    } else if (store_->dead(use, node)) {
       log::warn("rendezvous: ", describe(node), " has sent no heartbeat for ",
                 options_.keep_alive_interval * options_.keep_alive_max_attempt,
                 " s; it is no longer counted in round ", state.round);
@@ -298,7 +331,7 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
     Read r;
     read_once = true;
     try {
-      r = read(*main_, true);
+      r = read(RoundStore::Use::kMain, true);
       last_error.clear();
     } catch (const RendezvousClosed&) {
       throw;
@@ -341,7 +374,8 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
     // A write of the decision, or of the nodes dropped on reading when there is none.
     if (d.act == Decision::Act::kWrite || r.sanitized) {
       try {
-        if (write(*main_, r.token, d.act == Decision::Act::kWrite ? d.next : s) && d.leaving)
+        if (write(RoundStore::Use::kMain, r.token, d.act == Decision::Act::kWrite ? d.next : s) &&
+            d.leaving)
           left = true;
       } catch (const std::exception& e) {
         last_error = e.what();
@@ -362,13 +396,13 @@ void NodeRendezvous::set_closed(const std::string& reason, bool finished) {
   const auto deadline = Clock::now() + ms(options_.close_timeout);
   while (Clock::now() < deadline) {
     try {
-      Read r = read(*quick_, false);
+      Read r = read(RoundStore::Use::kQuick, false);
       if (r.state.closed) return;
       r.state.closed = true;
       r.state.finished = finished;
       r.state.closed_by = describe(node_);
       r.state.reason = reason;
-      if (write(*quick_, r.token, r.state)) return;
+      if (write(RoundStore::Use::kQuick, r.token, r.state)) return;
     } catch (const std::exception& e) {
       log::warn("rendezvous: could not close it at ", endpoint_, ": ", e.what());
       return;
@@ -389,7 +423,7 @@ void NodeRendezvous::beat_loop() {
   bool told = false;
   do {
     try {
-      beat_->add(key("hb/" + node_), 1);
+      store_->beat();
       told = false;
     } catch (const std::exception& e) {
       if (!told) log::warn("rendezvous: heartbeat to ", endpoint_, " failed: ", e.what());
@@ -400,10 +434,13 @@ void NodeRendezvous::beat_loop() {
 
 void NodeRendezvous::watch_loop() {
   const milliseconds every = ms(options_.poll_interval);
+  auto answered = Clock::now();
   while (sleep_for(every)) {
     try {
-      Read r = read(*watch_, true);
-      if (r.sanitized) write(*watch_, r.token, r.state);  // lost: the winner's read is fresher
+      Read r = read(RoundStore::Use::kWatch, true);
+      if (r.sanitized)
+        write(RoundStore::Use::kWatch, r.token, r.state);  // lost: the winner's read is fresher
+      answered = Clock::now();
       const RoundState& s = r.state;
       RendezvousStatus st;
       st.round = s.round;
@@ -416,8 +453,12 @@ void NodeRendezvous::watch_loop() {
       st.reason = s.reason;
       std::lock_guard<std::mutex> lock(mutex_);
       status_ = st;
-    } catch (const std::exception&) {
-      // Unreachable for now: the launcher learns it when its workers fail and it rejoins.
+    } catch (const std::exception& e) {
+      // Unreachable for now: the launcher learns it when its workers fail and it rejoins, or
+      // from unreachable_for when the store stays away longer than it allows.
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_.unreachable_for = std::chrono::duration<double>(Clock::now() - answered).count();
+      status_.unreachable = e.what();
     }
   }
 }

@@ -3,7 +3,9 @@
 // Kubernetes or a person restarting a host) joins the round the others are in. torchrun's c10d
 // rendezvous, without Python; docs/architecture.md, "Runs that heal", says how a run uses it.
 //
-// What lives where:
+// What lives where (backend "c10d"; with "etcd" the same keys live in an etcd cluster under
+// "/xdino/rendezvous/<run_id>/", heartbeats are leases and no launcher serves anything:
+// round_store.h says what differs, docs/distributed.md, "The rendezvous in etcd", why):
 //  - One TCPStore, served for the life of the job by one launcher: the one whose node_rank is
 //    0, or (without --node_rank) the one on the machine that owns the endpoint's address, or
 //    the one `is_host` names. It holds, under "xdino.rendezvous.<run_id>/":
@@ -43,12 +45,15 @@
 //    rendezvous never re-forms: next_round() throws RendezvousClosed, and status() says so to
 //    launchers whose workers still run. A launcher stopped by a signal does not close, so that
 //    it can be started again and rejoin.
-//  - The store's host is a single point: if its launcher dies, the store goes with it. The
-//    others reconnect until their join timeout (a restarted host launcher serves a new, empty
-//    store, which they then join), and otherwise give up with one line.
+//  - With c10d the store's host is a single point: if its launcher dies, the store goes with it.
+//    The others reconnect until their join timeout (a restarted host launcher serves a new,
+//    empty store, which they then join), and otherwise give up with one line. With etcd there
+//    is no such host.
 //
 // Contract:
-//  - The constructor serves or connects to the store (a client retries until join_timeout)
+//  - The constructor serves or connects to the store (a client retries until join_timeout;
+//    with etcd, a cluster no member of which answers within min(join_timeout, 15 s) and a
+//    run_id whose rendezvous has ended are xdino::UsageError)
 //    and starts two threads: the heartbeat and a watcher that reads the state every
 //    poll_interval for status(). Throws xdino::UsageError for bad options (a timeout that is
 //    not a finite number of seconds in (0, kMaxSeconds]), a port the host cannot bind, or a
@@ -79,7 +84,9 @@
 #include <thread>
 
 #include "core/check.h"
+#include "distributed/etcd.h"
 #include "distributed/rendezvous_rules.h"
+#include "distributed/round_store.h"
 #include "distributed/store.h"
 
 namespace xdino::distributed {
@@ -89,6 +96,10 @@ namespace xdino::distributed {
 inline constexpr double kMaxSeconds = 1e6;
 
 struct NodeRendezvousOptions {
+  // "c10d": a TCPStore that one launcher serves (below); "etcd": the cluster `etcd` names,
+  // and no launcher serves anything (endpoint_host, endpoint_port and is_host unused).
+  std::string backend = "c10d";
+  EtcdOptions etcd;
   std::string endpoint_host = "127.0.0.1";  // the store's host, as every node reaches it
   int endpoint_port = 0;                    // 0: a free port of this machine (one node only)
   std::string run_id = "none";              // torchrun's --rdzv_id
@@ -130,6 +141,9 @@ struct RendezvousStatus {
   bool closed = false;
   bool finished = false;  // closed by success, not by a node giving up
   std::string closed_by, reason;
+  // How long the store has not answered the watcher (0 while it answers), and its last error.
+  double unreachable_for = 0;
+  std::string unreachable;
 };
 
 // Thrown by next_round(): the rendezvous was closed (the message is the closer's reason), or
@@ -162,10 +176,12 @@ class NodeRendezvous {
 
  private:
   struct Read;
-  Read read(TimedStore& store, bool sanitize);
-  bool write(TimedStore& store, const std::string& token, const RoundState& state);
-  bool dead(TimedStore& store, const std::string& node);
-  bool sanitize(TimedStore& store, RoundState& state);
+  Read read(RoundStore::Use use, bool sanitize);
+  bool write(RoundStore::Use use, const std::string& token, const RoundState& state);
+  bool sanitize(RoundStore::Use use, RoundState& state);
+  void serve_or_connect(std::chrono::milliseconds op_timeout);
+  void connect_etcd(std::chrono::milliseconds op_timeout);
+  RoundStoreTimes times(std::chrono::milliseconds op_timeout) const;
   void set_closed(const std::string& reason, bool finished);
   void beat_loop();
   void watch_loop();
@@ -175,19 +191,14 @@ class NodeRendezvous {
   NodeRendezvousOptions options_;
   bool is_host_ = false;
   std::string endpoint_, node_, addr_, master_;
-  TcpStorePtr server_;         // the host's
+  TcpStorePtr server_;         // the host's (c10d)
   TcpStorePtr workers_store_;  // this node's, on master_'s port, while it looks for a round
-  std::unique_ptr<TimedStore> main_, beat_, watch_, quick_;
+  std::unique_ptr<RoundStore> store_;
 
   mutable std::mutex mutex_;  // everything below
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   RendezvousStatus status_;
-  struct Seen {
-    int64_t beats = -1;
-    std::chrono::steady_clock::time_point moved;
-  };
-  std::map<std::string, Seen> seen_;
   std::chrono::steady_clock::time_point last_sanitize_{};
   std::vector<std::string> last_nodes_;  // of the last state read: whom the exit barrier waits for
 

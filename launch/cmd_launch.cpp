@@ -3,18 +3,20 @@
 // --rdzv_timeout S] [--] <subcommand ...>`: this node's processes, like torchrun, on one node or
 // on each of M. The flags are torchrun's, with underscores or hyphens (and
 // torch.distributed.launch's --use_env, a no-op: the rank always travels in the environment);
-// --nproc is our older spelling of --nproc_per_node. The rendezvous is c10d's
-// (distributed/node_rendezvous.h): --rdzv_backend c10d or static name the same one.
+// --nproc is our older spelling of --nproc_per_node. The rendezvous is
+// distributed/node_rendezvous.h's: --rdzv_backend c10d (or static, the same) keeps it in a store
+// node 0's launcher serves; --rdzv_backend etcd (or torchrun's etcd-v2) in an etcd cluster,
+// --rdzv_endpoint naming its members (host:2379,host2:2379,...).
 #include <torch/cuda.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <thread>
-#include <tuple>
 #include <utility>
 
 #include "core/check.h"
+#include "distributed/endpoint.h"
 #include "launch/command.h"
 #include "launch/local_launcher.h"
 
@@ -33,9 +35,15 @@ double seconds_of(const std::string& what, const std::string& value) {
   return v;
 }
 
-// torchrun's --rdzv_conf "key=value,...": the keys its c10d rendezvous reads, each where it
-// maps here (node_rendezvous.h); any other key is refused by name.
+// torchrun's --rdzv_conf "key=value,...": the keys its c10d rendezvous reads, and for etcd the
+// TLS keys of its etcd backends (both spellings) and a user/password, each where it maps here
+// (node_rendezvous.h, distributed/etcd.h); any other key, or one of the other backend, is
+// refused by name.
 void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions& r) {
+  const bool etcd = r.backend == "etcd";
+  const auto etcd_only = [&](const std::string& key) {
+    XDINO_CHECK_ARG(etcd, "--rdzv_conf ", key, " is for --rdzv_backend etcd");
+  };
   size_t start = 0;
   while (start < conf.size()) {
     const size_t comma = std::min(conf.find(',', start), conf.size());
@@ -64,11 +72,33 @@ void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions
       XDINO_CHECK_ARG(end != value.c_str() && *end == '\0' && v >= 1 && v <= 1000000, what, "=",
                       value, ": expected a whole number in [1, 1000000]");
       r.keep_alive_max_attempt = static_cast<int64_t>(v);
+    } else if (key == "protocol") {
+      etcd_only(key);
+      XDINO_CHECK_ARG(value == "http" || value == "https", what, "=", value,
+                      ": expected http or https");
+      r.etcd.protocol = value;
+    } else if (key == "ca_cert" || key == "cacert") {
+      etcd_only(key);
+      r.etcd.ca_cert = value;
+    } else if (key == "ssl_cert" || key == "cert") {
+      etcd_only(key);
+      r.etcd.cert = value;
+    } else if (key == "ssl_cert_key" || key == "key") {
+      etcd_only(key);
+      r.etcd.key = value;
+    } else if (key == "user" || key == "username") {
+      etcd_only(key);
+      r.etcd.user = value;
+    } else if (key == "password") {
+      etcd_only(key);
+      r.etcd.password = value;
     } else if (key == "is_host") {
+      XDINO_CHECK_ARG(!etcd, "--rdzv_conf is_host: with etcd no launcher serves the store");
       XDINO_CHECK_ARG(value == "true" || value == "false" || value == "1" || value == "0", what,
                       "=", value, ": expected true or false");
       r.is_host = value == "true" || value == "1";
     } else if (key == "store_type") {
+      XDINO_CHECK_ARG(!etcd, "--rdzv_conf store_type: with etcd the store is the cluster");
       XDINO_CHECK_ARG(value == "tcp", what, "=", value,
                       ": only tcp (node 0's launcher serves the store)");
     } else if (key == "timeout") {
@@ -79,36 +109,10 @@ void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions
       XDINO_FAIL_ARG("--rdzv_conf: unknown key ", quote(key),
                      "; known: join_timeout, last_call_timeout, close_timeout, read_timeout, "
                      "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, "
-                     "store_type");
+                     "store_type; with etcd also protocol, ca_cert, ssl_cert, ssl_cert_key, "
+                     "user, password");
     }
   }
-}
-
-// torchrun's HOST[:PORT], with an IPv6 address in brackets ([::1]:29400); port 29400 if none.
-std::pair<std::string, int> parse_endpoint(const std::string& endpoint) {
-  std::string host = endpoint, port;
-  if (!endpoint.empty() && endpoint[0] == '[') {
-    const size_t close = endpoint.find(']');
-    XDINO_CHECK_ARG(close != std::string::npos, "--rdzv_endpoint ", quote(endpoint),
-                    ": an IPv6 address opens with '[' and closes with ']'");
-    host = endpoint.substr(1, close - 1);
-    const std::string rest = endpoint.substr(close + 1);
-    XDINO_CHECK_ARG(rest.empty() || rest[0] == ':', "--rdzv_endpoint ", quote(endpoint),
-                    ": expected [ADDRESS]:PORT");
-    if (!rest.empty()) port = rest.substr(1);
-  } else if (const size_t colon = endpoint.rfind(':'); colon != std::string::npos) {
-    XDINO_CHECK_ARG(endpoint.find(':') == colon, "--rdzv_endpoint ", quote(endpoint),
-                    ": write an IPv6 address in brackets, [ADDRESS]:PORT");
-    host = endpoint.substr(0, colon);
-    port = endpoint.substr(colon + 1);
-  }
-  XDINO_CHECK_ARG(!host.empty(), "--rdzv_endpoint ", quote(endpoint), " names no host");
-  if (port.empty()) return {host, 29400};  // torchrun's default
-  char* end = nullptr;
-  const long v = std::strtol(port.c_str(), &end, 10);
-  XDINO_CHECK_ARG(end != port.c_str() && *end == '\0' && v > 0 && v < 65536, "--rdzv_endpoint ",
-                  quote(endpoint), ": the port is not a TCP port");
-  return {host, static_cast<int>(v)};
 }
 
 // What this machine can run side by side: its cores, or its GPUs where it has more.
@@ -158,9 +162,12 @@ class LaunchCommand : public Command {
         .alias("master-port", "master_port")
         .add("rdzv_endpoint", &endpoint_,
              "torchrun's HOST[:PORT] of the rendezvous store (port 29400 if none), instead of "
-             "--master_addr/--master_port; the launcher on that machine serves it")
+             "--master_addr/--master_port; the launcher on that machine serves it. With "
+             "--rdzv_backend etcd: the cluster's members, HOST[:PORT],... (port 2379 if none)")
         .alias("rdzv-endpoint", "rdzv_endpoint")
-        .add("rdzv_backend", &backend_, "c10d or static: both are dino launch's own rendezvous")
+        .add("rdzv_backend", &backend_,
+             "c10d or static: a store node 0's launcher serves; etcd (or etcd-v2): an etcd "
+             "cluster, so that any host, node 0's included, can die and come back")
         .alias("rdzv-backend", "rdzv_backend")
         .add("rdzv_id", &r.run_id, "the run's name in the store: the same on every node")
         .alias("rdzv-id", "rdzv_id")
@@ -168,7 +175,8 @@ class LaunchCommand : public Command {
              "torchrun's key=value,...: join_timeout, last_call_timeout (nothing to wait for "
              "with fixed sizes), close_timeout, read_timeout, heartbeat_timeout, "
              "keep_alive_interval, keep_alive_max_attempt (dead after interval x attempts), "
-             "is_host, store_type=tcp")
+             "is_host, store_type=tcp; with etcd: protocol, ca_cert, ssl_cert, ssl_cert_key, "
+             "user, password")
         .alias("rdzv-conf", "rdzv_conf")
         .add("local_addr", &r.local_addr,
              "how the other nodes reach this machine (its host name if empty)")
@@ -198,9 +206,12 @@ class LaunchCommand : public Command {
   int run(const Flags& f) override {
     auto& r = opt_.rendezvous;
     r.nnodes = parse_nnodes(nnodes_);
-    XDINO_CHECK_ARG(backend_ == "c10d" || backend_ == "static", "--rdzv_backend ", backend_,
-                    " is not supported: dino launch's rendezvous is c10d's (a store that node "
-                    "0's launcher serves); give c10d or static");
+    XDINO_CHECK_ARG(
+        backend_ == "c10d" || backend_ == "static" || backend_ == "etcd" || backend_ == "etcd-v2",
+        "--rdzv_backend ", backend_,
+        " is not supported: give c10d (or static: a store that node 0's launcher "
+        "serves) or etcd (an etcd cluster at --rdzv_endpoint)");
+    r.backend = backend_.rfind("etcd", 0) == 0 ? "etcd" : "c10d";
     XDINO_CHECK_ARG(!standalone_ || r.nnodes == 1, "--standalone runs one node; drop --nnodes ",
                     nnodes_);
     XDINO_CHECK_ARG(r.node_rank >= -1 && r.node_rank < r.nnodes,
@@ -209,8 +220,21 @@ class LaunchCommand : public Command {
     XDINO_CHECK_ARG(endpoint_.empty() || !master_given,
                     "--rdzv_endpoint and --master_addr/--master_port both name the rendezvous "
                     "store; give one");
-    if (!endpoint_.empty()) {
-      std::tie(r.endpoint_host, r.endpoint_port) = parse_endpoint(endpoint_);
+    if (r.backend == "etcd") {
+      XDINO_CHECK_ARG(!endpoint_.empty() && !master_given,
+                      "--rdzv_backend etcd needs --rdzv_endpoint HOST:PORT,HOST:PORT,... (the "
+                      "cluster's client URLs), not --master_addr/--master_port");
+      r.etcd.endpoints.clear();
+      for (size_t start = 0; start <= endpoint_.size();) {
+        const size_t comma = std::min(endpoint_.find(',', start), endpoint_.size());
+        if (comma > start) r.etcd.endpoints.push_back(endpoint_.substr(start, comma - start));
+        start = comma + 1;
+      }
+    } else if (!endpoint_.empty()) {
+      // torchrun's HOST[:PORT], an IPv6 address in brackets ([::1]:29400); port 29400 if none.
+      const auto hp = distributed::parse_host_port(endpoint_, 29400, "--rdzv_endpoint");
+      r.endpoint_host = hp.host;
+      r.endpoint_port = hp.port;
     } else {
       r.endpoint_host = master_addr_;
       r.endpoint_port = static_cast<int>(master_port_);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -71,6 +72,7 @@ struct StartEnd {
   bool rdzv_timed_out = false;
   bool membership = false;  // stopped for a node waiting to join
   bool closed = false;      // stopped because another node closed the rendezvous
+  bool lost_store = false;  // stopped because the rendezvous store stopped answering
 };
 
 // The read end of the pipe on which each process writes one byte once it has joined the
@@ -234,6 +236,18 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
       end.cause = status.reason;
       log::warn("the rendezvous was closed (", status.reason, "); stopping this node's processes");
       stop_all();
+    } else if (status.unreachable_for > o.rendezvous.join_timeout && !end.lost_store &&
+               !end.closed && !end.membership) {
+      // Without its store a run cannot re-form when a node fails, and its end cannot be
+      // recorded: stop while the workers can still save (torchrun's agent fails likewise).
+      end.lost_store = true;
+      end.exit_code = 1;
+      end.cause =
+          detail::concat("the rendezvous store (", rendezvous.endpoint(), ") has not answered for ",
+                         std::lround(status.unreachable_for), " s, more than --rdzv_timeout ",
+                         o.rendezvous.join_timeout, " s: ", status.unreachable);
+      log::warn(end.cause, "; stopping this node's processes");
+      stop_all();
     } else if (status.in_round && status.round == round.round && status.waiting > 0 &&
                !end.membership && !end.closed && end.exit_code == 0 && g_forwarded == 0) {
       end.membership = true;
@@ -315,6 +329,7 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
     if (end.closed)
       throw Error(detail::concat("stopped: the rendezvous at ", rendezvous.endpoint(),
                                  " was closed: ", end.cause));
+    if (end.lost_store) throw Error("stopped: " + end.cause);
     if (end.membership && !signalled) continue;  // free: a membership change, not a failure
     if (end.exit_code == 0) {
       if (!signalled) rendezvous.finish();

@@ -4,7 +4,8 @@
 #                              Boost (program_options, property_tree), GoogleTest, Fashion-MNIST,
 #                              cmake, g++)
 #   scripts/setup.sh --tests   the same, plus what the tests compare against (Python torch/h5py)
-#                              and iproute2 (the multi-host tests' network namespaces), and a
+#                              and iproute2 (the multi-host tests' network namespaces), etcd-server
+#                              and curl (the etcd rendezvous' clusters), and a
 #                              virtual environment XDINO_PYENV (default build/pyenv) over
 #                              Debian's python3 with the pinned timm, safetensors and
 #                              tensorboard that tests read `dino export` and the event files with
@@ -33,6 +34,7 @@ packages=(
   libboost-program-options-dev
   libboost-dev            # header-only Boost: property_tree reads INI files in `dino report`
   libgtest-dev
+  libcurl4-openssl-dev    # etcd's v3 JSON gateway (`dino launch --rdzv_backend etcd`)
   dataset-fashion-mnist   # the demo's data, /usr/share/datasets/fashion-mnist
 )
 # pip's torch 2.15.0 is built against CUDA 13.2 and ships that runtime (cuBLAS, cuDNN, NCCL) as
@@ -54,6 +56,8 @@ if [[ "$mode" == "--tests" || "$mode" == "--cuda" ]]; then
              python3-torchvision)  # tests/data/resnet (make_golden.py); test_float_pipeline
   # ip and tc: the simulated hosts of tests/multinode (network namespaces, veth, tbf)
   packages+=(iproute2)
+  # the etcd rendezvous' tests run real etcd members (distributed/etcd.h)
+  packages+=(etcd-server curl)
   # scripts/check_format.sh, which .ci/run runs: the tree is kept in clang-format 14's layout
   packages+=(clang-format)
   # Debian's python3 makes the virtual environments (the tests' packages; --cuda's torch)

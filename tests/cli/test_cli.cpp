@@ -192,7 +192,16 @@ TEST(Cli, LaunchTakesTorchrunRendezvousFlags) {
   };
   for (const Bad& b : std::vector<Bad>{
            {{"--nnodes", "1:4"}, "elastic sizes are not supported"},
-           {{"--rdzv_backend", "etcd"}, "--rdzv_backend etcd is not supported"},
+           {{"--rdzv_backend", "zookeeper"}, "--rdzv_backend zookeeper is not supported"},
+           {{"--rdzv_backend", "etcd"}, "--rdzv_backend etcd needs --rdzv_endpoint"},
+           {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "e1:2379,[::1"},
+            "an IPv6 address opens with '[' and closes with ']'"},
+           {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "e1", "--rdzv_conf",
+             "ca_cert=/no/ca.pem"},
+            "etcd TLS file '/no/ca.pem' does not exist"},
+           {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "e1", "--rdzv_conf", "is_host=true"},
+            "with etcd no launcher serves the store"},
+           {{"--rdzv_conf", "ca_cert=/ca.pem"}, "--rdzv_conf ca_cert is for --rdzv_backend etcd"},
            {{"--rdzv_conf", "join_timeout=-3"},
             "--rdzv_conf join_timeout=-3: expected a number of seconds in (0, 1e+06]"},
            {{"--rdzv_conf", "read_timeout=inf"},

@@ -1,0 +1,270 @@
+// The etcd backend of the launchers' rendezvous: the client of etcd's v3 JSON gateway
+// (distributed/etcd.h) against real members on loopback (tests/support/etcd_cluster.h), and
+// NodeRendezvous over it (distributed/node_rendezvous.h, round_store.h): a round with no host,
+// a node that dies (its process killed) dropped when its lease expires and replaced, a member
+// lost without the run noticing, quorum lost as one error in time, and the mistakes a user can
+// make as one line each. The rules themselves are test_rendezvous_rules.cpp's tables, the same
+// for both backends.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "core/check.h"
+#include "distributed/etcd.h"
+#include "distributed/node_rendezvous.h"
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/require.h"
+
+using namespace std::chrono_literals;
+using xdino::distributed::base64_decode;
+using xdino::distributed::base64_encode;
+using xdino::distributed::EtcdClient;
+using xdino::distributed::EtcdUnavailable;
+using xdino::distributed::NodeRendezvous;
+using xdino::distributed::NodeRendezvousOptions;
+using xdino::distributed::NodeRound;
+using xdino::testing::EtcdCluster;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+#define XDINO_REQUIRE_ETCD()                 \
+  if (xdino::testing::etcd_binary().empty()) \
+  XDINO_SKIP_MISSING() << "needs etcd-server (scripts/setup.sh --tests installs it)"
+
+// Node `rank` of an `nnodes` job whose round lives in `cluster` (fast heartbeats: a silent
+// node's lease, 2 s at least, expires about 2 s after its last renewal).
+NodeRendezvousOptions etcd_node(const EtcdCluster& cluster, int64_t rank, int64_t nnodes = 2,
+                                const std::string& run_id = "job") {
+  NodeRendezvousOptions o;
+  o.backend = "etcd";
+  o.etcd = cluster.options();
+  o.nnodes = nnodes;
+  o.node_rank = rank;
+  o.run_id = run_id;
+  o.local_addr = "127.0.0.1";
+  o.join_timeout = 30;
+  o.read_timeout = 10;  // a request met by a leader election waits up to 7 s inside etcd
+  o.keep_alive_interval = 0.5;
+  o.keep_alive_max_attempt = 3;
+  o.poll_interval = 0.1;
+  return o;
+}
+
+NodeRound join_etcd(NodeRendezvous& r) {
+  const auto round = r.next_round([] { return false; });
+  if (!round) throw std::runtime_error("next_round returned no round");
+  return *round;
+}
+
+}  // namespace
+
+TEST(Base64, IsRfc4648sVectorsBothWaysAndRefusesWhatIsNot) {
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, coded] : vectors) {
+    EXPECT_EQ(base64_encode(plain), coded);
+    EXPECT_EQ(base64_decode(coded), plain);
+  }
+  std::string bytes;
+  for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
+  EXPECT_EQ(base64_decode(base64_encode(bytes)), bytes);
+  for (const char* bad : {"Zg=", "Z===", "Zm9v!A==", "Zg==Zm8=", "=Zm8"})
+    EXPECT_THROW(base64_decode(bad), xdino::Error) << bad;
+}
+
+// The blob's compare-and-swap: by revision, 0 meaning "absent"; a loser learns nothing
+// changed; values are bytes (a NUL survives).
+TEST(EtcdClient, CompareAndSwapByRevision) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(1);
+  EtcdClient client(cluster.options());
+  EXPECT_FALSE(client.get("/t/state", 5s).has_value());
+  EXPECT_TRUE(client.put_if("/t/state", 0, std::string("a\0b", 3), 0, 5s));
+  EXPECT_FALSE(client.put_if("/t/state", 0, "again", 0, 5s)) << "created twice";
+  const auto first = client.get("/t/state", 5s);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->value, std::string("a\0b", 3));
+  EXPECT_GT(first->mod_revision, 0);
+  EXPECT_TRUE(client.put_if("/t/state", first->mod_revision, "second", 0, 5s));
+  EXPECT_FALSE(client.put_if("/t/state", first->mod_revision, "stale", 0, 5s));
+  const auto second = client.get("/t/state", 5s);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->value, "second");
+  EXPECT_GT(second->mod_revision, first->mod_revision);
+}
+
+// A key on a lease lives while the lease is renewed and goes when it is revoked or expires; a
+// renewal of a lease that is gone answers 0 (etcd's 200 without a TTL), and an ID above 2^53
+// makes the round trip exactly (a double would round it, and etcd would not know the lease).
+TEST(EtcdClient, LeasesKeepKeysAliveAndTakeThemAlong) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(1);
+  EtcdClient client(cluster.options());
+  const int64_t lease = client.grant(2, 5s);
+  client.put("/t/hb", "1", lease, 5s);
+  for (int i = 0; i < 4; ++i) {  // 3 s of renewals every 0.75 s: longer than the TTL
+    EXPECT_GT(client.keep_alive(lease, 5s), 0);
+    std::this_thread::sleep_for(750ms);
+  }
+  EXPECT_TRUE(client.get("/t/hb", 5s).has_value());
+  EXPECT_EQ(client.get("/t/hb", 5s)->lease, lease);
+  client.revoke(lease, 5s);
+  EXPECT_FALSE(client.get("/t/hb", 5s).has_value());
+  EXPECT_EQ(client.keep_alive(lease, 5s), 0);
+  client.revoke(lease, 5s);  // gone already: nothing to do
+  const int64_t short_lived = client.grant(2, 5s);
+  client.put("/t/gone", "1", short_lived, 5s);
+  const auto deadline = Clock::now() + 8s;
+  while (client.get("/t/gone", 5s).has_value() && Clock::now() < deadline)
+    std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(client.get("/t/gone", 5s).has_value()) << "an unrenewed lease never expired";
+  EXPECT_THROW(client.put("/t/x", "1", short_lived, 5s), xdino::Error);  // lease not found
+}
+
+// A gateway talks only to its own member: the client moves on when one is down, and says
+// within its timeout when no quorum answers; the cluster restarted, it writes again.
+TEST(EtcdClient, MovesToAnotherMemberAndReportsALostQuorumInTime) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(3);
+  auto options = cluster.options();
+  options.endpoints.insert(options.endpoints.begin(),
+                           "127.0.0.1:" + std::to_string(xdino::distributed::free_tcp_port()));
+  EtcdClient client(options);
+  client.put("/t/k", "0", 0, 5s);  // past the dead endpoint
+  cluster.kill(0);
+  client.put("/t/k", "1", 0, 10s);
+  EXPECT_EQ(client.get("/t/k", 10s)->value, "1");
+  const int64_t before = client.get("/t/k", 10s)->mod_revision;
+  cluster.kill(1);  // 1 of 3 left: no quorum
+  const auto t0 = Clock::now();
+  try {
+    client.put_if("/t/k", before, "2", 0, 3s);
+    FAIL() << "a write without a quorum succeeded";
+  } catch (const EtcdUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("etcd at 127.0.0.1:"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, 6s);
+  cluster.start(0);
+  cluster.start(1);
+  cluster.wait_until_it_writes(20s);
+  // The write that timed out may have been applied once the quorum came back (its proposal
+  // waited in the member's log): its outcome is unknown, which is why every write of the state
+  // is guarded on the revision it read. Guarded, it applies at most once.
+  const std::string now = client.get("/t/k", 10s)->value;
+  EXPECT_TRUE(now == "1" || now == "2") << now;
+  EXPECT_EQ(client.put_if("/t/k", before, "3", 0, 10s), now == "1")
+      << "a guarded write must apply exactly when the revision read is still the key's";
+}
+
+// Two launchers form a round with no store host: ranks from --node_rank, the workers' store
+// served by group rank 0's launcher on a port of its own.
+TEST(EtcdRendezvous, TwoNodesFormARoundThatNoLauncherHosts) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(1);
+  NodeRendezvous a(etcd_node(cluster, 0));
+  auto b_round = std::async(std::launch::async, [&] {
+    NodeRendezvous b(etcd_node(cluster, 1));
+    return join_etcd(b);
+  });
+  const NodeRound ra = join_etcd(a);
+  const NodeRound rb = b_round.get();
+  EXPECT_FALSE(a.is_host());
+  EXPECT_EQ(ra.round, 0);
+  EXPECT_EQ(rb.round, 0);
+  EXPECT_EQ(ra.group_rank, 0);
+  EXPECT_EQ(rb.group_rank, 1);
+  EXPECT_EQ(ra.master_addr, "127.0.0.1");
+  EXPECT_EQ(ra.master_port, rb.master_port);
+  EXPECT_TRUE(ra.workers_store);
+  EXPECT_NE(a.endpoint().find("etcd at 127.0.0.1:"), std::string::npos) << a.endpoint();
+}
+
+// Node 0's launcher dies (its process killed: no leave, no revoke). Its lease expires, the
+// running node drops it, and a new node 0 forms the next round with the survivor: nothing
+// the dead launcher held was needed.
+TEST(EtcdRendezvous, ADeadNodeZeroIsDroppedWhenItsLeaseExpiresAndReplaced) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(3);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  // Node 0 in a process of its own, made before this process has threads.
+  const pid_t zero = fork();
+  if (zero == 0) {
+    close(ready[0]);
+    try {
+      NodeRendezvous a(etcd_node(cluster, 0));
+      join_etcd(a);
+      const char one = 1;
+      if (write(ready[1], &one, 1) != 1) _exit(3);
+      for (;;) pause();
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  close(ready[1]);
+  NodeRendezvous b(etcd_node(cluster, 1));
+  EXPECT_EQ(join_etcd(b).round, 0);
+  char one = 0;
+  ASSERT_EQ(read(ready[0], &one, 1), 1) << "node 0 did not join";
+  close(ready[0]);
+  cluster.kill(0);  // its host's member goes too
+  kill(zero, SIGKILL);
+  waitpid(zero, nullptr, 0);
+  NodeRendezvous again(etcd_node(cluster, 0));
+  auto late = std::async(std::launch::async, [&] { return join_etcd(again); });
+  const auto deadline = Clock::now() + 15s;
+  while (b.status().waiting == 0 && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(b.status().waiting, 1) << "the running node never saw the new node 0 waiting";
+  const NodeRound rb = join_etcd(b);  // its launcher leaves the old round and rejoins
+  const NodeRound r0 = late.get();
+  EXPECT_EQ(rb.round, 1);
+  EXPECT_EQ(r0.round, 1);
+  EXPECT_EQ(r0.group_rank, 0);
+  EXPECT_EQ(rb.group_rank, 1);
+}
+
+// A finished run's id is not reused by mistake, and an endpoint list nobody serves is said at
+// once: each one line, a usage error (exit 2).
+TEST(EtcdRendezvous, AnEndedRunIdAndNoClusterAreUsageErrors) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(1);
+  {
+    NodeRendezvous solo(etcd_node(cluster, 0, 1, "done"));
+    join_etcd(solo);
+    solo.finish();
+  }
+  try {
+    NodeRendezvous again(etcd_node(cluster, 0, 1, "done"));
+    FAIL() << "a finished run id was joined";
+  } catch (const xdino::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("finished"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("give a new --rdzv_id"), std::string::npos) << e.what();
+  }
+  auto nowhere = etcd_node(cluster, 0, 1, "other");
+  nowhere.etcd.endpoints = {"127.0.0.1:" + std::to_string(xdino::distributed::free_tcp_port())};
+  nowhere.join_timeout = 2;  // how long a launcher tries to reach the cluster: min(this, 15 s)
+  const auto t0 = Clock::now();
+  try {
+    NodeRendezvous lost(nowhere);
+    FAIL() << "no cluster, and no error";
+  } catch (const xdino::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reach etcd"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, 5s);
+  auto bad = etcd_node(cluster, 0, 1, "x");
+  bad.etcd.endpoints = {"127.0.0.1:99999"};
+  EXPECT_THROW(NodeRendezvous{bad}, xdino::UsageError);
+}
