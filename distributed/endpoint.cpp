@@ -28,8 +28,8 @@ HostPort parse_host_port(const std::string& text, int default_port, const std::s
   if (port.empty()) return {host, default_port};
   char* end = nullptr;
   const long v = std::strtol(port.c_str(), &end, 10);
-  XDINO_CHECK_ARG(end != port.c_str() && *end == '\0' && v > 0 && v < 65536, what, " ",
-                  quote(text), ": the port is not a TCP port");
+  XDINO_CHECK_ARG(end != port.c_str() && *end == '\0' && v > 0 && v < 65536, what, " ", quote(text),
+                  ": the port is not a TCP port");
   return {host, static_cast<int>(v)};
 }
 

@@ -137,10 +137,12 @@ std::string EtcdClient::authenticate(const std::string& url, Timeout timeout) {
     j = parse_json(a.body, "etcd's answer");
   } catch (const std::exception&) {
   }
-  if (a.status != 200 || !j.contains("token"))
-    XDINO_FAIL_ARG(where(), ": user ", quote(options_.user), " could not authenticate: ",
-                   short_line(j.is_object() ? j.value("message", a.body) : a.body));
-  return j.at("token").get<std::string>();
+  if (a.status == 200 && j.is_object() && j.contains("token"))
+    return j.at("token").get<std::string>();
+  if (a.status >= 500) return "";  // no leader, a timeout inside etcd: another member may do
+  XDINO_FAIL_ARG(where(), ": user ", quote(options_.user), " could not authenticate: ",
+                 short_line(j.is_object() ? j.value("message", a.body) : a.body),
+                 " (--rdzv_conf user, password)");
 }
 
 Json EtcdClient::call(const std::string& path, const Json& body, Timeout timeout) {

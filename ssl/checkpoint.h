@@ -17,7 +17,7 @@
 //   xdino_resume  ours: ssl/training_state.h's TrainingState: {iteration (global index of
 //                 the next step), iterations_per_epoch, world_size, rng_cpu: [uint8 state per
 //                 rank], rng_cuda: [...] (CUDA runs), epoch_stats: partial sums of the
-//                 interrupted epoch}
+//                 interrupted epoch, rank_epoch_stats: [float64 sums and count per rank]}
 // All tensors are on the CPU.
 //
 // Contract:

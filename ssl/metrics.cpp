@@ -35,15 +35,9 @@ void EpochMeters::reset() {
 }
 
 EpochMeters EpochMeters::reduced(Communicator& comm) const {
-  auto t = torch::empty({static_cast<int64_t>(kCount) + 1}, torch::kDouble);
-  for (size_t i = 0; i < kCount; ++i) t[static_cast<int64_t>(i)] = sums_[i];
-  t[kCount] = static_cast<double>(count_);
+  auto t = to_tensor();
   comm.all_reduce_sum(t);
-  EpochMeters out;
-  const auto a = t.accessor<double, 1>();
-  for (size_t i = 0; i < kCount; ++i) out.sums_[i] = a[static_cast<int64_t>(i)];
-  out.count_ = static_cast<int64_t>(a[kCount]);
-  return out;
+  return from_tensor(t);
 }
 
 std::array<double, EpochMeters::kCount> EpochMeters::averages(Communicator& comm) const {
@@ -73,6 +67,26 @@ void EpochMeters::from_ivalue(const c10::IValue& v) {
     }
     sums_[i] = as_double(get(d, key, "epoch statistics"), key);
   }
+}
+
+torch::Tensor EpochMeters::to_tensor() const {
+  auto t = torch::empty({static_cast<int64_t>(kCount) + 1}, torch::kDouble);
+  for (size_t i = 0; i < kCount; ++i) t[static_cast<int64_t>(i)] = sums_[i];
+  t[kCount] = static_cast<double>(count_);
+  return t;
+}
+
+EpochMeters EpochMeters::from_tensor(const torch::Tensor& t) {
+  XDINO_CHECK(t.dim() == 1 && t.size(0) == static_cast<int64_t>(kCount) + 1 &&
+                  t.scalar_type() == torch::kDouble,
+              "epoch statistics of one rank should be ", kCount + 1, " float64 values, got ",
+              t.sizes(), " ", t.scalar_type());
+  const auto c = t.contiguous().cpu();
+  const auto a = c.accessor<double, 1>();
+  EpochMeters out;
+  for (size_t i = 0; i < kCount; ++i) out.sums_[i] = a[static_cast<int64_t>(i)];
+  out.count_ = static_cast<int64_t>(a[kCount]);
+  return out;
 }
 
 std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a,

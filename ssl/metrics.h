@@ -6,9 +6,11 @@
 //    means in kKeys order (what MetricLogger.global_avg gives after
 //    synchronize_between_processes); it does not change the meters.
 //  - to_ivalue()/from_ivalue() carry the partial sums through a checkpoint, so an epoch
-//    interrupted and resumed averages exactly the same iterations. The loss terms' sums may be
-//    missing (a checkpoint from before DINOv2's options): the DINO term is then the loss, the
-//    others 0.
+//    interrupted and resumed averages exactly the same iterations; to_tensor()/from_tensor()
+//    carry one rank's (ssl/training_state.h keeps every rank's, so that each adds its own
+//    iterations to its own sums in the same order as without the stop: bit for bit). The loss
+//    terms' sums may be missing (a checkpoint from before DINOv2's options): the DINO term is then
+//    the loss, the others 0.
 //  - The loss terms: dino_loss (DINO's cross-entropy), koleo_loss and ibot_loss (DINOv2's
 //    terms, weighted as they are added: loss = dino_loss + koleo_loss + ibot_loss).
 //  - log_line(epoch, averages) is one JSON object: train_loss, train_lr, train_wd, epoch (the
@@ -50,6 +52,9 @@ class EpochMeters {
 
   c10::IValue to_ivalue() const;
   void from_ivalue(const c10::IValue& v);
+  // The sums then the count, float64 (kCount + 1): one rank's, for an all-gather.
+  torch::Tensor to_tensor() const;
+  static EpochMeters from_tensor(const torch::Tensor& t);
 
  private:
   std::array<double, kCount> sums_{};

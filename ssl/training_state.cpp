@@ -61,6 +61,7 @@ TrainingState TrainingState::capture(int64_t next_epoch, int64_t next_iteration,
   s.iterations_per_epoch = iterations_per_epoch;
   s.world_size = comm.world_size();
   s.epoch_stats = meters.reduced(comm);
+  s.rank_stats = gather_state(comm, meters.to_tensor(), device);
   s.rng_cpu = gather_state(comm, rng_state(torch::kCPU), device);
   if (device.is_cuda()) s.rng_cuda = gather_state(comm, rng_state(device), device);
   s.exact = true;
@@ -84,8 +85,13 @@ TrainingState::Position TrainingState::resume_position(int64_t niter, Communicat
               " (dataset, batch size or world size differ): restarting epoch ", pos.epoch,
               " from its first batch");
   }
-  if (pos.batch > 0 && comm.is_main()) meters = epoch_stats;
   const auto rank = static_cast<size_t>(comm.rank());
+  if (pos.batch > 0) {
+    if (world_size == comm.world_size() && rank < rank_stats.size())
+      meters = EpochMeters::from_tensor(rank_stats[rank]);
+    else if (comm.is_main())
+      meters = epoch_stats;  // the same iterations; their sums in another order
+  }
   if (world_size == comm.world_size() && rank < rng_cpu.size()) {
     set_rng_state(torch::kCPU, rng_cpu[rank]);
     if (device.is_cuda() && rank < rng_cuda.size()) set_rng_state(device, rng_cuda[rank]);
@@ -104,6 +110,7 @@ IDict TrainingState::to_dict() const {
   resume.insert("rng_cpu", tensor_list(rng_cpu));
   if (!rng_cuda.empty()) resume.insert("rng_cuda", tensor_list(rng_cuda));
   resume.insert("epoch_stats", epoch_stats.to_ivalue());
+  if (!rank_stats.empty()) resume.insert("rank_epoch_stats", tensor_list(rank_stats));
   resume.insert("log_line", log_line);
   return resume;
 }
@@ -115,6 +122,9 @@ void TrainingState::from_dict(const IDict& resume, const std::string& what) {
   rng_cpu = tensors_of(get(resume, "rng_cpu", what), "rng_cpu");
   if (const c10::IValue* c = find(resume, "rng_cuda")) rng_cuda = tensors_of(*c, "rng_cuda");
   epoch_stats.from_ivalue(get(resume, "epoch_stats", what));
+  // Absent from checkpoints written before it existed: rank 0 then takes the reduced sums.
+  if (const c10::IValue* r = find(resume, "rank_epoch_stats"))
+    rank_stats = tensors_of(*r, "rank_epoch_stats");
   // Absent from checkpoints written before it existed: nothing to repair then.
   if (const c10::IValue* l = find(resume, "log_line"); l != nullptr && l->isString())
     log_line = l->toStringRef();

@@ -168,6 +168,30 @@ TEST(EtcdClient, MovesToAnotherMemberAndReportsALostQuorumInTime) {
       << "a guarded write must apply exactly when the revision read is still the key's";
 }
 
+// A cluster with authentication on (--rdzv_conf user=...,password=...): the client gets a
+// token before its first call; a wrong password is one usage error, and no user at all is
+// refused by etcd.
+TEST(EtcdClient, AuthenticatesWhereTheClusterAsks) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(1);
+  {
+    EtcdClient admin(cluster.options());
+    admin.call("/v3/auth/role/add", {{"name", "root"}}, 5s);
+    admin.call("/v3/auth/user/add", {{"name", "root"}, {"password", "s3cret"}}, 5s);
+    admin.call("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}}, 5s);
+    admin.call("/v3/auth/enable", xdino::Json::object(), 5s);
+  }
+  auto options = cluster.options();
+  options.user = "root";
+  options.password = "s3cret";
+  EtcdClient client(options);
+  EXPECT_TRUE(client.put_if("/t/auth", 0, "in", 0, 5s));
+  EXPECT_EQ(client.get("/t/auth", 5s)->value, "in");
+  options.password = "wrong";
+  EXPECT_THROW(EtcdClient(options).get("/t/auth", 5s), xdino::UsageError);
+  EXPECT_THROW(EtcdClient(cluster.options()).get("/t/auth", 5s), xdino::Error);
+}
+
 // Two launchers form a round with no store host: ranks from --node_rank, the workers' store
 // served by group rank 0's launcher on a port of its own.
 TEST(EtcdRendezvous, TwoNodesFormARoundThatNoLauncherHosts) {
