@@ -176,8 +176,14 @@ Json EtcdClient::call(const std::string& path, const Json& body, Timeout timeout
         continue;
       }
     }
-    const Answer a = post(urls_[i], path, text, token,
-                          std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    // A member that accepts the connection and never answers (a stopped process, a hung
+    // host) must not take the whole call: each member gets a third of it (at least 1 s), and
+    // the next one the rest. A write cut short may still be applied: callers guard writes.
+    const auto remaining = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    const Answer a =
+        post(urls_[i], path, text, token,
+             urls_.size() == 1 ? remaining
+                               : std::min(remaining, std::max(milliseconds(1000), timeout / 3)));
     if (a.status == 0) {
       last = urls_[i] + ": " + a.error;
       continue;

@@ -13,11 +13,11 @@
 //    options.protocol applies to those given without a scheme.
 //  - Every call takes `timeout`, the longest it may block in all. It asks the member it last
 //    reached first and moves on to the next (in the order given, wrapping) when one refuses,
-//    does not answer in time, or answers "unavailable" (no leader, a request timed out inside
-//    etcd): a gateway never fails over by itself. When no member answered within `timeout`
-//    it throws EtcdUnavailable, one line naming the endpoints and the last cause; an answer
-//    that is an error of the request itself (a bad lease, a malformed key) throws xdino::Error.
-//    Thread-safe: each call has its own connection.
+//    does not answer within a third of `timeout` (at least 1 s), or answers "unavailable" (no
+//    leader, a request timed out inside etcd): a gateway never fails over by itself. When no member
+//    answered within `timeout` it throws EtcdUnavailable, one line naming the endpoints and the
+//    last cause; an answer that is an error of the request itself (a bad lease, a malformed key)
+//    throws xdino::Error. Thread-safe: each call has its own connection.
 //  - With options.user, the client authenticates (/v3/auth/authenticate) before its first call
 //    and again when a token expires; TLS files go to libcurl as given.
 //  - get(key): the key's value and revision, or nullopt (linearizable: decisions are made on

@@ -168,6 +168,21 @@ TEST(EtcdClient, MovesToAnotherMemberAndReportsALostQuorumInTime) {
       << "a guarded write must apply exactly when the revision read is still the key's";
 }
 
+// A member that holds its port and never answers (SIGSTOP: a hung host) costs a call a third of
+// its time, not all of it: the next member answers.
+TEST(EtcdClient, AHungMemberIsPassedOver) {
+  XDINO_REQUIRE_ETCD();
+  EtcdCluster cluster(3);
+  EtcdClient client(cluster.options());
+  client.put("/t/h", "0", 0, 5s);  // member 0 answered: it is asked first next time
+  cluster.pause(0);
+  const auto t0 = Clock::now();
+  client.put("/t/h", "1", 0, 9s);
+  EXPECT_LT(Clock::now() - t0, 8s);
+  EXPECT_EQ(client.get("/t/h", 9s)->value, "1");
+  cluster.resume(0);
+}
+
 // A cluster with authentication on (--rdzv_conf user=...,password=...): the client gets a
 // token before its first call; a wrong password is one usage error, and no user at all is
 // refused by etcd.

@@ -2,7 +2,8 @@
 // scripts/setup.sh --tests installs): EtcdCluster(n) starts n members of one new cluster, each
 // on two free 127.0.0.1 ports (client, peer) with a data folder of its own, and waits until the
 // cluster writes (at most 20 s). kill(i) ends member i at once (SIGKILL: a host that dies);
-// start(i) starts it again on its data folder, so it rejoins with what it had. The destructor
+// start(i) starts it again on its data folder, so it rejoins with what it had; pause(i) and
+// resume(i) stop and continue it (SIGSTOP: it holds its port and never answers). The destructor
 // kills every member and removes the folders. Nothing listens beyond 127.0.0.1.
 // etcd_binary() is "" where etcd is not installed (the tests skip, or fail under
 // XDINO_REQUIRE_ALL).
@@ -104,6 +105,9 @@ class EtcdCluster {
     waitpid(m.pid, nullptr, 0);
     m.pid = 0;
   }
+  // Member i stops answering without closing its port (SIGSTOP: a hung host), or goes on.
+  void pause(int i) { ::kill(members_.at(i).pid, SIGSTOP); }
+  void resume(int i) { ::kill(members_.at(i).pid, SIGCONT); }
   // "127.0.0.1:port" of member i's client URL.
   std::string endpoint(int i) const { return "127.0.0.1:" + std::to_string(members_.at(i).client); }
   std::vector<std::string> endpoints() const {
