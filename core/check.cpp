@@ -14,6 +14,10 @@ void append_hex(std::string& out, unsigned char c) {
 
 }  // namespace
 
+std::string first_line(std::string_view message) {
+  return std::string(message.substr(0, message.find('\n')));
+}
+
 std::string quote(std::string_view s) {
   std::string out = "'";
   for (const char ch : s) {

@@ -14,6 +14,8 @@
 // (a tensor name, a path) cannot move the cursor or recolour a terminal.
 //  - quote(s): 's' in single quotes with control characters, DEL, backslash and the quote
 //    written as escapes (\n, \t, \xNN, \\, \'): how messages name a value read from a file.
+//  - first_line(message): up to its first line break: how another library's error (c10d's
+//    with its backtrace, an HTTP answer) becomes the cause within one of ours.
 #pragma once
 
 #include <sstream>
@@ -36,6 +38,7 @@ class UsageError : public Error {
 };
 
 std::string quote(std::string_view s);
+std::string first_line(std::string_view message);
 
 namespace detail {
 

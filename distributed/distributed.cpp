@@ -46,8 +46,6 @@ TcpStorePtr make_store(const DistConfig& c, bool server, std::chrono::millisecon
                         timeout);
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 std::string lowercase(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;

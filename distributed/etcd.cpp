@@ -50,9 +50,10 @@ int64_t int_of(const Json& j, const char* name) {
 constexpr int64_t kUnknown = 2, kDeadlineExceeded = 4, kNotFound = 5, kUnavailable = 14,
                   kUnauthenticated = 16;
 
-std::string short_line(std::string s) {
-  if (const size_t nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
-  return s.size() > 300 ? s.substr(0, 300) + "..." : s;
+// An answer's first line, cut at 300 bytes (a proxy's HTML page is not a message).
+std::string short_line(const std::string& s) {
+  const std::string line = first_line(s);
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
 }  // namespace

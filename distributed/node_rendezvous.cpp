@@ -132,7 +132,7 @@ void NodeRendezvous::serve_or_connect(milliseconds op_timeout) {
     try {
       server_ = make_tcp_store("127.0.0.1", port, true, std::nullopt, op_timeout);
     } catch (const std::exception& e) {
-      const std::string cause = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+      const std::string cause = first_line(e.what());
       const bool in_use = cause.find("already in use") != std::string::npos ||
                           cause.find("EADDRINUSE") != std::string::npos;
       // Chosen by address alone, another launcher on this machine may serve it: join that one.

@@ -19,8 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string first_line_of(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 }  // namespace
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
@@ -71,7 +69,7 @@ std::pair<TcpStorePtr, int> serve_free_port(std::chrono::milliseconds timeout) {
     try {
       return {make_tcp_store("127.0.0.1", port, true, std::nullopt, timeout), port};
     } catch (const std::exception& e) {
-      last = first_line_of(e.what());  // taken between the probe and the bind: another port
+      last = first_line(e.what());  // taken between the probe and the bind: another port
     }
   }
   XDINO_FAIL("cannot serve a store on a free port of this host (20 tries; the last: ", last, ")");
@@ -99,7 +97,7 @@ TcpStorePtr connect_tcp_store(const std::string& host, int port, std::chrono::mi
       return make_tcp_store(host, port, false, std::nullopt,
                             std::max(left, std::chrono::milliseconds(1)));
     } catch (const std::exception& e) {
-      const std::string cause = first_line_of(e.what());
+      const std::string cause = first_line(e.what());
       if (!unreachable(cause) || Clock::now() + std::chrono::seconds(2) >= deadline) throw;
       if (!told && !what.empty())
         log::warn(what, " at ", host, ":", port, " cannot be reached (", cause,
@@ -136,7 +134,7 @@ Result TimedStore::run(const char* what, const std::function<Result(c10d::TCPSto
       if (!call->store) call->store = connect(timeout);
       result = op(*call->store);
     } catch (const std::exception& e) {
-      error = first_line_of(e.what());
+      error = first_line(e.what());
     }
     std::lock_guard<std::mutex> lock(call->mutex);
     call->result = std::move(result);

@@ -22,10 +22,8 @@ void ensure_passive_openmp(char** argv) {
   execv("/proc/self/exe", argv);  // returns only on failure: then run with the spinning default
 }
 
-std::string first_line(const char* what) {
-  std::string s(what);
-  const auto nl = s.find('\n');
-  s = nl == std::string::npos ? s : s.substr(0, nl);
+std::string error_line(const char* what) {
+  std::string s = xdino::first_line(what);
   // LibTorch's allocators say how much they were asked for, not what to do about it.
   if ((s.find("can't allocate memory") != std::string::npos ||
        s.find("out of memory") != std::string::npos) &&
@@ -55,10 +53,10 @@ int main(int argc, char** argv) {
     std::cerr << who << ": error: " << e.what() << "\n";
     return 2;
   } catch (const c10::Error& e) {
-    std::cerr << who << ": error: " << first_line(e.what_without_backtrace()) << "\n";
+    std::cerr << who << ": error: " << error_line(e.what_without_backtrace()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << who << ": error: " << first_line(e.what()) << "\n";
+    std::cerr << who << ": error: " << error_line(e.what()) << "\n";
     return 1;
   }
 }
