@@ -69,10 +69,7 @@ void check_options(const DinoOptions& o) {
                   o.replicas, ": use a multiple of it");
 }
 
-std::string nonfinite_parts(const torch::Tensor& student_out, const torch::Tensor& teacher_out) {
-  torch::NoGradGuard no_grad;
-  const bool student_bad = !student_out.isfinite().all().item<bool>();
-  const bool teacher_bad = !teacher_out.isfinite().all().item<bool>();
+std::string nonfinite_parts(bool student_bad, bool teacher_bad) {
   if (student_bad && teacher_bad) return "student output and teacher output";
   if (student_bad) return "student output";
   if (teacher_bad) return "teacher output";
@@ -298,17 +295,20 @@ TrainOutcome Trainer::train() {
 }
 
 // One iteration in three acts, as marian's SyncGraphGroup::update: the gradients of every
-// micro-batch with the flags every process agrees on, then the student's update, then the
-// teacher's EMA and the statistics (docs/dino.md, "Gradient accumulation").
+// micro-batch, then the student's update, then the teacher's EMA; and then the step's one
+// read-back to the host: the losses, the flags every process agrees on and the statistics.
+// Until it, the host only queues work, so a GPU never drains in the middle of a step for a
+// number (the clip coefficients and the fp16 scaler's found-inf flag aside: train/); a
+// non-finite loss is found there too, after an update that is never saved
+// (docs/dino.md, "Gradient accumulation").
 Trainer::StepEnd Trainer::train_step(int64_t epoch, int64_t batch) {
   const int64_t it = epoch * niter_ + batch;
   set_schedules(it);
-  StepFlags flags;
   auto t = Clock::now();
-  const Losses loss = accumulate_gradients(epoch, it, flags, t);
+  const PendingStep pending = accumulate_gradients(epoch, it, t);
   update_student(epoch, t);
-  update_teacher_and_stats(epoch, it, loss, t);
-  return {flags.stop, flags.save_due};
+  update_teacher(it, t);
+  return read_back(epoch, it, pending);
 }
 
 void Trainer::set_schedules(int64_t it) {
@@ -321,10 +321,11 @@ void Trainer::set_schedules(int64_t it) {
 
 // Act 1. Forward, loss and backward of each micro-batch (accum_iter of them), on every
 // replica's share of its images at once. Gradients add up in .grad; the center is updated
-// once, after the last micro-batch's loss; the gradients are all-reduced at the end. Returns
-// the step's loss: the mean over its images, as one batch of them would give.
-Trainer::Losses Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFlags& flags,
-                                              Clock::time_point& t) {
+// once, after the last micro-batch's loss; the gradients are all-reduced at the end, then the
+// flags. A non-finite loss still runs its backward (every process runs the same collectives);
+// read_back stops the run before anything is saved.
+Trainer::PendingStep Trainer::accumulate_gradients(int64_t epoch, int64_t it,
+                                                   Clock::time_point& t) {
   MicroBatch mb;
   mb.epoch = epoch;
   mb.iteration = it;
@@ -332,11 +333,13 @@ Trainer::Losses Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFla
   mb.share = o_.batch_size_per_gpu / mb.replicas;
   mb.count = o_.accum_iter;
   // Rank 0's clock alone decides a timed save, and the flags carry it to every rank.
-  mb.save_due_here = comm_->is_main() && scheduler_.timed_save_due(Clock::now());
-  std::vector<ReplicaPass> passes(static_cast<size_t>(mb.replicas));
+  const bool save_due_here = comm_->is_main() && scheduler_.timed_save_due(Clock::now());
+  std::vector<torch::Tensor> passes(static_cast<size_t>(mb.replicas));
   std::vector<CenterSums> center_sums(static_cast<size_t>(mb.replicas));
   std::vector<IbotCenterSums> ibot_sums(static_cast<size_t>(mb.replicas));
-  Losses step;
+  PendingStep pending;
+  pending.micro_batches = mb.count;
+  pending.replicas = mb.replicas;
   optimizer_->zero_grad();
   grad_sync_->begin();
   t = Clock::now();
@@ -354,35 +357,36 @@ Trainer::Losses Trainer::accumulate_gradients(int64_t epoch, int64_t it, StepFla
     mb.last = micro + 1 == mb.count;
     const auto pass = [&](int r) {
       const auto i = static_cast<size_t>(r);
-      passes[i] = replica_pass(crops, r, mb, center_sums[i], ibot_sums[i], flags, t);
+      passes[i] = replica_pass(crops, r, mb, center_sums[i], ibot_sums[i], t);
     };
     if (replicas_)
       replicas_->run(pass, mb.share);
     else
       pass(0);
-    if (flags.nonfinite) {
-      for (const ReplicaPass& p : passes)
-        if (!std::isfinite(p.loss.total))
-          fail_nonfinite(it, p.loss.total, p.student_out, p.teacher_out);
-      fail_nonfinite(it, passes[0].loss.total, passes[0].student_out, passes[0].teacher_out);
-    }
-    const double parts = static_cast<double>(mb.replicas * mb.count);
-    for (const ReplicaPass& p : passes) step.add_part(p.loss, parts);
+    pending.passes.insert(pending.passes.end(), passes.begin(), passes.end());
     if (!mb.last) times_.backward += seconds_since(t);
   }
   auto waiting = Clock::now();
   grad_sync_->finish();
   times_.grad_wait += seconds_since(waiting);
   times_.backward += seconds_since(t);
-  return step;
+  // The three flags, summed over every process, without a sync: the passes' non-finite losses
+  // counted on the device, then this process's stop signal and rank 0's timed save.
+  torch::NoGradGuard no_grad;
+  const torch::Tensor losses = torch::stack(pending.passes).select(1, 0);
+  const torch::Tensor host_flags =
+      torch::tensor({stop_requested() ? 1.0f : 0.0f, save_due_here ? 1.0f : 0.0f});
+  pending.flags = torch::cat({losses.isfinite().logical_not().sum().to(torch::kFloat).view({1}),
+                              host_flags.to(plan_.device)});
+  comm_->all_reduce_sum(pending.flags);
+  return pending;
 }
 
-// One replica's forward, loss and backward of one micro-batch. Replica 0 alone writes `flags`
-// and the times; every replica sees the same flags, from one collective per micro-batch.
-Trainer::ReplicaPass Trainer::replica_pass(const std::vector<torch::Tensor>& crops, int r,
-                                           const MicroBatch& mb, CenterSums& sums,
-                                           IbotCenterSums& ibot_sums, StepFlags& flags,
-                                           Clock::time_point& t) {
+// One replica's forward, loss and backward of one micro-batch. Replica 0 alone writes the
+// times. Nothing here waits for the device.
+torch::Tensor Trainer::replica_pass(const std::vector<torch::Tensor>& crops, int r,
+                                    const MicroBatch& mb, CenterSums& sums,
+                                    IbotCenterSums& ibot_sums, Clock::time_point& t) {
   std::vector<torch::Tensor> mine;
   for (const auto& c : crops)
     mine.push_back(mb.replicas == 1 ? c : c.narrow(0, r * mb.share, mb.share));
@@ -428,39 +432,28 @@ Trainer::ReplicaPass Trainer::replica_pass(const std::vector<torch::Tensor>& cro
     loss_->update_center(sums);
     if (recipe_) recipe_->update_center(ibot_sums);
   }
-  // The numbers the host needs, in one copy (one device sync).
-  const auto number = [&](const torch::Tensor& v) {
-    return v.defined() ? v.detach().to(torch::kDouble)
-                       : torch::zeros({}, dino.options().dtype(torch::kDouble));
-  };
-  const torch::Tensor host =
-      torch::stack({number(loss), number(dino), number(terms.koleo), number(terms.ibot)}).cpu();
-  const auto h = host.accessor<double, 1>();
-  ReplicaPass out{{h[0], h[1], h[2], h[3]}, student_out, teacher_out};
-  const double value = out.loss.total;
-  // The three flags, summed over every replica and process: a non-finite loss anywhere, a
-  // stop signal, a timed checkpoint due on rank 0.
-  auto sums_of_flags =
-      torch::tensor({std::isfinite(value) ? 0.0f : 1.0f, r == 0 && stop_requested() ? 1.0f : 0.0f,
-                     r == 0 && mb.save_due_here ? 1.0f : 0.0f})
-          .to(plan_.device);
-  step_comm_->all_reduce_sum(sums_of_flags);
-  sums_of_flags = sums_of_flags.cpu();
-  const bool bad = sums_of_flags[0].item<float>() > 0;
-  if (r == 0) {
-    flags.nonfinite = bad;
-    flags.stop = flags.stop || sums_of_flags[1].item<float>() > 0;
-    flags.save_due = flags.save_due || sums_of_flags[2].item<float>() > 0;
-    times_.forward += seconds_since(t);
+  // The numbers the host needs, kept on the device for the step's read-back.
+  torch::Tensor numbers;
+  {
+    torch::NoGradGuard no_grad;
+    const auto number = [&](const torch::Tensor& v) {
+      return v.defined() ? v.detach().to(torch::kDouble)
+                         : torch::zeros({}, dino.options().dtype(torch::kDouble));
+    };
+    const auto nonfinite = [&](const torch::Tensor& v) {
+      return v.isfinite().all().logical_not().to(torch::kDouble);
+    };
+    numbers = torch::stack({number(loss), number(dino), number(terms.koleo), number(terms.ibot),
+                            nonfinite(student_out), nonfinite(teacher_out)});
   }
-  if (bad) return out;  // every replica and process agrees
+  if (r == 0) times_.forward += seconds_since(t);
   torch::Tensor objective = scaler_ ? scaler_->scale(loss) : loss;
   // The step's loss is the mean of the replicas' and micro-batches' (each a mean over its
   // images).
   const int64_t parts = mb.replicas * mb.count;
   if (parts > 1) objective = objective / static_cast<double>(parts);
   objective.backward();
-  return out;
+  return numbers;
 }
 
 // Act 2. The student's update: clipping (after unscaling), the frozen last layer, the
@@ -480,14 +473,32 @@ void Trainer::update_student(int64_t epoch, Clock::time_point& t) {
   times_.optimizer += seconds_since(t);
 }
 
-// Act 3. The teacher's EMA, then the iteration's statistics (the epoch's meters, log.txt).
-void Trainer::update_teacher_and_stats(int64_t epoch, int64_t it, const Losses& loss,
-                                       Clock::time_point& t) {
+// Act 3. The teacher's EMA.
+void Trainer::update_teacher(int64_t it, Clock::time_point& t) {
   const double m = momentum_schedule_[static_cast<size_t>(it)];
   ema_update(*student_, *teacher_, m, o_.update_path);
   times_.ema += seconds_since(t);
   ++times_.steps;
+}
 
+// The step's one read-back: the flags, the center's statistics and every pass's numbers in
+// one copy. A non-finite loss anywhere stops the run here, before the step could be saved;
+// otherwise the iteration's statistics (the epoch's meters, log.txt).
+Trainer::StepEnd Trainer::read_back(int64_t epoch, int64_t it, const PendingStep& pending) {
+  const auto& ls = loss_->last_stats();
+  const torch::Tensor host =
+      torch::cat({pending.flags.to(torch::kDouble),
+                  torch::stack({ls.teacher_entropy, ls.kl_uniform}).to(torch::kDouble),
+                  torch::cat(pending.passes)})
+          .cpu();
+  const double* h = host.data_ptr<double>();
+  if (h[0] > 0) fail_nonfinite(it, host, pending);
+  Losses loss;
+  const double parts = static_cast<double>(pending.passes.size());
+  for (size_t p = 0; p < pending.passes.size(); ++p) {
+    const double* n = h + 5 + p * kPassNumbers;
+    loss.add_part({n[0], n[1], n[2], n[3]}, parts);
+  }
   const auto& groups = optimizer_->param_groups();
   last_.loss = loss.total;
   last_.dino_loss = loss.dino;
@@ -495,15 +506,13 @@ void Trainer::update_teacher_and_stats(int64_t epoch, int64_t it, const Losses& 
   last_.ibot_loss = loss.ibot;
   last_.lr = groups[0].lr;
   last_.wd = groups[0].weight_decay;
-  last_.momentum = m;
+  last_.momentum = momentum_schedule_[static_cast<size_t>(it)];
   last_.teacher_temp = loss_->teacher_temp(epoch);
-  const auto& ls = loss_->last_stats();
-  const auto stats =
-      torch::stack({ls.teacher_entropy, ls.kl_uniform}).to(torch::kCPU, torch::kDouble);
-  last_.teacher_entropy = stats[0].item<double>();
-  last_.kl_uniform = stats[1].item<double>();
+  last_.teacher_entropy = h[3];
+  last_.kl_uniform = h[4];
   meters_.add(last_);
   if (hooks_.after_step) hooks_.after_step(it);
+  return {h[1] > 0, h[2] > 0};
 }
 
 CheckpointParts Trainer::parts() {
@@ -519,17 +528,25 @@ CheckpointParts Trainer::parts() {
   return p;
 }
 
-void Trainer::fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
-                             const torch::Tensor& teacher_out) {
+void Trainer::fail_nonfinite(int64_t iteration, const torch::Tensor& host_numbers,
+                             const PendingStep& pending) {
   const int64_t epoch = iteration / niter_;
-  if (std::isfinite(loss))
-    XDINO_FAIL("non-finite loss on another process at iteration ", iteration, " (epoch ", epoch,
-               "); stopping, checkpoint.pth is left as it was");
-  XDINO_FAIL("loss is ", loss, " at iteration ", iteration, " (epoch ", epoch, ", batch ",
-             iteration % niter_, "): non-finite values first appear in the ",
-             nonfinite_parts(student_out, teacher_out),
-             "; stopping, checkpoint.pth is left as it was (lower --lr, keep --clip_grad, or "
-             "use --precision fp32)");
+  const double* n = host_numbers.data_ptr<double>() + 5;
+  for (size_t p = 0; p < pending.passes.size(); ++p, n += kPassNumbers) {
+    if (std::isfinite(n[0])) continue;
+    const auto micro = static_cast<int64_t>(p) / pending.replicas;
+    const std::string where = pending.micro_batches > 1
+                                  ? " (micro-batch " + std::to_string(micro + 1) + " of " +
+                                        std::to_string(pending.micro_batches) + ")"
+                                  : "";
+    XDINO_FAIL("loss is ", n[0], " at iteration ", iteration, " (epoch ", epoch, ", batch ",
+               iteration % niter_, ")", where, ": non-finite values first appear in the ",
+               nonfinite_parts(n[4] > 0, n[5] > 0),
+               "; stopping, checkpoint.pth is left as it was (lower --lr, keep --clip_grad, or "
+               "use --precision fp32)");
+  }
+  XDINO_FAIL("non-finite loss on another process at iteration ", iteration, " (epoch ", epoch,
+             "); stopping, checkpoint.pth is left as it was");
 }
 
 Trainer::Position Trainer::resume() {

@@ -142,16 +142,12 @@ class Trainer {
   StepEnd train_step(int64_t epoch, int64_t batch);
   // train_step's acts (trainer.cpp).
   using Clock = std::chrono::steady_clock;
-  struct StepFlags {
-    bool nonfinite = false, stop = false, save_due = false;
-  };
   struct MicroBatch {  // what every replica's pass of one micro-batch shares
     int64_t epoch = 0, iteration = 0;
     const BatchMasks* masks = nullptr;  // iBOT's masks of the process's global rows
     int replicas = 1;
     int64_t share = 0, count = 1;  // images per replica; micro-batches per step
     bool last = false;             // the step's last micro-batch: the center is updated
-    bool save_due_here = false;    // rank 0's clock says a timed save is due
   };
   // The step's (or one replica's micro-batch's) loss, and its terms (ssl/metrics.h).
   struct Losses {
@@ -163,24 +159,32 @@ class Trainer {
       ibot += o.ibot / parts;
     }
   };
-  struct ReplicaPass {
-    Losses loss;
-    torch::Tensor student_out, teacher_out;
+  // One replica's pass over one micro-batch leaves its numbers on the device until the step's
+  // one read-back: kPassNumbers float64, the loss, its dino, koleo and ibot terms, then 1 where
+  // the student's and the teacher's outputs hold a non-finite value.
+  static constexpr size_t kPassNumbers = 6;
+  // What a step leaves on the device for its read-back: every pass's numbers, micro-batch by
+  // micro-batch (replicas inside), and the flags summed over every process (a non-finite loss,
+  // a stop signal, a timed save due on rank 0).
+  struct PendingStep {
+    std::vector<torch::Tensor> passes;
+    torch::Tensor flags;
+    int64_t micro_batches = 1;
+    int replicas = 1;
   };
   void set_schedules(int64_t iteration);
-  Losses accumulate_gradients(int64_t epoch, int64_t iteration, StepFlags& flags,
-                              Clock::time_point& t);
-  ReplicaPass replica_pass(const std::vector<torch::Tensor>& crops, int replica,
-                           const MicroBatch& micro_batch, CenterSums& sums,
-                           IbotCenterSums& ibot_sums, StepFlags& flags, Clock::time_point& t);
+  PendingStep accumulate_gradients(int64_t epoch, int64_t iteration, Clock::time_point& t);
+  torch::Tensor replica_pass(const std::vector<torch::Tensor>& crops, int replica,
+                             const MicroBatch& micro_batch, CenterSums& sums,
+                             IbotCenterSums& ibot_sums, Clock::time_point& t);
   void update_student(int64_t epoch, Clock::time_point& t);
-  void update_teacher_and_stats(int64_t epoch, int64_t iteration, const Losses& loss,
-                                Clock::time_point& t);
+  void update_teacher(int64_t iteration, Clock::time_point& t);
+  StepEnd read_back(int64_t epoch, int64_t iteration, const PendingStep& pending);
   void save(int64_t next_epoch, int64_t next_iteration);
   void save_timed(int64_t next_iteration);
   void finish_epoch(int64_t epoch);
-  [[noreturn]] void fail_nonfinite(int64_t iteration, double loss, const torch::Tensor& student_out,
-                                   const torch::Tensor& teacher_out);
+  [[noreturn]] void fail_nonfinite(int64_t iteration, const torch::Tensor& host_numbers,
+                                   const PendingStep& pending);
   CheckpointParts parts();
 
   DinoOptions o_;

@@ -251,31 +251,47 @@ TEST(DinoTrain, RefusesANegativeCheckpointInterval) {
   EXPECT_THROW(tiny_trainer(opt), xdino::UsageError);
 }
 
+// The step reads its numbers back once, at its end (ssl/trainer.cpp, train_step): the message
+// still names the part that went non-finite first, and the micro-batch when there are several.
 TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
-  for (const std::string which : {"student output", "teacher output"}) {
+  struct Case {
+    std::string which;
+    int64_t accum_iter, bad_call;  // bad_call: which forward of iteration niter + 1 (from 0)
+    std::string where;
+  };
+  for (const Case& c : {Case{"student output", 1, 0, ""}, Case{"teacher output", 1, 0, ""},
+                        Case{"student output", 2, 0, "(micro-batch 1 of 2)"}}) {
     TempDir dir;
     auto opt = tiny_options(dir.path());
-    auto trainer = tiny_trainer(opt);
+    opt.accum_iter = c.accum_iter;
+    opt.batch_size_per_gpu /= c.accum_iter;  // the same 3 iterations of 2 images
+    auto trainer =
+        tiny_trainer(opt, std::make_shared<xdino::testing::SyntheticCrops>(
+                              3 * c.accum_iter, opt.batch_size_per_gpu, opt.local_crops_number,
+                              opt.global_crops_size, opt.local_crops_size));
     const int64_t niter = trainer->iterations_per_epoch();
     std::string saved;
+    int64_t calls = 0;
     trainer->set_hooks({[&](int64_t it, torch::Tensor& s, torch::Tensor& t) {
                           if (it == niter) saved = xdino::read_file(dir.path() / "checkpoint.pth");
-                          if (it != niter + 1) return;
-                          torch::Tensor& target = which == "student output" ? s : t;
-                          target = target.new_full(target.sizes(), NAN);
+                          if (it != niter + 1 || calls++ != c.bad_call) return;
+                          // A product keeps the student's graph, as an overflow would.
+                          torch::Tensor& target = c.which == "student output" ? s : t;
+                          target = target * NAN;
                         },
                         nullptr});
     try {
       trainer->train();
-      FAIL() << "a NaN " << which << " must stop the run";
+      FAIL() << "a NaN " << c.which << " must stop the run";
     } catch (const xdino::Error& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("iteration " + std::to_string(niter + 1)), std::string::npos) << msg;
-      EXPECT_NE(msg.find(which), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c.which), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c.where), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos);
     }
     ASSERT_FALSE(saved.empty());
-    EXPECT_EQ(xdino::read_file(dir.path() / "checkpoint.pth"), saved) << which;
+    EXPECT_EQ(xdino::read_file(dir.path() / "checkpoint.pth"), saved) << c.which;
     EXPECT_FALSE(fs::exists(dir.path() / "checkpoint0001.pth"));
   }
 }
