@@ -140,10 +140,11 @@ class C10dCommunicator final : public Communicator {
   }
 
   std::vector<torch::Tensor> all_gather(const torch::Tensor& t) override {
-    std::vector<torch::Tensor> input{t.contiguous()};
+    std::vector<torch::Tensor> input{t.to(config_.device).contiguous()};
     std::vector<std::vector<torch::Tensor>> output(1);
     for (int r = 0; r < config_.world_size; ++r) output[0].push_back(torch::empty_like(input[0]));
     run("all_gather", group_->allgather(output, input));
+    for (auto& part : output[0]) part = part.to(t.device());
     return output[0];
   }
 
@@ -164,7 +165,9 @@ class C10dCommunicator final : public Communicator {
   void barrier() override { run("barrier", group_->barrier()); }
 
   std::unique_ptr<PendingWork> all_reduce_sum_async(torch::Tensor t) override {
-    XDINO_CHECK(t.is_contiguous(), "all_reduce_sum_async needs a contiguous tensor");
+    XDINO_CHECK(t.is_contiguous() && t.device() == config_.device,
+                "all_reduce_sum_async needs a contiguous tensor on ", config_.device.str(),
+                ", got one on ", t.device().str());
     monitor_->entering_collective();
     std::vector<torch::Tensor> list{t};
     struct Pending final : PendingWork {
@@ -260,7 +263,8 @@ class C10dCommunicator final : public Communicator {
   }
 #endif
 
-  // Flattens same-dtype runs of tensors into buckets, runs `op` on each, and copies back.
+  // Flattens runs of tensors of one dtype and device into buckets on config_.device, runs `op`
+  // on each, and copies back (to where each tensor lives).
   template <typename Op>
   void for_each_bucket(std::vector<torch::Tensor>& tensors, Op op) {
     size_t i = 0;
@@ -269,18 +273,19 @@ class C10dCommunicator final : public Communicator {
       int64_t bytes = 0;
       while (
           j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
+          tensors[j].device() == tensors[i].device() &&
           (j == i || bytes + static_cast<int64_t>(tensors[j].nbytes()) <= config_.bucket_bytes)) {
         bytes += tensors[j].nbytes();
         ++j;
       }
       std::vector<torch::Tensor> flat;
-      if (j == i + 1 && tensors[i].is_contiguous()) {
+      if (j == i + 1 && tensors[i].is_contiguous() && tensors[i].device() == config_.device) {
         flat.push_back(tensors[i]);
         op(flat);
       } else {
         std::vector<torch::Tensor> views;
         for (size_t k = i; k < j; ++k) views.push_back(tensors[k].reshape({-1}));
-        flat.push_back(torch::cat(views));
+        flat.push_back(torch::cat(views).to(config_.device));
         op(flat);
         int64_t offset = 0;
         for (size_t k = i; k < j; ++k) {

@@ -5,9 +5,13 @@
 //    by a c10d process group whose rendezvous is a TCPStore at master_addr:master_port
 //    (hosted by rank 0). It blocks until all world_size processes have joined, or throws
 //    xdino::Error after `timeout` naming the address and how many joined.
-//  - Tensors given to the collectives must live on `config.device` (CPU for Gloo, the local
-//    GPU for NCCL). Lists of tensors are flattened into buckets of at most bucket_bytes, so
-//    many small tensors cost a few collectives, not one each.
+//  - The group's own device is `config.device` (CPU for Gloo, the local GPU for NCCL). A tensor
+//    given to a collective may live elsewhere (a host-side sum, such as the epoch's meters or
+//    a linear probe's counts, on an NCCL group): it travels through config.device, a copy
+//    each way, and the results land where it lives. all_reduce_sum_async alone, the gradient
+//    path, takes config.device's tensors only (it throws otherwise). Lists of tensors are
+//    flattened into buckets of at most bucket_bytes, so many small tensors cost a few
+//    collectives, not one each.
 //  - Failure: every process runs a heartbeat thread that publishes liveness and the index of
 //    its current collective to the store. When a collective fails (a peer's socket closed) or
 //    times out (a peer hangs: `timeout`), the communicator throws xdino::Error with one line

@@ -28,13 +28,16 @@ torch::Tensor upsample_nearest(const torch::Tensor& maps, int64_t factor) {
 
 namespace {
 
+// OpenCV reads host memory: callers bring their maps to the CPU first (a map of a CUDA run).
 cv::Mat wrap(const torch::Tensor& contiguous, int type) {
+  XDINO_CHECK(contiguous.is_cpu() && contiguous.is_contiguous(),
+              "an image for OpenCV must be a contiguous CPU tensor");
   return cv::Mat(static_cast<int>(contiguous.size(0)), static_cast<int>(contiguous.size(1)), type,
                  contiguous.data_ptr());
 }
 
 cv::Mat to_grey_u8(const torch::Tensor& map) {
-  const torch::Tensor m = map.to(torch::kFloat);
+  const torch::Tensor m = map.to(torch::kCPU, torch::kFloat);
   XDINO_CHECK(m.dim() == 2, "a map must be (H, W), got ", m.sizes());
   const float lo = m.min().item<float>(), hi = m.max().item<float>();
   const torch::Tensor scaled =
@@ -57,7 +60,7 @@ cv::Mat overlay_mask(const cv::Mat& image, const torch::Tensor& mask, const cv::
                   mask.size(1) == image.cols,
               "overlay_mask: image ", image.cols, "x", image.rows, " and mask ", mask.sizes(),
               " differ");
-  const torch::Tensor m = mask.to(torch::kFloat).contiguous();
+  const torch::Tensor m = mask.to(torch::kCPU, torch::kFloat).contiguous();
   const cv::Mat weights = wrap(m, CV_32FC1);
   cv::Mat out(image.size(), CV_8UC3);
   for (int y = 0; y < image.rows; ++y) {
@@ -80,7 +83,7 @@ cv::Mat overlay_mask(const cv::Mat& image, const torch::Tensor& mask, const cv::
 
 cv::Mat tensor_to_image(const torch::Tensor& chw) {
   XDINO_CHECK(chw.dim() == 3 && chw.size(0) == 3, "expected a (3, H, W) image, got ", chw.sizes());
-  torch::Tensor t = chw.to(torch::kFloat);
+  torch::Tensor t = chw.to(torch::kCPU, torch::kFloat);
   const float lo = t.min().item<float>(), hi = t.max().item<float>();
   t = hi > lo ? (t - lo) / (hi - lo) : torch::zeros_like(t);
   const torch::Tensor hwc =

@@ -28,7 +28,7 @@ class TrainCommand : public Command {
 
     // What only the session knows: the device and (--replicas 0) the cores of this process
     // (launch/session.h auto_replicas); the library takes what it is given.
-    const Session session = start_session(dist_);
+    const Session session = start_session(dist_, o.device);
     if (o.device == "auto") o.device = session.device.str();
     if (o.replicas == 0) o.replicas = auto_replicas(session, o.batch_size_per_gpu);
     const auto& comm = session.comm;

@@ -14,9 +14,10 @@
 
 namespace xdino::launch {
 
-Session start_session(const distributed::DistOptions& options) {
+Session start_session(const distributed::DistOptions& options, const std::string& device) {
   Session s;
   s.config = distributed::dist_config_from_env(options);
+  if (device == "cpu") s.config.device = torch::kCPU;
   const distributed::DistConfig& c = s.config;
   // Processes sharing a node would otherwise each start one thread per core.
   if (c.local_world_size > 1 && std::getenv("OMP_NUM_THREADS") == nullptr)

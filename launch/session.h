@@ -37,7 +37,9 @@ struct Session {
   torch::Device device = torch::kCPU;
 };
 
-Session start_session(const distributed::DistOptions& options);
+// `device` is the command's --device: "cpu" keeps the processes on Gloo and the CPU even on a
+// host with GPUs (else each process takes cuda:<local rank>, NCCL's).
+Session start_session(const distributed::DistOptions& options, const std::string& device = "auto");
 
 // How many data-parallel replicas `dino train --replicas 0` runs (docs/dino.md, "Replicas"):
 // on the CPU, the cores this process may use (OMP_NUM_THREADS when set, else the machine's
