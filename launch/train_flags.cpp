@@ -101,7 +101,10 @@ void declare_run_flags(Flags& f, ssl::DinoOptions& o) {
       .add("num_workers", &o.num_workers, "data loading threads per process")
       .add("replicas", &o.replicas,
            "CPU: split each process's batch over this many threads that share the networks "
-           "(the same step, computed on that many cores at once; 0: one per core)");
+           "(the same step, computed on that many cores at once; 0: one per core)")
+      .add("cuda_graph", &o.cuda_graph,
+           "CUDA, one process: replay each step's forward and backward as one CUDA graph "
+           "after 3 eager steps (one launch instead of a thousand; --accum_iter 1, no iBOT)");
 }
 
 void declare_monitor_flags(Flags& f, MonitorOptions& m) {

@@ -76,10 +76,12 @@ torch::Tensor BatchNormImpl::forward_synced(const torch::Tensor& x_in) {
 
   if (comm.owns_module_state()) {
     torch::NoGradGuard no_grad;
-    const double n = count.item<double>();
+    // Bessel's factor n / (n - 1) on the device, in float64 as the host would compute it: a
+    // read of the count here would stop the host at every BatchNorm of every forward.
+    const torch::Tensor n = count.to(torch::kDouble);
+    const torch::Tensor bessel = (n / (n - 1).clamp_min(1.0)).to(running_var.dtype());
     running_mean.mul_(1 - momentum).add_(mean.detach().to(running_mean.dtype()), momentum);
-    running_var.mul_(1 - momentum)
-        .add_(var.detach().to(running_var.dtype()) * (n / std::max(n - 1, 1.0)), momentum);
+    running_var.mul_(1 - momentum).add_(var.detach().to(running_var.dtype()) * bessel, momentum);
     num_batches_tracked.add_(1);
   }
   const torch::Tensor scale = weight * torch::rsqrt(var + eps);

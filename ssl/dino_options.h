@@ -72,6 +72,10 @@ struct DinoOptions : CropSizes {
   // ours, no flag: how optimiser, clipping, unscale and EMA walk the parameters (tests run the
   // reference kPerTensor beside the default).
   train::UpdatePath update_path = train::UpdatePath::kAuto;
+  // ours: after a few eager steps, each step's forward, loss and backward replay as one CUDA
+  // graph (train/cuda_graph.h; docs/dino.md, "The step as a CUDA graph"). One process per
+  // GPU, one micro-batch per step, no iBOT.
+  bool cuda_graph = false;
 
   // Multi-crop: global_crops_scale, local_crops_number, local_crops_scale and (ours)
   // global_crops_size, local_crops_size come from CropSizes (core/crop_sizes.h), with their

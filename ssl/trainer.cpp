@@ -206,6 +206,22 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   // Replicas and micro-batches sum their gradients in .grad; processes all-reduce them after
   // the last backward of the step (the overlapping hooks would see each replica's or each
   // micro-batch's gradient separately).
+  if (o_.cuda_graph) {
+    // What the graph cannot hold: several passes per step, a data-dependent shape, collectives
+    // (NCCL inside a graph is left for later), and then a device that is not a GPU.
+    XDINO_CHECK_ARG(o_.accum_iter == 1,
+                    "--cuda_graph captures one micro-batch per step: use --accum_iter 1");
+    XDINO_CHECK_ARG(!recipe.ibot(),
+                    "--cuda_graph cannot capture iBOT (a different number of masked patches "
+                    "each step): drop --ibot_loss_weight or --cuda_graph");
+    XDINO_CHECK_ARG(comm_->world_size() == 1 && !replicas_,
+                    "--cuda_graph runs in one process on one GPU for now; drop it with ",
+                    comm_->world_size(), " processes");
+    XDINO_CHECK_ARG(plan_.device.is_cuda(), "--cuda_graph needs a CUDA device (got ",
+                    plan_.device.str(), "): drop it, or use --device cuda");
+    graphed_ = std::make_unique<GraphedPass>();
+    graphed_->params = trainable;
+  }
   grad_sync_ = std::make_unique<GradientSynchronizer>(std::move(trainable), comm_, 25 << 20,
                                                       /*overlap=*/!replicas_ && o_.accum_iter == 1);
 
@@ -359,7 +375,9 @@ Trainer::PendingStep Trainer::accumulate_gradients(int64_t epoch, int64_t it,
       const auto i = static_cast<size_t>(r);
       passes[i] = replica_pass(crops, r, mb, center_sums[i], ibot_sums[i], t);
     };
-    if (replicas_)
+    if (graphed_)
+      passes[0] = graphed_pass(crops, mb, center_sums[0], ibot_sums[0], t);
+    else if (replicas_)
       replicas_->run(pass, mb.share);
     else
       pass(0);
@@ -454,6 +472,44 @@ torch::Tensor Trainer::replica_pass(const std::vector<torch::Tensor>& crops, int
   if (parts > 1) objective = objective / static_cast<double>(parts);
   objective.backward();
   return numbers;
+}
+
+// --cuda_graph: a few steps run eagerly on the graph's stream, then one is captured (recorded,
+// not run) and replayed. Each later step copies its crops into the tensors the graph reads and
+// replays it; the gradients land in the tensors the capture's backward made, which every
+// parameter's .grad is given back (zero_grad and the last layer's freeze drop them). The
+// teacher temperature is a host number inside the graph: a new one (the warm-up epochs)
+// captures again. Parameters, buffers, the center and the scale are rewritten in place by the
+// eager update, so each replay reads the step's values.
+torch::Tensor Trainer::graphed_pass(const std::vector<torch::Tensor>& crops, const MicroBatch& mb,
+                                    CenterSums& sums, IbotCenterSums& ibot_sums,
+                                    Clock::time_point& t) {
+  GraphedPass& g = *graphed_;
+  if (g.eager_steps < GraphedPass::kEagerSteps) {
+    ++g.eager_steps;
+    torch::Tensor numbers;
+    g.graph.run_eagerly([&] { numbers = replica_pass(crops, 0, mb, sums, ibot_sums, t); });
+    return numbers;
+  }
+  if (g.crops.empty()) {
+    for (const auto& c : crops) g.crops.push_back(c.clone());
+  } else {
+    for (size_t i = 0; i < crops.size(); ++i) g.crops[i].copy_(crops[i], /*non_blocking=*/true);
+  }
+  const double temp = loss_->teacher_temp(mb.epoch);
+  if (!g.graph.captured() || temp != g.teacher_temp) {
+    g.graph.capture([&] { g.numbers = replica_pass(g.crops, 0, mb, sums, ibot_sums, t); });
+    g.teacher_temp = temp;
+    ++g.captures;
+    g.grads.clear();
+    for (const auto& p : g.params) g.grads.push_back(p.grad());
+    log::info("the step's forward and backward are captured as a CUDA graph (iteration ",
+              mb.iteration, ", teacher temperature ", temp, ")");
+  }
+  g.graph.replay();
+  for (size_t i = 0; i < g.params.size(); ++i) g.params[i].mutable_grad() = g.grads[i];
+  times_.forward += seconds_since(t);
+  return g.numbers;
 }
 
 // Act 2. The student's update: clipping (after unscaling), the frozen last layer, the

@@ -58,6 +58,7 @@
 #include "ssl/metrics.h"
 #include "ssl/recipe_terms.h"
 #include "ssl/scheduler.h"
+#include "train/cuda_graph.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
 #include "train/precision.h"
@@ -130,6 +131,8 @@ class Trainer {
   DINOLoss& loss() { return loss_; }
   train::Optimizer& optimizer() { return *optimizer_; }
   train::GradScaler* scaler() { return scaler_.get(); }
+  // --cuda_graph: how many times the step was captured so far (0 without it).
+  int64_t cuda_graph_captures() const { return graphed_ ? graphed_->captures : 0; }
 
  private:
   using Position = TrainingState::Position;
@@ -177,6 +180,8 @@ class Trainer {
   torch::Tensor replica_pass(const std::vector<torch::Tensor>& crops, int replica,
                              const MicroBatch& micro_batch, CenterSums& sums,
                              IbotCenterSums& ibot_sums, Clock::time_point& t);
+  torch::Tensor graphed_pass(const std::vector<torch::Tensor>& crops, const MicroBatch& micro_batch,
+                             CenterSums& sums, IbotCenterSums& ibot_sums, Clock::time_point& t);
   void update_student(int64_t epoch, Clock::time_point& t);
   void update_teacher(int64_t iteration, Clock::time_point& t);
   StepEnd read_back(int64_t epoch, int64_t iteration, const PendingStep& pending);
@@ -199,6 +204,18 @@ class Trainer {
   std::unique_ptr<train::GradScaler> scaler_;
   std::unique_ptr<distributed::GradientSynchronizer> grad_sync_;
   std::unique_ptr<distributed::ReplicaGroup> replicas_;  // null for one replica
+  // --cuda_graph: the pass recorded once and replayed every step (trainer.cpp, graphed_pass).
+  struct GraphedPass {
+    static constexpr int64_t kEagerSteps = 3;  // on the graph's stream, before the capture
+    train::CudaGraph graph;
+    std::vector<torch::Tensor> params;  // the student's trainable parameters
+    std::vector<torch::Tensor> crops;   // the inputs the graph reads
+    torch::Tensor numbers;              // what its pass leaves for the read-back
+    std::vector<torch::Tensor> grads;   // what it writes into each parameter's .grad
+    double teacher_temp = -1;           // the captured pass's: a host number inside the graph
+    int64_t eager_steps = 0, captures = 0;
+  };
+  std::unique_ptr<GraphedPass> graphed_;
   std::shared_ptr<Communicator> step_comm_;  // comm_, or the replicas' (BatchNorm, loss)
   std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
   torch::OrderedDict<std::string, torch::Tensor> student_params_;

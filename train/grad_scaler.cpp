@@ -12,8 +12,15 @@ GradScaler::GradScaler(GradScalerOptions o) : o_(o), scale_(static_cast<float>(o
                   "GradScaler needs growth_factor > 1, backoff_factor < 1, growth_interval > 0");
 }
 
-torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
-  return loss * torch::full({}, scale_, loss.options().dtype(torch::kFloat));
+torch::Tensor GradScaler::scale(const torch::Tensor& loss) {
+  if (!scale_tensor_.defined() || scale_tensor_.device() != loss.device())
+    scale_tensor_ = torch::full({}, scale_, loss.options().dtype(torch::kFloat));
+  return loss * scale_tensor_;
+}
+
+void GradScaler::scale_changed() {
+  torch::NoGradGuard no_grad;
+  if (scale_tensor_.defined()) scale_tensor_.fill_(scale_);
 }
 
 void GradScaler::unscale(Optimizer& optimizer) {
@@ -56,9 +63,11 @@ void GradScaler::update() {
   if (found_inf_) {
     scale_ = static_cast<float>(scale_ * o_.backoff_factor);
     growth_tracker_ = 0;
+    scale_changed();
   } else if (++growth_tracker_ == o_.growth_interval) {
     scale_ = static_cast<float>(scale_ * o_.growth_factor);
     growth_tracker_ = 0;
+    scale_changed();
   }
   unscaled_ = false;
   found_inf_ = false;
@@ -82,6 +91,7 @@ void GradScaler::load_state_dict(const c10::IValue& state) {
   o_.backoff_factor = as_double(get(d, "backoff_factor", what), "backoff_factor");
   o_.growth_interval = as_int(get(d, "growth_interval", what), "growth_interval");
   growth_tracker_ = as_int(get(d, "_growth_tracker", what), "_growth_tracker");
+  scale_changed();
 }
 
 }  // namespace xdino::train

@@ -2,7 +2,9 @@
 // defaults (docs/dino.md, "Schedules and optimiser").
 //
 // Contract:
-//  - scale(loss) = loss * scale (fp32). Backward of it yields gradients times the scale.
+//  - scale(loss) = loss * scale (fp32). Backward of it yields gradients times the scale. The
+//    scale is a 0-dim tensor on the loss's device that update() and load_state_dict() rewrite
+//    in place, so a step captured as a CUDA graph (train/cuda_graph.h) reads each step's.
 //  - unscale(opt) multiplies every defined grad of the optimiser's parameters by 1/scale
 //    (computed in double, applied in fp32) and records whether any of them holds inf/NaN.
 //    At most once per step; step() calls it if the caller did not. It walks the grads as the
@@ -37,7 +39,7 @@ class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  torch::Tensor scale(const torch::Tensor& loss) const;
+  torch::Tensor scale(const torch::Tensor& loss);
   void unscale(Optimizer& optimizer);
   bool step(Optimizer& optimizer);
   void update();
@@ -45,6 +47,8 @@ class GradScaler {
   double get_scale() const { return scale_; }
   int64_t growth_tracker() const { return growth_tracker_; }
   bool found_inf() const { return found_inf_; }
+  // The tensor scale() multiplies by (undefined before the first scale()).
+  const torch::Tensor& scale_tensor() const { return scale_tensor_; }
 
   c10::IValue state_dict() const;
   void load_state_dict(const c10::IValue& state);
@@ -55,6 +59,8 @@ class GradScaler {
   int64_t growth_tracker_ = 0;
   bool unscaled_ = false;
   bool found_inf_ = false;
+  torch::Tensor scale_tensor_;  // scale_ on the loss's device, once scale() has run
+  void scale_changed();
 };
 
 }  // namespace xdino::train

@@ -9,6 +9,7 @@
 //                           [--xca auto|ops|sdpa] [--kernels auto|ops|fused]
 //                           [--koleo_loss_weight W] [--centering centering|sinkhorn_knopp]
 //                           [--ibot_loss_weight W] [--ibot_separate_head true|false]
+//                           [--cuda_graph true|false]
 // --device and --precision mean what they mean for `dino train` (train/precision.h), with the
 // same one-line errors (exit 2). The crops are made once, on the training device, so the
 // figures are the step's and not the host's random numbers and copies (bench_loader times the
@@ -22,6 +23,8 @@
 // the XCA blocks' LayerNorm path (models/layers.h, LayerKernels): torch's, or kernels/cuda's
 // fused one where it applies (a CUDA build on a card), for the same A/B. The DINOv2 options
 // mean what they mean for `dino train` (ssl/recipe.h), to time what each adds to the step.
+// --cuda_graph true replays the forward and backward as one CUDA graph, as `dino train
+// --cuda_graph` does; its eager steps and the capture then fall in the warm-up (at least 4).
 // --profile writes a Chrome trace of the timed steps, to see which operators the time goes to:
 // LibTorch's autograd profiler on the CPU; in a CUDA build Kineto's, which also records every
 // kernel, and the JSON adds "gpu_kernel_sec_per_step" (the union of the kernels' intervals) and
@@ -168,6 +171,7 @@ int run(int argc, char** argv) {
   std::string device = "auto", precision = "auto", xca = "auto", kernels = "auto";
   int64_t batch = 8, steps = 5, warmup = 2, global = 224, local = 96, locals = 8;
   int64_t head_hidden = 2048, replicas = 1;
+  bool cuda_graph = false;
   std::string profile;
   xdino::ssl::RecipeOptions recipe;
   for (int i = 1; i < argc; i += 2) {
@@ -214,6 +218,8 @@ int run(int argc, char** argv) {
       recipe.ibot_loss_weight = std::stod(v);
     else if (k == "--ibot_separate_head")
       recipe.ibot_separate_head = v == "true";
+    else if (k == "--cuda_graph")
+      cuda_graph = v == "true";
     else
       XDINO_FAIL_ARG("unknown option ", k,
                      " (see the comment at the top of bench/cpp/bench_train.cpp)");
@@ -230,6 +236,7 @@ int run(int argc, char** argv) {
                              : kernels == "fused" ? xdino::models::LayerKernels::kFused
                                                   : xdino::models::LayerKernels::kAuto;
   const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
+  if (cuda_graph) warmup = std::max<int64_t>(warmup, 4);
   xdino::log::set_level(xdino::log::Level::kWarn);
   // A world of 1 without a launcher's variables.
   const auto comm = xdino::distributed::connect(xdino::distributed::dist_config_from_env());
@@ -259,6 +266,7 @@ int run(int argc, char** argv) {
       o.output_dir = out.string();
       o.replicas = replicas;
       o.recipe = recipe;
+      o.cuda_graph = cuda_graph;
       auto data =
           std::make_shared<FixedCrops>(warmup + steps, batch, global, local, locals, plan.device);
       xdino::compat::reset_peak_memory(plan.device);
@@ -348,6 +356,7 @@ int run(int argc, char** argv) {
                  ", \"allreduce_bytes_per_step\": " + std::to_string(allreduce_bytes) +
                  ", \"grad_wait_sec\": " + std::to_string(t.grad_wait / n);
       if (recipe.any()) extra += ", \"recipe\": \"" + xdino::ssl::describe_recipe(recipe) + "\"";
+      if (cuda_graph) extra += ", \"cuda_graph\": true";
       std::printf(
           "{\"arch\": \"%s\", \"out_dim\": %s, \"batch\": %ld, \"threads\": %d, \"replicas\": %ld, "
           "\"device\": \"%s\", \"precision\": \"%s\", "

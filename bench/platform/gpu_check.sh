@@ -6,9 +6,11 @@
 #   bench/platform/gpu_check.sh [OUT]          # OUT: where logs go (the device tool's $OUT)
 #   bench/platform/gpu_check.sh kernels [OUT]  # the short loop of the fused kernels: build only
 #       their two test executables, test_cuda and bench_train (build-gpu-kernels/, one
-#       executable per test file), run those tests, then ops, fused and the official step
-#       (bench/reference/official_step.py) in fp16 and bf16, alternated twice, fp32 once;
-#       about 5 minutes, so that 15 minutes of a card hold two tries (issue 68)
+#       executable per test file), run those tests, then the step's variants and the official
+#       step (bench/reference/official_step.py) in fp16 and bf16, alternated twice, fp32 once;
+#       about 5 minutes, so that 15 minutes of a card hold two tries (issue 68). The variants,
+#       GPU_CHECK_VARIANTS (default "fused graph official"): ops and fused (--kernels), graph
+#       (fused with --cuda_graph true), official
 # GPU_CHECK_ROUNDS (2) rounds of the step comparison; none starts after GPU_CHECK_DEADLINE (480) s.
 # The machine has PyTorch, CUDA, CMake and ninja, and none of GoogleTest, nlohmann-json or
 # (perhaps) zlib's headers: they travel in .deps/ (a prefix copied from Debian 12's packages:
@@ -53,21 +55,25 @@ if [[ $mode == kernels ]]; then
     grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Which is|<= |rror|largest relative" \
       "$out/${t#*/}.log" | head -40
   done
-  say "ops, fused and the official step: fp16 and bf16 alternated twice, fp32 once"
+  variants=(${GPU_CHECK_VARIANTS:-fused graph official})
+  say "${variants[*]}: fp16 and bf16 alternated twice, fp32 once"
   shapes=(--arch xcit_small_12_p16 --out_dim 65536 --batch 64 --global_size 224 --local_size 96
           --locals 8 --head_hidden_dim 2048 --steps 10 --warmup 3)
   for round in 1 2; do
     for precision in fp16 bf16 fp32; do
       [[ $round == 2 && $precision == fp32 ]] && continue
-      for kernels in ops fused official; do
+      for variant in "${variants[@]}"; do
         (($((SECONDS - start)) > ${GPU_CHECK_DEADLINE:-330})) && continue
-        if [[ $kernels == official ]]; then
+        if [[ $variant == official ]]; then
           timeout 120 python3 bench/reference/official_step.py "${shapes[@]}" --device cuda \
             --precision "$precision" 2>> "$out/bench.err" | tail -1
         else
+          kernels=$variant graph=false
+          [[ $variant == graph ]] && kernels=fused graph=true
           timeout 90 build-gpu-kernels/bench/bench_train "${shapes[@]}" --device cuda \
-            --precision "$precision" --kernels "$kernels" 2>> "$out/bench.err" | tail -1
-        fi | sed "s/^{/{\"kernels\": \"$kernels\", \"round\": $round, /" | tee -a "$out/kernels.jsonl"
+            --precision "$precision" --kernels "$kernels" --cuda_graph "$graph" \
+            2>> "$out/bench.err" | tail -1
+        fi | sed "s/^{/{\"kernels\": \"$variant\", \"round\": $round, /" | tee -a "$out/kernels.jsonl"
       done
     done
   done

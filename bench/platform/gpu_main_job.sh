@@ -38,6 +38,8 @@ ldd "$bundle/dino" | grep 'not found'
 # GPU_MAIN_EPOCHS (5) sets the schedule's length, and its warm-ups shrink with it as
 # fashion_mnist_gpu_10min.ini's do (an eighth of the epochs for the learning rate, a third for
 # the teacher's temperature): a whole schedule, so that the figure is what that many epochs give.
+# GPU_MAIN_TRAIN_INI: more [train] lines, one per line, for a lever measured on the card, e.g.
+# $'cuda_graph = true\nkoleo_loss_weight = 0.1' (bench/results/gpu.md says which were run).
 epochs=${GPU_MAIN_EPOCHS:-5}
 cat > /tmp/lease.ini <<EOF
 data_path = $bundle/data
@@ -48,6 +50,7 @@ warmup_epochs = $(((epochs + 7) / 8))
 warmup_teacher_temp_epochs = $(((epochs + 2) / 3))
 knn_every = ${GPU_MAIN_KNN_EVERY:-1}
 saveckp_freq = 1
+${GPU_MAIN_TRAIN_INI:-}
 EOF
 configs=(--config configs/fashion_mnist.ini --config configs/fashion_mnist_gpu.ini)
 [[ -n ${GPU_MAIN_OVERLAY:-} ]] && configs+=(--config "$GPU_MAIN_OVERLAY")

@@ -30,9 +30,12 @@
 #            (checkpoint.pth compared byte for byte); the interrupted CUDA checkpoint resumed
 #            on the CPU; `dino launch --nproc 1` (NCCL, the peer monitor on) with timed
 #            checkpoints every 3 s; knn, linear and features on CUDA on the same photos;
-#   resume_cpu_cuda  the other direction: xcit_nano_12_p16 (out_dim 1024, batch 4, 48 photos)
-#            trained with --device cpu, SIGTERM after 2 steps, then the same command with
-#            --device cuda (precision auto: fp16), which must start at the saved iteration;
+#   resume_cpu_cuda  both directions, to the end of an epoch: xcit_nano_12_p16 (out_dim 1024,
+#            batch 4, 48 photos: 12 steps, fp32, no drop path) one uninterrupted epoch on the
+#            CPU and one on the device; then 2 steps on one, SIGTERM, and the same command on
+#            the other, which must start at the saved iteration and end the epoch with the
+#            uninterrupted run's loss on that device within 1e-3 (a guess until a card runs it;
+#            0 when both are the CPU);
 #   videoseg `dino video_segmentation` (label propagation, J&F) on a DAVIS-like folder
 #            (bench/scenarios/make_eval_sets.py davis: GPU_USER_VIDEOS (2) videos of
 #            GPU_USER_FRAMES (16) frames, 854 x 480);
@@ -255,39 +258,66 @@ part_program() {
 # GPU and carried to one. A small model, so that the CPU steps take seconds; the signal comes
 # after 2 steps (a progress line per step), so the checkpoint is mid-epoch; the CUDA run is the
 # same command with --device changed, precision left at auto, as a user would rerun it.
-part_resume_cpu_cuda() {
-  local work=/tmp/xdino_resume saved started code t0=$SECONDS pid
-  local args=(train --arch xcit_nano_12_p16 --out_dim 1024 --batch_size_per_gpu 4
-              --local_crops_number 2 --data_path "$photos/train" --output_dir "$work/run"
-              --max_samples 48 --epochs 1 --warmup_epochs 0 --saveckp_freq 0
-              --num_workers "$workers")
-  rm -rf "$work" && mkdir -p "$work"
-  say "resume_cpu_cuda: 2 steps with --device cpu, SIGTERM, then the same command on $device"
-  XDINO_PROGRESS_INTERVAL=0 timeout 120 "$dino" "${args[@]}" --device cpu \
-    > "$out/resume_cpu.log" 2>&1 &
+# One run of the resume check's command on device $2 into folder $1, stopped by SIGTERM after
+# its second step when $3 is "stop"; prints the iteration checkpoint.pth was saved before.
+resume_run() {
+  local dir=$1 on=$2 stop=$3 log=$1.$2.log pid
+  XDINO_PROGRESS_INTERVAL=0 timeout 300 "$dino" "${resume_args[@]}" --output_dir "$dir" \
+    --device "$on" > "$log" 2>&1 &
   pid=$!  # timeout's: it passes the SIGTERM on to dino
-  for _ in $(seq 1200); do
-    grep -aq 'Epoch \[0/1\] 2/' "$out/resume_cpu.log" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -TERM "$pid" 2>/dev/null
+  if [[ $stop == stop ]]; then
+    for _ in $(seq 1200); do
+      grep -aq 'Epoch \[0/1\] 2/' "$log" && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null
+  fi
   wait "$pid"
-  code=$?
-  saved=$(grep -ao 'saved before iteration [0-9]*' "$out/resume_cpu.log" | tail -1 |
-    grep -o '[0-9]*$')
-  note "resume_cpu_cuda: on the CPU, exit $code;" \
-    "checkpoint.pth saved before iteration ${saved:-NONE}"
-  [[ -n $saved ]] || return
-  read -r _ code < <(with_rss "$out/resume_cuda.log" timeout 120 "$dino" "${args[@]}" \
-    --device "$device")
-  started=$(grep -ao 'Starting DINO training at epoch [0-9]*, iteration [0-9]*' \
-    "$out/resume_cuda.log")
-  note "resume_cpu_cuda: on $device ($(sed -n 's/.*parameters each; \([^;]*\);.*/\1/p' \
-    "$out/resume_cuda.log")), exit $code in $((SECONDS - t0)) s (both runs);" \
-    "'${started:-no start line}': $([[ $started == *"epoch 0, iteration $saved" ]] &&
-      echo "the saved iteration" || echo "NOT the saved iteration $saved");" \
-    "$(grep -a '^Epoch 0:' "$out/resume_cuda.log" | cut -d';' -f1)"
+  grep -ao 'saved before iteration [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$'
+}
+
+# The epoch's train_loss in folder $1's log.txt.
+epoch_loss() { sed -n 's/.*"train_loss": \([-0-9.e+]*\).*/\1/p' "$1/log.txt" 2>/dev/null | tail -1; }
+
+part_resume_cpu_cuda() {
+  local work=/tmp/xdino_resume t0=$SECONDS from to saved started whole resumed
+  # fp32 and no drop path on both devices, so that the two runs of one device differ only by
+  # the device the first two steps ran on.
+  resume_args=(train --arch xcit_nano_12_p16 --out_dim 1024 --batch_size_per_gpu 4
+               --local_crops_number 2 --data_path "$photos/train" --max_samples 48 --epochs 1
+               --warmup_epochs 0 --saveckp_freq 0 --num_workers "$workers" --precision fp32
+               --drop_path_rate 0)
+  rm -rf "$work" && mkdir -p "$work"
+  say "resume_cpu_cuda: one uninterrupted epoch on each device, then 2 steps on one, SIGTERM," \
+    "and the rest of the epoch on the other, both ways"
+  for on in cpu "$device"; do
+    [[ -d $work/whole_$on ]] || resume_run "$work/whole_$on" "$on" whole > /dev/null
+  done
+  for from in $(printf '%s\n' cpu "$device" | sort -u); do
+    to=$([[ $from == cpu ]] && echo "$device" || echo cpu)
+    saved=$(resume_run "$work/${from}_to_$to" "$from" stop)
+    if [[ -z $saved ]]; then
+      note "resume_cpu_cuda: $from -> $to: no checkpoint after the SIGTERM; see $work/${from}_to_$to.$from.log"
+      continue
+    fi
+    resume_run "$work/${from}_to_$to" "$to" whole > /dev/null
+    cp "$work/${from}_to_$to.$from.log" "$out/resume_${from}_to_${to}_first.log" 2>/dev/null
+    cp "$work/${from}_to_$to.$to.log" "$out/resume_${from}_to_${to}_then.log" 2>/dev/null
+    started=$(grep -ao 'Starting DINO training at epoch [0-9]*, iteration [0-9]*' \
+      "$out/resume_${from}_to_${to}_then.log")
+    whole=$(epoch_loss "$work/whole_$to")
+    resumed=$(epoch_loss "$work/${from}_to_$to")
+    note "resume_cpu_cuda: $from -> $to: saved before iteration $saved;" \
+      "'${started:-no start line}' ($([[ $started == *"epoch 0, iteration $saved" ]] &&
+        echo "the saved iteration" || echo "NOT the saved iteration"));" \
+      "epoch loss $resumed against $whole uninterrupted on $to: $("$python" -c \
+        "import sys; a, b = map(float, sys.argv[1:]); d = abs(a - b) / abs(b)
+print(f'relative difference {d:.2e}', 'within' if d <= 1e-3 else 'OVER', 'the bound 1e-3')" \
+        "${resumed:-nan}" "${whole:-nan}" 2>&1)"
+  done
+  cp -r "$work/${device}_to_cpu" "$work/run" 2>/dev/null  # eval_weights' checkpoint
+  note "resume_cpu_cuda: $((SECONDS - t0)) s"
 }
 
 # --arch and --pretrained_weights for videoseg and copydetect: the most trained checkpoint at

@@ -117,6 +117,51 @@ TEST(PthLoad, ViewsOfOneStorageShareItAfterLoading) {
   EXPECT_FLOAT_EQ(transposed[3][2].item<float>(), 2 * 11.f / 7);
 }
 
+// A checkpoint written on a GPU (dino train --device cuda, main_dino.py on a cluster) names
+// its storages' location "cuda:0"; torch before 1.13 also named the class torch.cuda.*Storage.
+// Both load here as CPU tensors, bit for bit: resuming a CUDA run with --device cpu, or
+// evaluating its weights on a CPU-only build (issue 71), starts from these.
+TEST(PthLoad, StoragesWrittenOnAGpuLoadOnTheCpu) {
+  torch::manual_seed(5);
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("weight", torch::randn({3, 4}));
+  d.insert("running_var", torch::rand({5}, torch::kDouble));
+  d.insert("epoch", int64_t{7});
+  const xdino::pth::Pickled p = xdino::pth::pickle(d, "a GPU checkpoint");
+  const auto replace_all = [](std::string s, const std::string& from, const std::string& to) {
+    size_t n = 0;
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()), ++n)
+      s.replace(at, from.size(), to);
+    EXPECT_GT(n, 0u) << from;
+    return s;
+  };
+  // BINUNICODE: 'X', a 4-byte little-endian length, the text.
+  const std::string on_gpu =
+      replace_all(p.bytes, std::string("X\x03\0\0\0cpu", 8), std::string("X\x06\0\0\0cuda:0", 11));
+  const std::string old_classes =
+      replace_all(replace_all(on_gpu, "ctorch\nFloatStorage\n", "ctorch.cuda\nFloatStorage\n"),
+                  "ctorch\nDoubleStorage\n", "ctorch.cuda\nDoubleStorage\n");
+  const auto load = [&](const std::string& key, at::ScalarType dtype, int64_t numel) {
+    for (const auto& s : p.storages)
+      if (s.key == key) {
+        EXPECT_EQ(s.data.scalar_type(), dtype);
+        EXPECT_EQ(s.data.numel(), numel);
+        return s.data.clone();
+      }
+    ADD_FAILURE() << "no storage " << key;
+    return at::Tensor();
+  };
+  for (const std::string* bytes : {&on_gpu, &old_classes}) {
+    const auto back = xdino::pth::unpickle(*bytes, load, "a GPU checkpoint").toGenericDict();
+    for (const char* key : {"weight", "running_var"}) {
+      const at::Tensor t = back.at(key).toTensor();
+      EXPECT_TRUE(t.is_cpu()) << key;
+      EXPECT_TRUE(torch::equal(t, d.at(key).toTensor())) << key;
+    }
+    EXPECT_EQ(back.at("epoch").toInt(), 7);
+  }
+}
+
 TEST(PthRoundTrip, NestedValuesComeBackBitIdentical) {
   const fs::path dir = xdino::testing::fresh_dir("pth_roundtrip");
   const IValue original = rich_value();

@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/check.h"
@@ -249,6 +251,37 @@ TEST(DinoTrain, RefusesANegativeCheckpointInterval) {
   auto opt = tiny_options(dir.path());
   opt.saveckp_minutes = -1;
   EXPECT_THROW(tiny_trainer(opt), xdino::UsageError);
+}
+
+// --cuda_graph refuses, with a usage error naming the fix, what one captured pass cannot hold;
+// the device is checked last, so that each case reaches its own message here.
+TEST(DinoTrain, CudaGraphRefusesWhatItCannotCapture) {
+  struct Case {
+    std::function<void(DinoOptions&)> set;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](DinoOptions& o) { o.accum_iter = 2; }, "--accum_iter 1"},
+      {[](DinoOptions& o) { o.replicas = 2; }, "one process on one GPU"},
+      {[](DinoOptions& o) {
+         o.arch = "xcit_nano_12_p16";
+         o.recipe.ibot_loss_weight = 1.0;
+       },
+       "cannot capture iBOT"},
+      {[](DinoOptions&) {}, "needs a CUDA device (got cpu)"},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    auto opt = tiny_options(dir.path());
+    opt.cuda_graph = true;
+    c.set(opt);
+    try {
+      tiny_trainer(opt);
+      ADD_FAILURE() << "accepted; expected: " << c.says;
+    } catch (const xdino::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+    }
+  }
 }
 
 // The step reads its numbers back once, at its end (ssl/trainer.cpp, train_step): the message

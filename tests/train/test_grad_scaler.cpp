@@ -63,6 +63,28 @@ TEST(GradScaler, NonFiniteGradSkipsStepAndBacksOff) {
   EXPECT_FALSE(scaler.found_inf());
 }
 
+// A step captured as a CUDA graph multiplies by the tensor it saw at capture: update() and a
+// resume must rewrite that tensor, not replace it.
+TEST(GradScaler, RewritesTheScaleTensorInPlace) {
+  OneWeight s;
+  GradScaler scaler;
+  EXPECT_FALSE(scaler.scale_tensor().defined());
+  const torch::Tensor loss = (s.w * 3).sum();
+  EXPECT_EQ(scaler.scale(loss).item<double>(), 6.0 * 65536);
+  const torch::Tensor captured = scaler.scale_tensor();
+  s.w.mutable_grad() = torch::tensor({std::numeric_limits<float>::quiet_NaN(), 1.0f});
+  scaler.unscale(*s.opt);
+  scaler.update();  // backs off
+  EXPECT_EQ(captured.item<double>(), 32768.0);
+  GradScaler resumed;
+  resumed.scale(loss);
+  const torch::Tensor resumed_captured = resumed.scale_tensor();
+  resumed.load_state_dict(scaler.state_dict());
+  EXPECT_EQ(resumed_captured.item<double>(), 32768.0);
+  EXPECT_EQ(resumed.scale(loss).item<double>(), 6.0 * 32768);
+  EXPECT_TRUE(resumed.scale_tensor().is_same(resumed_captured));
+}
+
 TEST(GradScaler, GrowsAfterIntervalAndRoundTripsState) {
   OneWeight s;
   GradScalerOptions o;
