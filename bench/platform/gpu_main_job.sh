@@ -30,6 +30,7 @@ bundle_env "$bundle" python3
 say "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "torch $(python3 -c 'import torch; print(torch.__version__)'), cores $(nproc)"
+echo "bundle built from $(cat "$bundle/TREE" 2>/dev/null || echo 'an unrecorded tree')"
 echo "libraries that do not resolve: $(ldd "$bundle/dino" | grep -c 'not found')"
 ldd "$bundle/dino" | grep 'not found'
 

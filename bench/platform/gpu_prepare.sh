@@ -54,6 +54,8 @@ if has bundle; then
   rm -rf .gpu
   bench/platform/gpu_bundle.sh "$build" .gpu
   strip -o .gpu/bench_train "$build/bench/bench_train"
+  # The tree the bundle was built from, so that a later session knows whether it is stale.
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' || echo ' + uncommitted changes')" > .gpu/TREE
 fi
 
 echo "gpu_prepare: what a device call carries:"

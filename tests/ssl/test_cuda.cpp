@@ -17,6 +17,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "core/compat.h"
@@ -188,6 +189,25 @@ xdino::ssl::DinoOptions cuda_options(const std::filesystem::path& dir, const std
   return o;
 }
 
+// train_loss of each line of a run's log.txt.
+std::vector<double> epoch_losses(const std::filesystem::path& dir) {
+  std::vector<double> out;
+  std::istringstream log(xdino::read_file(dir / "log.txt"));
+  for (std::string line; std::getline(log, line);)
+    out.push_back(xdino::Json::parse(line).at("train_loss").get<double>());
+  return out;
+}
+
+// `epochs` epochs in both runs, each loss of `got` within `relative` of `want`'s.
+void expect_same_epoch_losses(const std::filesystem::path& want, const std::filesystem::path& got,
+                              double relative, size_t epochs) {
+  const auto a = epoch_losses(want), b = epoch_losses(got);
+  ASSERT_EQ(a.size(), epochs);
+  ASSERT_EQ(b.size(), epochs);
+  for (size_t e = 0; e < epochs; ++e)
+    EXPECT_NEAR(b[e], a[e], relative * std::abs(a[e])) << "epoch " << e;
+}
+
 // The largest |update_a - update_b| / |update_b| (L2, per tensor) over every tensor that moved,
 // the updates taken from the same initial state.
 double worst_relative_update_difference(torch::nn::Module& a, torch::nn::Module& b,
@@ -237,16 +257,7 @@ void expect_cuda_training_matches_cpu(xdino::models::LayerKernels gpu_kernels) {
   const auto c_cpu = cpu->loss()->center, c_gpu = gpu->loss()->center.to(torch::kCPU);
   EXPECT_LE((c_gpu - c_cpu).abs().max().item<double>(),
             1e-4 * std::max(c_cpu.abs().max().item<double>(), 1e-6));
-  const auto log_cpu = xdino::read_file(cpu_dir.path() / "log.txt");
-  const auto log_gpu = xdino::read_file(gpu_dir.path() / "log.txt");
-  std::istringstream lc(log_cpu), lg(log_gpu);
-  int epochs = 0;
-  for (std::string a, b; std::getline(lc, a) && std::getline(lg, b); ++epochs) {
-    const double la = xdino::Json::parse(a).at("train_loss").get<double>();
-    const double lb = xdino::Json::parse(b).at("train_loss").get<double>();
-    EXPECT_NEAR(lb, la, 1e-4 * std::abs(la)) << "epoch " << epochs;
-  }
-  EXPECT_EQ(epochs, 2);
+  expect_same_epoch_losses(cpu_dir.path(), gpu_dir.path(), 1e-4, 2);
 }
 }  // namespace
 
@@ -309,38 +320,23 @@ TEST(Cuda, GraphedStepMatchesEagerStep) {
     std::printf("%s teacher: largest relative update difference %.3g (%s)\n", precision.c_str(),
                 teacher, where.c_str());
     EXPECT_LE(teacher, 1e-3) << where;
-    std::istringstream le(xdino::read_file(eager_dir.path() / "log.txt"));
-    std::istringstream lg(xdino::read_file(graph_dir.path() / "log.txt"));
-    int epochs = 0;
-    for (std::string a, b; std::getline(le, a) && std::getline(lg, b); ++epochs) {
-      const double la = xdino::Json::parse(a).at("train_loss").get<double>();
-      const double lb = xdino::Json::parse(b).at("train_loss").get<double>();
-      EXPECT_NEAR(lb, la, 1e-4 * std::abs(la)) << "epoch " << epochs;
-    }
-    EXPECT_EQ(epochs, 3);
+    expect_same_epoch_losses(eager_dir.path(), graph_dir.path(), 1e-4, 3);
   }
 }
 
 TEST(Cuda, DinoTrainingInLowPrecisionTracksFp32) {
   XDINO_SKIP_WITHOUT_CUDA();
-  const auto losses = [](const std::filesystem::path& dir) {
-    std::vector<double> out;
-    std::istringstream log(xdino::read_file(dir / "log.txt"));
-    for (std::string line; std::getline(log, line);)
-      out.push_back(xdino::Json::parse(line).at("train_loss").get<double>());
-    return out;
-  };
   TempDir ref_dir;
   ASSERT_EQ(xdino::testing::tiny_trainer(cuda_options(ref_dir.path(), "cuda", "fp32"))->train(),
             TrainOutcome::kCompleted);
-  const auto want = losses(ref_dir.path());
+  const auto want = epoch_losses(ref_dir.path());
   ASSERT_EQ(want.size(), 2u);
   for (const std::string precision : {"fp16", "bf16"}) {
     TempDir dir;
     const auto o = cuda_options(dir.path(), "cuda", precision);
     auto first = xdino::testing::tiny_trainer(o);
     ASSERT_EQ(first->train(), TrainOutcome::kCompleted) << precision;
-    const auto got = losses(dir.path());
+    const auto got = epoch_losses(dir.path());
     ASSERT_EQ(got.size(), 2u) << precision;
     for (size_t e = 0; e < got.size(); ++e) {
       std::printf("%s epoch %zu: loss %.6f (fp32 %.6f)\n", precision.c_str(), e, got[e], want[e]);
