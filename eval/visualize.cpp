@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <set>
 
 #include "augment/data/decode.h"
 #include "augment/data/open_dataset.h"
@@ -85,6 +87,25 @@ bool is_image_file(const fs::path& p) {
   return false;
 }
 
+// The output folder of each input: its stem; where two inputs share one (a/00000.jpg and
+// b/00000.jpg, a.jpg and a.mp4) their folder's name and the stem (a-00000), numbered if even
+// those repeat, so that no input's pictures overwrite another's.
+std::vector<std::string> output_names(const std::vector<fs::path>& inputs) {
+  std::map<std::string, int> stems;
+  for (const fs::path& p : inputs) ++stems[p.stem().string()];
+  std::set<std::string> taken;
+  std::vector<std::string> names;
+  for (const fs::path& p : inputs) {
+    std::string name = p.stem().string();
+    const std::string parent = p.parent_path().filename().string();
+    if (stems[name] > 1 && !parent.empty()) name = parent + "-" + name;
+    for (int k = 2; taken.count(name) > 0; ++k) name = p.stem().string() + "-" + std::to_string(k);
+    taken.insert(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
 }  // namespace
 
 ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
@@ -113,10 +134,13 @@ ImageMaps compute_maps(models::Backbone& model, const augment::Image& rgb,
   models::Probe probe;
   {
     torch::NoGradGuard no_grad;
-    probe = model.probe(m.input.unsqueeze(0), request);
+    probe = model.probe(m.input.unsqueeze(0).to(o.device), request);
   }
+  for (torch::Tensor* t : {&probe.qk.q_hat, &probe.qk.k_hat, &probe.qk.q_raw, &probe.qk.k_raw})
+    if (t->defined()) *t = t->to(torch::kCPU);
   const int64_t gh = hc / m.patch, gw = wc / m.patch;
-  const torch::Tensor attn = probe.cls_attention[0].narrow(1, 1, gh * gw);  // drop CLS->CLS
+  const torch::Tensor attn =
+      probe.cls_attention[0].to(torch::kCPU).narrow(1, 1, gh * gw);  // drop CLS->CLS
   m.attention = grid_of(attn, gh, gw);
   if (o.threshold > 0) m.mask = grid_of(attention_mask(attn, o.threshold), gh, gw);
   if (request.qk_block) {
@@ -224,7 +248,7 @@ int64_t visualize_samples(const VisualizeOptions& o) {
   for (int64_t i : o.sample_indices)
     XDINO_CHECK_ARG(i >= 0 && i < data->size(), "--sample_indices ", i, " is outside the ",
                     data->size(), " images of ", data->describe());
-  auto model = load_frozen_backbone(o.model, o.input, torch::kCPU, "dino visualize").model;
+  auto model = load_frozen_backbone(o.model, o.input, o.device, "dino visualize").model;
   const fs::path out(o.output_dir);
   fs::create_directories(out);
   for (int64_t i : o.sample_indices) {
@@ -296,22 +320,28 @@ int64_t visualize(const VisualizeOptions& options) {
   }
   XDINO_CHECK_ARG(o.video_format == "mp4" || o.video_format == "avi",
                   "--video_format must be mp4 or avi, got '", o.video_format, "'");
-  auto model = load_frozen_backbone(o.model, o.input, torch::kCPU, "dino visualize").model;
+  auto model = load_frozen_backbone(o.model, o.input, o.device, "dino visualize").model;
   const fs::path out(o.output_dir);
   fs::create_directories(out);
+  for (fs::path& input : videos)
+    if (input.filename().empty()) input = input.parent_path();
+  std::vector<fs::path> inputs = images;
+  inputs.insert(inputs.end(), videos.begin(), videos.end());
+  const std::vector<std::string> names = output_names(inputs);
   int64_t count = 0;
-  for (const fs::path& path : images) {
+  for (size_t i = 0; i < images.size(); ++i) {
+    const fs::path& path = images[i];
     const ImageMaps m =
         compute_maps(*model, augment::read_image(path), o, path.filename().string());
-    const fs::path dir = images.size() == 1 ? out : out / path.stem();
+    const fs::path dir = images.size() == 1 ? out : out / names[i];
     write_maps(m, dir, o);
     log::info("wrote ", dir / "overview.png", " (", m.attention.size(0), " heads, ",
               m.attention.size(1), "x", m.attention.size(2), " patches)");
     ++count;
   }
-  for (fs::path input : videos) {
-    if (input.filename().empty()) input = input.parent_path();
-    const fs::path root = videos.size() == 1 ? out : out / input.stem();
+  for (size_t j = 0; j < videos.size(); ++j) {
+    const fs::path& input = videos[j];
+    const fs::path root = videos.size() == 1 ? out : out / names[images.size() + j];
     double fps = o.fps;
     fs::path frames = input;
     if (!fs::is_directory(input)) {

@@ -20,7 +20,9 @@
 //    attn.npy, mask.npy, qnorm[_raw].npy, knorm[_raw].npy.
 //  - visualize(options) does all of it: one image writes into output_dir (the official
 //    layout), several into output_dir/<image stem>/. Videos take video_generation.py's layout,
-//    in `root` = output_dir (output_dir/<name> when image_path has several folders or videos):
+//    in `root` = output_dir (output_dir/<name> when image_path has several folders or videos).
+//    Inputs that share a stem (a/00000.jpg, b/00000.jpg) are named <folder>-<stem> (a-00000),
+//    then numbered, so that none overwrites another's pictures. In root:
 //    a folder of frames gives root/attention/attn-<frame name>, the mean over heads in the
 //    inferno colormap, and root/video.<video_format> made of them at `fps`
 //    (eval/video/attention_video.h); a video file is first cut into root/frames/frame-NNNN.jpg,
@@ -68,6 +70,9 @@ struct VisualizeOptions {
   double fps = 30.0;
   std::string video_format = "mp4";  // mp4 | avi
   bool video_only = false;
+  // Where the model runs (launch/ picks the GPU when there is one, as visualize_attention.py and
+  // video_generation.py do); the maps come back to the CPU, where the pictures are drawn.
+  torch::Device device = torch::kCPU;
 };
 
 struct ImageMaps {

@@ -4,6 +4,7 @@
 #include "augment/data/open_dataset.h"
 #include "core/blas.h"
 #include "core/check.h"
+#include "core/compat.h"
 #include "core/log.h"
 #include "eval/visualize.h"
 #include "launch/command.h"
@@ -68,6 +69,8 @@ class VisualizeCommand : public Command {
                         "--data_path (visualize_attention.py) use --output_dir and --image_size");
     }
     log::info(blas_summary());
+    if (compat::cuda_available()) opt_.device = torch::Device(torch::kCUDA, 0);
+    log::info("the model runs on ", opt_.device.str());
     const int64_t n = eval::visualize(opt_);
     if (tensorboard_ && opt_.input_path.empty())
       write_board(opt_.output_dir + "/*/overview.png",

@@ -44,6 +44,8 @@
 #            blocks, as many distractors, twice as many whitening images) at --imsize 320;
 #            videoseg and copydetect load e2e's checkpoint where there is one, else program's,
 #            else resume_cpu_cuda's, else random weights (their summary line says which);
+#   visualize  `dino visualize` of 3 val photos on the device and with CUDA hidden: every
+#            attention picture compared, pixel by pixel;
 #   mainjob  configs/fashion_mnist.ini + fashion_mnist_gpu.ini + fashion_mnist_gpu_10min.ini,
 #            train to report (about 10 minutes: a lease of its own).
 # Everything goes to OUT (the device tool's $OUT); the last lines summarise, one per measure.
@@ -353,6 +355,35 @@ part_videoseg() {
     "$(grep -aE 'J&F-Mean|error' "$out/videoseg.log" | tail -1)"
 }
 
+# dino visualize on the device and on the CPU (CUDA_VISIBLE_DEVICES empty), the same 3 photos
+# and weights: both exit 0, and every attention picture agrees within a grey level or two.
+part_visualize() {
+  local weights pick t0=$SECONDS code_dev code_cpu on
+  read -ra weights < <(eval_weights)
+  pick=($(find "$photos/val" -type f | sort | head -3))
+  say "visualize: ${#pick[@]} photos on $device and on the CPU, $(weights_said "${weights[@]}")"
+  rm -rf /tmp/xdino_vis_dev /tmp/xdino_vis_cpu
+  timeout 300 "$dino" visualize "${weights[@]}" --image_path "${pick[@]}" --image_size 224 \
+    --threshold 0.6 --output_dir /tmp/xdino_vis_dev > "$out/visualize_dev.log" 2>&1
+  code_dev=$?
+  CUDA_VISIBLE_DEVICES= timeout 300 "$dino" visualize "${weights[@]}" --image_path "${pick[@]}" \
+    --image_size 224 --threshold 0.6 --output_dir /tmp/xdino_vis_cpu > "$out/visualize_cpu.log" 2>&1
+  code_cpu=$?
+  on=$(grep -ao 'the model runs on [a-z:0-9]*' "$out/visualize_dev.log" | head -1)
+  note "visualize: exit $code_dev (${on:-no device line}), exit $code_cpu with CUDA hidden," \
+    "$((SECONDS - t0)) s; $("$python" - /tmp/xdino_vis_dev /tmp/xdino_vis_cpu <<'PY' 2>&1 | tail -1
+import pathlib, sys
+import numpy as np
+from PIL import Image
+a, b = map(pathlib.Path, sys.argv[1:])
+names = sorted(p.relative_to(a) for p in a.rglob("attn-head*.png"))
+worst = max((np.abs(np.asarray(Image.open(a / n), np.int16) -
+                    np.asarray(Image.open(b / n), np.int16)).max() for n in names), default=-1)
+print(f"{len(names)} attention pictures, largest pixel difference device vs CPU: {worst}")
+PY
+)"
+}
+
 part_copydetect() {
   local data=/tmp/xdino_copydays_$originals weights rss code t0
   [[ -d $data/original ]] ||
@@ -383,17 +414,17 @@ part_mainjob() {
 }
 
 # e2e, program and resume_cpu_cuda read the photos: made here when the parts do not name data.
-[[ " $parts " != *" data "* && " $parts " =~ (e2e|program|resume_cpu_cuda) ]] && part_data
+[[ " $parts " != *" data "* && " $parts " =~ (e2e|program|resume_cpu_cuda|visualize) ]] && part_data
 for part in $parts; do
   if ((deadline > 0 && SECONDS - start >= deadline)); then
     note "$part: not started, ${deadline} s (GPU_USER_DEADLINE) had passed"
     continue
   fi
   case $part in
-    data | step | program | resume_cpu_cuda | videoseg | copydetect | mainjob) "part_$part" ;;
+    data | step | program | resume_cpu_cuda | videoseg | copydetect | visualize | mainjob) "part_$part" ;;
     e2e:*) part_e2e "${part#e2e:}" ;;
     *) echo "gpu_user_run: unknown part '$part' (data, e2e:PRECISION, step, program," \
-         "resume_cpu_cuda, videoseg, copydetect, mainjob)" >&2
+         "resume_cpu_cuda, videoseg, copydetect, visualize, mainjob)" >&2
        exit 2 ;;
   esac
 done

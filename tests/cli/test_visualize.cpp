@@ -10,6 +10,7 @@
 #include <opencv2/videoio.hpp>
 
 #include "augment/data/decode.h"
+#include "core/atomic_file.h"
 #include "core/pth.h"
 #include "eval/visualize.h"
 #include "models/registry.h"
@@ -175,6 +176,31 @@ TEST(Visualize, CommandWritesFramesAndExplainsMistakes) {
       {xdino::testing::dino_binary(), "visualize", "--arch", "xcit_nano_12_p16"});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--image_path"), std::string::npos) << missing.err;
+  fs::remove_all(dir);
+}
+
+// Photos of one file name from several folders (a dataset's class folders) each keep their own
+// pictures: they wrote over each other in output_dir/<stem> before.
+TEST(Visualize, ImagesOfOneNameInTwoFoldersKeepTheirOwnPictures) {
+  const fs::path dir = fresh_dir("visualize_same_names");
+  const std::vector<fs::path> inputs = {dir / "in" / "cat" / "00000.png",
+                                        dir / "in" / "dog" / "00000.png", dir / "in" / "other.png"};
+  const char* sources[] = {"augment/photo_a.png", "augment/photo_b.png", "augment/photo_a.png"};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    fs::create_directories(inputs[i].parent_path());
+    fs::copy_file(fixture(sources[i]), inputs[i]);
+  }
+  eval::VisualizeOptions o;
+  o.model.arch = "xcit_nano_12_p16";
+  o.image_size = {0};
+  for (const fs::path& p : inputs) o.image_path.push_back(p.string());
+  o.output_dir = (dir / "out").string();
+  EXPECT_EQ(eval::visualize(o), 3);
+  for (const char* name : {"cat-00000", "dog-00000", "other"})
+    EXPECT_TRUE(fs::exists(dir / "out" / name / "overview.png")) << name;
+  EXPECT_NE(xdino::read_file(dir / "out" / "cat-00000" / "img.png"),
+            xdino::read_file(dir / "out" / "dog-00000" / "img.png"));
+  EXPECT_FALSE(fs::exists(dir / "out" / "00000"));
   fs::remove_all(dir);
 }
 
