@@ -354,8 +354,6 @@ Trainer::PendingStep Trainer::accumulate_gradients(int64_t epoch, int64_t it,
   std::vector<CenterSums> center_sums(static_cast<size_t>(mb.replicas));
   std::vector<IbotCenterSums> ibot_sums(static_cast<size_t>(mb.replicas));
   PendingStep pending;
-  pending.micro_batches = mb.count;
-  pending.replicas = mb.replicas;
   optimizer_->zero_grad();
   grad_sync_->begin();
   t = Clock::now();
@@ -497,7 +495,7 @@ torch::Tensor Trainer::graphed_pass(const std::vector<torch::Tensor>& crops, con
     for (size_t i = 0; i < crops.size(); ++i) g.crops[i].copy_(crops[i], /*non_blocking=*/true);
   }
   const double temp = loss_->teacher_temp(mb.epoch);
-  if (!g.graph.captured() || temp != g.teacher_temp) {
+  if (g.captures == 0 || temp != g.teacher_temp) {
     g.graph.capture([&] { g.numbers = replica_pass(g.crops, 0, mb, sums, ibot_sums, t); });
     g.teacher_temp = temp;
     ++g.captures;
@@ -547,12 +545,13 @@ Trainer::StepEnd Trainer::read_back(int64_t epoch, int64_t it, const PendingStep
                   torch::stack({ls.teacher_entropy, ls.kl_uniform}).to(torch::kDouble),
                   torch::cat(pending.passes)})
           .cpu();
-  const double* h = host.data_ptr<double>();
-  if (h[0] > 0) fail_nonfinite(it, host, pending);
+  const double* h = host.data_ptr<double>();  // 3 flags, 2 statistics, then the passes
+  const double* passes = h + 5;
+  if (h[0] > 0) fail_nonfinite(it, passes, pending.passes.size());
   Losses loss;
   const double parts = static_cast<double>(pending.passes.size());
   for (size_t p = 0; p < pending.passes.size(); ++p) {
-    const double* n = h + 5 + p * kPassNumbers;
+    const double* n = passes + p * kPassNumbers;
     loss.add_part({n[0], n[1], n[2], n[3]}, parts);
   }
   const auto& groups = optimizer_->param_groups();
@@ -584,17 +583,16 @@ CheckpointParts Trainer::parts() {
   return p;
 }
 
-void Trainer::fail_nonfinite(int64_t iteration, const torch::Tensor& host_numbers,
-                             const PendingStep& pending) {
+void Trainer::fail_nonfinite(int64_t iteration, const double* passes, size_t count) {
   const int64_t epoch = iteration / niter_;
-  const double* n = host_numbers.data_ptr<double>() + 5;
-  for (size_t p = 0; p < pending.passes.size(); ++p, n += kPassNumbers) {
+  const double* n = passes;
+  for (size_t p = 0; p < count; ++p, n += kPassNumbers) {
     if (std::isfinite(n[0])) continue;
-    const auto micro = static_cast<int64_t>(p) / pending.replicas;
-    const std::string where = pending.micro_batches > 1
-                                  ? " (micro-batch " + std::to_string(micro + 1) + " of " +
-                                        std::to_string(pending.micro_batches) + ")"
-                                  : "";
+    // The passes run micro-batch by micro-batch, replicas inside.
+    const auto micro = static_cast<int64_t>(p * o_.accum_iter / count);
+    const std::string where = o_.accum_iter > 1 ? " (micro-batch " + std::to_string(micro + 1) +
+                                                      " of " + std::to_string(o_.accum_iter) + ")"
+                                                : "";
     XDINO_FAIL("loss is ", n[0], " at iteration ", iteration, " (epoch ", epoch, ", batch ",
                iteration % niter_, ")", where, ": non-finite values first appear in the ",
                nonfinite_parts(n[4] > 0, n[5] > 0),

@@ -172,8 +172,6 @@ class Trainer {
   struct PendingStep {
     std::vector<torch::Tensor> passes;
     torch::Tensor flags;
-    int64_t micro_batches = 1;
-    int replicas = 1;
   };
   void set_schedules(int64_t iteration);
   PendingStep accumulate_gradients(int64_t epoch, int64_t iteration, Clock::time_point& t);
@@ -188,8 +186,8 @@ class Trainer {
   void save(int64_t next_epoch, int64_t next_iteration);
   void save_timed(int64_t next_iteration);
   void finish_epoch(int64_t epoch);
-  [[noreturn]] void fail_nonfinite(int64_t iteration, const torch::Tensor& host_numbers,
-                                   const PendingStep& pending);
+  // `passes`: the read-back's numbers of every pass (kPassNumbers each), `count` passes.
+  [[noreturn]] void fail_nonfinite(int64_t iteration, const double* passes, size_t count);
   CheckpointParts parts();
 
   DinoOptions o_;

@@ -1,6 +1,7 @@
 #include "train/cuda_graph.h"
 
 #include "core/check.h"
+#include "core/compat.h"
 
 #ifdef XDINO_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -34,8 +35,6 @@ struct CudaGraph::State {
     done.block(current);
   }
 };
-
-bool CudaGraph::available() { return torch::cuda::is_available(); }
 
 CudaGraph::CudaGraph() {
   XDINO_CHECK_ARG(available(), "a CUDA graph needs a CUDA device");
@@ -75,24 +74,20 @@ void CudaGraph::replay() {
   state_->graph->replay();
 }
 
-bool CudaGraph::captured() const { return state_->graph != nullptr; }
-
-#else  // a LibTorch without CUDA
+#else  // a LibTorch without CUDA: no CudaGraph can be constructed, so no method is reached.
 
 struct CudaGraph::State {};
 
-bool CudaGraph::available() { return false; }
-
 CudaGraph::CudaGraph() {
-  XDINO_CHECK_ARG(false, "a CUDA graph needs a CUDA build of LibTorch and a CUDA device");
+  XDINO_FAIL_ARG("a CUDA graph needs a CUDA build of LibTorch and a CUDA device");
 }
-
-void CudaGraph::run_eagerly(const std::function<void()>& fn) { fn(); }
-void CudaGraph::capture(const std::function<void()>&) {}
-void CudaGraph::replay() {}
-bool CudaGraph::captured() const { return false; }
+void CudaGraph::run_eagerly(const std::function<void()>&) { XDINO_FAIL("no CUDA graph here"); }
+void CudaGraph::capture(const std::function<void()>&) { XDINO_FAIL("no CUDA graph here"); }
+void CudaGraph::replay() { XDINO_FAIL("no CUDA graph here"); }
 
 #endif
+
+bool CudaGraph::available() { return compat::cuda_available(); }
 
 CudaGraph::~CudaGraph() = default;
 

@@ -3,8 +3,8 @@
 // of host time) become one launch (docs/dino.md, "The step as a CUDA graph").
 //
 // Contract:
-//  - available() is false in a build whose LibTorch has no CUDA; constructing a CudaGraph
-//    there throws xdino::UsageError.
+//  - available() is false without a CUDA device (always in a build whose LibTorch has no
+//    CUDA); constructing a CudaGraph then throws xdino::UsageError.
 //  - run_eagerly(fn) runs fn now, on the graph's own side stream (what capture needs done once
 //    on that stream first: cuBLAS handles and workspaces, lazily built state), after the
 //    current stream's work, and makes the current stream wait for it.
@@ -37,7 +37,6 @@ class CudaGraph {
   void run_eagerly(const std::function<void()>& fn);
   void capture(const std::function<void()>& fn);
   void replay();
-  bool captured() const;
 
  private:
   struct State;

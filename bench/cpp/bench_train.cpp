@@ -218,9 +218,10 @@ int run(int argc, char** argv) {
       recipe.ibot_loss_weight = std::stod(v);
     else if (k == "--ibot_separate_head")
       recipe.ibot_separate_head = v == "true";
-    else if (k == "--cuda_graph")
+    else if (k == "--cuda_graph") {
+      XDINO_CHECK_ARG(v == "true" || v == "false", "--cuda_graph takes true or false, got ", v);
       cuda_graph = v == "true";
-    else
+    } else
       XDINO_FAIL_ARG("unknown option ", k,
                      " (see the comment at the top of bench/cpp/bench_train.cpp)");
   }
