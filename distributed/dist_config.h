@@ -24,6 +24,10 @@ struct DistConfig {
   std::string launcher = "single";  // torchrun, slurm, mpi or single: where the values came from
   int64_t round = -1;               // `dino launch`'s rendezvous round (XDINO_RDZV_ROUND); -1: none
   bool agent_store = false;         // the launcher serves the store at MASTER_PORT, not rank 0
+  // Every key this process writes to the store starts with it: torchrun's per-attempt prefix
+  // on its agent's store ("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as its own workers
+  // use), so a restarted attempt never meets the keys of the one before. "": no prefix.
+  std::string store_prefix;
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   // A peer whose heartbeat has not moved for this long is unreachable (distributed/peer_monitor.h).
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(60)};

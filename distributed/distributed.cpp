@@ -41,9 +41,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TcpStorePtr make_store(const DistConfig& c, bool server, std::chrono::milliseconds timeout) {
-  return make_tcp_store(c.master_addr, c.master_port, server, static_cast<size_t>(c.world_size),
-                        timeout);
+// Every store this process uses is seen through the config's prefix (torchrun's attempt).
+StorePtr make_store(const DistConfig& c, bool server, std::chrono::milliseconds timeout) {
+  return with_prefix(make_tcp_store(c.master_addr, c.master_port, server,
+                                    static_cast<size_t>(c.world_size), timeout),
+                     c.store_prefix);
 }
 
 std::string lowercase(std::string s) {
@@ -55,9 +57,10 @@ std::string lowercase(std::string s) {
 // chose it); the others connect, waiting out a host that cannot be reached yet (store.h), so a
 // run re-forms by itself once the host is back (`dino launch --max_restarts`,
 // launch/local_launcher.h).
-TcpStorePtr connect_store(const DistConfig& c) {
+StorePtr connect_store(const DistConfig& c) {
   if (c.rank == 0 && !c.agent_store) return make_store(c, true, c.timeout);
-  return connect_tcp_store(c.master_addr, c.master_port, c.timeout, "rank 0's store");
+  return with_prefix(connect_tcp_store(c.master_addr, c.master_port, c.timeout, "rank 0's store"),
+                     c.store_prefix);
 }
 
 using Backend = compat::C10dBackend;
@@ -328,7 +331,7 @@ class C10dCommunicator final : public Communicator {
   }
 
   DistConfig config_;
-  TcpStorePtr store_;
+  StorePtr store_;
   c10::intrusive_ptr<Backend> group_;
   std::unique_ptr<PeerMonitor> monitor_;
   bool failed_ = false;

@@ -80,7 +80,7 @@ std::string ranks_on_hosts(const std::vector<int>& ranks, const std::vector<std:
 
 // Reads every rank's heartbeat twice, kHeartbeat * 5 apart, after a collective failed. Throws
 // if the store is gone.
-std::string probe(c10d::TCPStore& store, const DistConfig& config,
+std::string probe(c10d::Store& store, const DistConfig& config,
                   const std::vector<std::string>& hosts) {
   std::vector<int64_t> beats0(config.world_size), beats1(config.world_size), seq(config.world_size);
   for (int r = 0; r < config.world_size; ++r) beats0[r] = store.add(store_key("beat", r), 0);
@@ -229,7 +229,7 @@ void PeerMonitor::beat_loop() {
   }
 }
 
-void PeerMonitor::check_peers(c10d::TCPStore& store) {
+void PeerMonitor::check_peers(c10d::Store& store) {
   std::vector<int64_t> beats(config_.world_size);
   for (int r = 0; r < config_.world_size; ++r) beats[r] = store.add(store_key("beat", r), 0);
   const auto now = Clock::now();

@@ -44,14 +44,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "distributed/dist_config.h"
 
 namespace xdino::distributed {
 
-using StoreFactory = std::function<c10::intrusive_ptr<c10d::TCPStore>()>;
+using StoreFactory = std::function<c10::intrusive_ptr<c10d::Store>()>;
 
 // The store key of `what` for `rank`: "xdino/<what>/<rank>".
 std::string store_key(const char* what, int rank);
@@ -76,14 +76,14 @@ class PeerMonitor {
 
   void beat_loop();
   void watch_loop();
-  void check_peers(c10d::TCPStore& store);
+  void check_peers(c10d::Store& store);
   void set_verdict(std::string verdict);
   bool was_frozen(Clock::time_point& last_pass) const;
 
   DistConfig config_;
   std::vector<std::string> hosts_;                  // per rank, read once at start
-  c10::intrusive_ptr<c10d::TCPStore> beat_store_;   // the heartbeat thread's
-  c10::intrusive_ptr<c10d::TCPStore> probe_store_;  // diagnose()'s
+  c10::intrusive_ptr<c10d::Store> beat_store_;   // the heartbeat thread's
+  c10::intrusive_ptr<c10d::Store> probe_store_;  // diagnose()'s
   std::atomic<int64_t> sequence_{0};
   int check_every_ = 1;  // beats between reads of the peers' counters
 

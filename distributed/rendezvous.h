@@ -4,7 +4,9 @@
 // Contract: dist_config_from_env() looks, in this order, at
 //   torchrun:  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and
 //              TORCHELASTIC_USE_AGENT_STORE (True: the launcher serves MASTER_PORT's store,
-//              and rank 0 connects to it as every rank does)
+//              and rank 0 connects to it as every rank does; that store outlives a restart,
+//              so each attempt's keys go under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>",
+//              DistConfig::store_prefix, as torch.distributed's workers put theirs)
 //   SLURM:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR
 //              defaults to the first host of SLURM_JOB_NODELIST, MASTER_PORT to
 //              20000 + SLURM_JOB_ID % 20000 (so jobs sharing a node do not collide)

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "core/check.h"
 #include "core/compat.h"
@@ -22,6 +23,11 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+StorePtr with_prefix(TcpStorePtr store, const std::string& prefix) {
+  if (prefix.empty()) return store;
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store));
+}
 std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,

@@ -23,6 +23,8 @@
 //    of its own; when it overruns, the caller gets xdino::Error and the connection is abandoned
 //    (its thread keeps it until the socket gives up), and the next operation connects afresh.
 //    Thread-safe; the factory is called on the operation's thread.
+//  - with_prefix(store, prefix): `store` itself when prefix is "", else a c10d::PrefixStore
+//    over it (every key read or written as prefix + "/" + key; DistConfig::store_prefix).
 //  - bytes()/text(): std::string <-> the store's byte vectors.
 #pragma once
 
@@ -40,6 +42,9 @@
 namespace xdino::distributed {
 
 using TcpStorePtr = c10::intrusive_ptr<c10d::TCPStore>;
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+
+StorePtr with_prefix(TcpStorePtr store, const std::string& prefix);
 
 TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
                            std::optional<size_t> workers, std::chrono::milliseconds timeout);

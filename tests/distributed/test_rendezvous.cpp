@@ -46,6 +46,20 @@ TEST(Rendezvous, TorchrunVariablesComeFirst) {
   EXPECT_EQ(c.master_port, 12345);
 }
 
+// torchrun's agent store outlives a restart: each attempt's keys go under its own prefix, as
+// torch.distributed's workers put theirs (tests/cli/multinode/test_torchrun.sh runs torchrun).
+TEST(Rendezvous, AnAgentStoreGetsTheAttemptsPrefix) {
+  const std::map<std::string, std::string> torchrun{
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RESTART_COUNT", "3"}};
+  auto with_agent = torchrun;
+  with_agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  EXPECT_EQ(dist_config_from_env(env_of(with_agent)).store_prefix, "/worker/attempt_3");
+  with_agent.erase("TORCHELASTIC_RESTART_COUNT");
+  EXPECT_EQ(dist_config_from_env(env_of(with_agent)).store_prefix, "/worker/attempt_0");
+  // Rank 0 hosts a fresh store each attempt: nothing to keep apart.
+  EXPECT_EQ(dist_config_from_env(env_of(torchrun)).store_prefix, "");
+}
+
 TEST(Rendezvous, SlurmDerivesMasterFromNodeList) {
   const auto c = dist_config_from_env(env_of({{"SLURM_PROCID", "9"},
                                               {"SLURM_NTASKS", "16"},
