@@ -157,9 +157,10 @@ EventWriter::EventWriter(const fs::path& dir) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  path_ = dir / ("events.out.tfevents." +
-                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) +
-                 "." + host + "." + std::to_string(getpid()) + "." + std::to_string(g_files++));
+  path_ =
+      dir / ("events.out.tfevents." +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count()) + "." +
+             host + "." + std::to_string(getpid()) + "." + std::to_string(g_files++) + kOwnSuffix);
   file_ = std::fopen(path_.c_str(), "ab");
   XDINO_CHECK(file_ != nullptr, "cannot create the TensorBoard file ", path_, ": ",
               std::strerror(errno));
@@ -276,9 +277,16 @@ void prune_events(const fs::path& dir,
                   const std::function<bool(const std::string& tag, int64_t step)>& keep) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
+  const std::string suffix = kOwnSuffix;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.rfind("events.out.tfevents.", 0) != 0) continue;
+    const bool ours = name.rfind("events.out.tfevents.", 0) == 0 && name.size() > suffix.size() &&
+                      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    // A link is not ours to replace with a file, a read-only file not ours to make writable
+    // (by its mode: root may write anything).
+    if (!ours || entry.is_symlink() || !entry.is_regular_file() ||
+        (entry.status().permissions() & fs::perms::owner_write) == fs::perms::none)
+      continue;
     const Pruned p = prune_records(read_file(entry.path()), keep);
     if (!p.foreign.empty()) {
       log::warn("left ", quote(entry.path().string()), " as it is: not an event file this ",

@@ -13,16 +13,21 @@
 //
 // Contract:
 //  - EventWriter(dir) creates `dir` and a new file
-//    events.out.tfevents.<seconds>.<host>.<pid>.<n> in it, starting with the file_version
+//    events.out.tfevents.<seconds>.<host>.<pid>.<n>.xdino in it (SummaryWriter's name with
+//    our own filename_suffix, kOwnSuffix: how prune_events knows its files), starting with
+//    the file_version
 //    event. scalar() and image() append one event each (wall time now); flush() pushes them to
 //    the file, the destructor flushes and closes. Not thread-safe; one writer per process.
-//  - prune_events(dir, keep): rewrites every event file in `dir` (each atomically, through
-//    core/atomic_file.h) without the events for which keep(tag, step) is false: what a run
-//    that resumes calls for the steps it will log again, so the curves carry no duplicate
-//    step. A last record cut short at any byte (a run killed mid-write) is dropped with them.
-//    Every record's framing is checked (both CRC-32Cs): a file that is not one this writer
-//    wrote (a wrong CRC, a record that is not an event, a first record that is not whole) is
-//    left as it is, byte for byte, with a warning. A missing dir: nothing.
+//  - prune_events(dir, keep): rewrites every event file this writer wrote in `dir` (by its
+//    name's suffix; a regular file, not a symbolic link, that we may write), each
+//    atomically through core/atomic_file.h, without the events for which keep(tag, step) is
+//    false: what a run that resumes calls for the steps it will log again, so the curves carry
+//    no duplicate step. A last record cut short at any byte (a run killed mid-write) is
+//    dropped with them. Any other file is never opened for writing: another program's event
+//    files (a user's own SummaryWriter in the run folder), a link, a read-only file. Every
+//    record's framing is checked too (both CRC-32Cs): a file of ours that does not parse (a
+//    wrong CRC, a record that is not an event, a first record that is not whole) is left as
+//    it is, byte for byte, with a warning. A missing dir: nothing.
 //  - crc32c(), masked_crc32c(): the checksums of the framing (exposed for tests).
 #pragma once
 
@@ -34,6 +39,8 @@
 #include <string_view>
 
 namespace xdino::tensorboard {
+
+inline constexpr const char* kOwnSuffix = ".xdino";
 
 class EventWriter {
  public:

@@ -81,7 +81,7 @@ class PeerMonitor {
   bool was_frozen(Clock::time_point& last_pass) const;
 
   DistConfig config_;
-  std::vector<std::string> hosts_;                  // per rank, read once at start
+  std::vector<std::string> hosts_;               // per rank, read once at start
   c10::intrusive_ptr<c10d::Store> beat_store_;   // the heartbeat thread's
   c10::intrusive_ptr<c10d::Store> probe_store_;  // diagnose()'s
   std::atomic<int64_t> sequence_{0};

@@ -77,8 +77,8 @@ DistConfig dist_config_from_env(const EnvLookup& env) {
     // The agent's store lives across restarts: each attempt writes under its own prefix, as
     // torch.distributed's workers do (docs/distributed.md, "Under torchrun").
     if (c.agent_store)
-      c.store_prefix = "/worker/attempt_" +
-                       std::to_string(int_var(env, "TORCHELASTIC_RESTART_COUNT", 0));
+      c.store_prefix =
+          "/worker/attempt_" + std::to_string(int_var(env, "TORCHELASTIC_RESTART_COUNT", 0));
   } else if (env("SLURM_PROCID") != nullptr) {
     c.launcher = "slurm";
     c.rank = int_var(env, "SLURM_PROCID", 0);

@@ -128,16 +128,17 @@ struct ReplicaGroup::State {
 
 namespace {
 
+// Over every replica of every process, or (within_process) this process's replicas alone.
 class ReplicaCommunicator final : public Communicator {
  public:
-  explicit ReplicaCommunicator(std::shared_ptr<ReplicaGroup::State> state)
-      : state_(std::move(state)) {}
+  ReplicaCommunicator(std::shared_ptr<ReplicaGroup::State> state, bool within_process)
+      : state_(std::move(state)), outer_(within_process ? local_communicator() : state_->outer) {}
 
   int rank() const override {
     const int index = t_place != nullptr ? t_place->index : 0;
-    return state_->outer->rank() * state_->count + index;
+    return outer_->rank() * state_->count + index;
   }
-  int world_size() const override { return state_->outer->world_size() * state_->count; }
+  int world_size() const override { return outer_->world_size() * state_->count; }
   bool owns_module_state() const override { return t_place == nullptr || t_place->index == 0; }
 
   using Communicator::all_reduce_sum;
@@ -154,7 +155,7 @@ class ReplicaCommunicator final : public Communicator {
         XDINO_CHECK(theirs.size() == tensors.size(), "replicas all-reduce different tensor lists");
         for (size_t j = 0; j < tensors.size(); ++j) tensors[j].add_(theirs[j]);
       }
-      if (s.outer->world_size() > 1) s.outer->all_reduce_sum(tensors);
+      if (outer_->world_size() > 1) outer_->all_reduce_sum(tensors);
     }
     take_from_replica_0(me, tensors);
   }
@@ -169,12 +170,12 @@ class ReplicaCommunicator final : public Communicator {
     s.barrier();
     if (me == 0) {
       torch::NoGradGuard no_grad;
-      if (root_replica != 0 && s.outer->rank() == root_process) {
+      if (root_replica != 0 && outer_->rank() == root_process) {
         const auto& src =
             *static_cast<std::vector<torch::Tensor>*>(s.slots[static_cast<size_t>(root_replica)]);
         for (size_t j = 0; j < tensors.size(); ++j) tensors[j].copy_(src[j]);
       }
-      if (s.outer->world_size() > 1) s.outer->broadcast(tensors, root_process);
+      if (outer_->world_size() > 1) outer_->broadcast(tensors, root_process);
     }
     take_from_replica_0(me, tensors);
   }
@@ -190,7 +191,7 @@ class ReplicaCommunicator final : public Communicator {
     auto& s = *state_;
     const int me = s.index();
     s.barrier();
-    if (me == 0 && s.outer->world_size() > 1) s.outer->barrier();
+    if (me == 0 && outer_->world_size() > 1) outer_->barrier();
     s.barrier();
   }
 
@@ -219,16 +220,16 @@ class ReplicaCommunicator final : public Communicator {
       for (int r = 0; r < s.count; ++r)
         local.push_back(*static_cast<torch::Tensor*>(s.slots[static_cast<size_t>(r)]));
       s.gathered.clear();
-      if (s.outer->world_size() == 1) {
+      if (outer_->world_size() == 1) {
         s.gathered = local;
       } else if (!varying) {
-        for (const auto& block : s.outer->all_gather(torch::stack(local)))
+        for (const auto& block : outer_->all_gather(torch::stack(local)))
           for (const auto& one : block.unbind(0)) s.gathered.push_back(one);
       } else {
         std::vector<int64_t> rows;
         for (const auto& one : local) rows.push_back(one.size(0));
-        const auto all_rows = s.outer->all_gather(torch::tensor(rows, torch::kLong));
-        const auto blocks = s.outer->all_gather_varying(torch::cat(local));
+        const auto all_rows = outer_->all_gather(torch::tensor(rows, torch::kLong));
+        const auto blocks = outer_->all_gather_varying(torch::cat(local));
         for (size_t p = 0; p < blocks.size(); ++p) {
           const auto sizes = all_rows[p].to(torch::kCPU);
           int64_t start = 0;
@@ -248,6 +249,7 @@ class ReplicaCommunicator final : public Communicator {
   }
 
   std::shared_ptr<ReplicaGroup::State> state_;
+  std::shared_ptr<Communicator> outer_;
 };
 
 }  // namespace
@@ -277,7 +279,11 @@ ReplicaGroup::~ReplicaGroup() {
 int ReplicaGroup::count() const { return state_->count; }
 
 std::shared_ptr<Communicator> ReplicaGroup::communicator() const {
-  return std::make_shared<ReplicaCommunicator>(state_);
+  return std::make_shared<ReplicaCommunicator>(state_, /*within_process=*/false);
+}
+
+std::shared_ptr<Communicator> ReplicaGroup::process_communicator() const {
+  return std::make_shared<ReplicaCommunicator>(state_, /*within_process=*/true);
 }
 
 void ReplicaGroup::run(const std::function<void(int)>& body, int64_t samples) {

@@ -21,6 +21,9 @@
 //    c10d's), and only from inside run() (elsewhere they throw xdino::Error). Sums add the replicas
 //    in index order, so results do not depend on thread timing. owns_module_state() is true on
 //    replica 0 only: the replicas share modules, so only one may write their buffers.
+//  - process_communicator() is the same over this process's replicas alone (rank() = the
+//    replica's index, world_size() = count): what one process computes over its whole batch,
+//    as one GPU does (DINOv2's KoLeo, ssl/recipe_terms.h).
 //  - current_replica() is the calling thread's place inside run(), nullptr elsewhere. Its
 //    generator starts each run() as a copy of the default CPU generator; stochastic layers
 //    draw the whole batch's numbers from it and keep their own rows (replica_rows), so every
@@ -65,6 +68,7 @@ class ReplicaGroup {
   int count() const;
   void run(const std::function<void(int index)>& body, int64_t samples);
   std::shared_ptr<Communicator> communicator() const;
+  std::shared_ptr<Communicator> process_communicator() const;
 
   struct State;
 

@@ -1,6 +1,8 @@
 #include "eval/extract.h"
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "augment/data/loader.h"
 #include "core/check.h"
@@ -8,6 +10,36 @@
 #include "core/progress.h"
 
 namespace xdino::eval {
+namespace {
+
+// What the other commands write (docs/usage.md, "Outputs"): a run's record is never replaced
+// by a feature file.
+bool another_commands_file(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with(".pth") || ends_with(".ini") || ends_with(".json") || name == "log.txt" ||
+      name.rfind("events.out.tfevents.", 0) == 0)
+    return true;
+  char head[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  return in.read(head, sizeof head) && std::memcmp(head, "PK\x03\x04", 4) == 0;  // a checkpoint
+}
+
+void check_replaceable(const std::string& output, bool force) {
+  std::error_code ec;
+  if (!std::filesystem::exists(output, ec) || is_features_file(output)) return;
+  XDINO_CHECK_ARG(!another_commands_file(output), "--output ", quote(output),
+                  " is what another command writes (a checkpoint, config, log or result); "
+                  "features never replace it, even with --force: pick another file name");
+  XDINO_CHECK_ARG(force, "--output ", quote(output),
+                  " exists and is not a feature file: pick another name, or add --force to "
+                  "replace it");
+}
+
+}  // namespace
 
 std::string feature_description(const ExtractOptions& options) {
   if (options.rows) return options.description;
@@ -106,6 +138,7 @@ void run_features(const FeaturesOptions& o, Communicator& comm, torch::Device de
   // Before any work: the file is written last, atomically, and cannot replace a folder.
   XDINO_CHECK_ARG(!std::filesystem::is_directory(o.output), "'", o.output,
                   "' is a directory, not a file (--output)");
+  check_replaceable(o.output, o.force);
   const augment::DatasetPtr data = o.input.open(o.data_path, o.split);
   const FrozenBackbone frozen = load_frozen_backbone(o.model, o.input, device);
   const std::shared_ptr<models::Backbone>& model = frozen.model;

@@ -83,6 +83,9 @@ struct FeaturesOptions {
   std::string split = "val";  // train | val
   std::string output = "features.h5";
   bool patch_tokens = false;  // also /patch_tokens [N, T, D] (features_io.h)
+  // An existing --output that is not an earlier feature file is refused unless this is set;
+  // what another command wrote (a checkpoint, a config, a log, a result) is refused anyway.
+  bool force = false;
 };
 
 void run_features(const FeaturesOptions& options, Communicator& comm, torch::Device device,

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,18 @@ FeatureSet read_features(const fs::path& path) {
   if (h5::has_attribute(file, "normalized"))
     a.normalized = h5::read_int_attribute(file, "normalized") != 0;
   return out;
+}
+
+bool is_features_file(const fs::path& path) {
+  // The signature first: HDF5 would print its error stack for a file that is not its own.
+  char head[8] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(head, sizeof head) || std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) != 0) return false;
+  try {
+    return h5::has_object(h5::open_file(path.string()), "features");
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace xdino::eval

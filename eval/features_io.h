@@ -70,4 +70,8 @@ void write_features_with_patch_tokens(
 
 torch::Tensor read_patch_tokens(const std::filesystem::path& path);
 
+// Whether `path` is a feature file of this layout (an HDF5 file with /features): what
+// `dino features` may replace. Never throws; false for anything else or unreadable.
+bool is_features_file(const std::filesystem::path& path);
+
 }  // namespace xdino::eval

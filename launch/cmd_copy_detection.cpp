@@ -29,7 +29,7 @@ class CopyDetectionCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    return run_in_session(flags, dist_, opt_.output_dir,
+    return run_in_session(flags, dist_, config_record(flags, opt_.output_dir),
                           [&](Communicator& comm, torch::Device device, const auto& checked) {
                             eval::retrieval::run_copy_detection(opt_, comm, device, checked);
                           });

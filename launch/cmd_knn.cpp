@@ -36,7 +36,7 @@ class KnnCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    return run_in_session(flags, dist_, opt_.output_dir,
+    return run_in_session(flags, dist_, config_record(flags, opt_.output_dir),
                           [&](Communicator& comm, torch::Device device, const auto& checked) {
                             const eval::KnnEvalResult r =
                                 eval::run_knn_eval(opt_, comm, device, checked);

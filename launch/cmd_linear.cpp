@@ -46,7 +46,7 @@ class LinearCommand : public Command {
 
   int run(const Flags& flags) override {
     // --evaluate only reads: it leaves the training run's config.ini as it is.
-    return run_in_session(flags, dist_, opt_.evaluate ? "" : opt_.output_dir,
+    return run_in_session(flags, dist_, opt_.evaluate ? "" : config_record(flags, opt_.output_dir),
                           [&](Communicator& comm, torch::Device device, const auto& checked) {
                             eval::run_linear_eval(opt_, comm, device, checked);
                             if (tensorboard_ && !opt_.evaluate && comm.is_main())

@@ -37,11 +37,21 @@ class TrainCommand : public Command {
         o, [&](const models::BackboneOptions& bo) { return models::create_backbone(o.arch, bo); },
         open_train_data(o, *comm), comm);
     LearningMonitor monitor(o, monitor_, *comm, trainer.precision().device);
-    // Only once every option has been checked: a run refused for a usage error leaves no
-    // config.ini behind (nor an output folder).
-    write_config(flags, o.output_dir, *comm);
+    // config.ini records how checkpoint.pth was made. So it is written only once every option
+    // and the checkpoint to resume have been checked (a refused run leaves no config.ini, nor
+    // an output folder), and, on a resume, only when this run first replaces checkpoint.pth:
+    // a resume that stops before it saves (a NaN loss, a kill) leaves the record of the run
+    // that made the checkpoint.
+    const std::string record = config_record(flags, o.output_dir);
+    const bool resumed = trainer.resume();
+    if (!resumed) write_config(flags, record, *comm);
     monitor.measure_reference(*trainer.teacher()->backbone);
     ssl::EpochCallbacks callbacks = monitor.callbacks();
+    if (resumed)
+      callbacks.saved = [&, written = false]() mutable {
+        if (!written) write_config(flags, record, *comm);
+        written = true;
+      };
     TrainingBoard board(o.output_dir, monitor_.tensorboard, trainer.images_per_step(),
                         trainer.iterations_per_epoch(), *comm, o.recipe.koleo() || o.recipe.ibot());
     board.attach(callbacks);

@@ -29,7 +29,7 @@ class VideoSegmentationCommand : public Command {
   }
 
   int run(const Flags& flags) override {
-    return run_in_session(flags, dist_, opt_.output_dir,
+    return run_in_session(flags, dist_, config_record(flags, opt_.output_dir),
                           [&](Communicator& comm, torch::Device device, const auto& checked) {
                             XDINO_CHECK_ARG(comm.world_size() == 1,
                                             "video_segmentation runs in one process (as the "

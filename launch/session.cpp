@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/atomic_file.h"
@@ -45,19 +46,47 @@ int64_t auto_replicas(const Session& session, int64_t batch_size_per_process) {
   return replicas;
 }
 
-void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm) {
+namespace {
+
+// The command whose record `ini` is: the name of its first section ("[knn:dino]" -> "knn"),
+// "" when there is none (not a file Flags::to_ini wrote, or unreadable).
+std::string recorded_command(const std::filesystem::path& ini) {
+  std::ifstream in(ini);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line[0] != '[') return "";
+    const size_t end = line.find_first_of(":]");
+    return end == std::string::npos ? "" : line.substr(1, end - 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string config_record(const Flags& flags, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path folder = dir.empty() ? fs::path(".") : fs::path(dir);
+  const fs::path ini = folder / "config.ini";
+  std::error_code ec;
+  if (!fs::exists(ini, ec) || recorded_command(ini) == flags.command()) return ini.string();
+  return (folder / ("config." + flags.command() + ".ini")).string();
+}
+
+void write_config(const Flags& flags, const std::string& file, const Communicator& comm) {
   if (!comm.is_main()) return;
-  std::filesystem::create_directories(output_dir);
-  write_file_atomically(std::filesystem::path(output_dir) / "config.ini", flags.to_ini());
+  const std::filesystem::path path(file);
+  if (!path.parent_path().empty()) std::filesystem::create_directories(path.parent_path());
+  write_file_atomically(path, flags.to_ini());
 }
 
 int run_in_session(const Flags& flags, const distributed::DistOptions& options,
-                   const std::string& config_dir, const SessionBody& body) {
+                   const std::string& config_file, const SessionBody& body) {
   Session s = start_session(options);
   bool written = false;
   const std::function<void()> checks_passed = [&] {
-    if (written || config_dir.empty()) return;
-    write_config(flags, config_dir, *s.comm);
+    if (written || config_file.empty()) return;
+    // Decided now, not when the command started: what the folder holds at this moment.
+    write_config(flags, config_file, *s.comm);
     written = true;
   };
   body(*s.comm, s.device, checks_passed);

@@ -7,14 +7,18 @@
 //    OMP_NUM_THREADS is unset, tags the log with the rank, connects the processes (one
 //    process: no networking) and picks the device (the local GPU when CUDA is available). It
 //    logs the BLAS in use and the intra-op thread count (rank 0 only, like every log line).
-//  - write_config() creates output_dir and writes the effective flags to
-//    <output_dir>/config.ini atomically, on rank 0 only.
-//  - run_in_session(flags, options, config_dir, body) is the skeleton of the evaluation
+//  - config_record(flags, dir): the file that records the command's effective flags in dir:
+//    dir/config.ini, unless that file is another command's record (a training run's, which
+//    `dino report` and `--config` reruns read) or a file no command of ours wrote; those are
+//    never replaced, and the record goes to dir/config.<command>.ini instead.
+//  - write_config(flags, file, comm) creates file's folder and writes the effective flags to
+//    it atomically, on rank 0 only.
+//  - run_in_session(flags, options, config_file, body) is the skeleton of the evaluation
 //    commands: start_session, body(comm, device, checks_passed), then finalize (the barrier
 //    every process leaves together). The body hands checks_passed to the evaluation
 //    (eval/checks_passed.h), which calls it once everything it was given has been checked:
-//    only then is config.ini written into config_dir (not at all when it is empty), so a
-//    refused command writes nothing. Returns 0; what body throws propagates, without finalize
+//    only then is config_file written (not at all when it is empty), so a refused command
+//    writes nothing. Returns 0; what body throws propagates, without finalize
 //    (a failed process does not wait for the rest).
 #pragma once
 
@@ -47,11 +51,12 @@ Session start_session(const distributed::DistOptions& options, const std::string
 // that divides the per-process batch; 1 on a GPU.
 int64_t auto_replicas(const Session& session, int64_t batch_size_per_process);
 
-void write_config(const Flags& flags, const std::string& output_dir, const Communicator& comm);
+std::string config_record(const Flags& flags, const std::string& dir);
+void write_config(const Flags& flags, const std::string& file, const Communicator& comm);
 
 using SessionBody =
     std::function<void(Communicator&, torch::Device, const std::function<void()>& checks_passed)>;
 int run_in_session(const Flags& flags, const distributed::DistOptions& options,
-                   const std::string& config_dir, const SessionBody& body);
+                   const std::string& config_file, const SessionBody& body);
 
 }  // namespace xdino::launch

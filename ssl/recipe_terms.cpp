@@ -7,8 +7,12 @@ namespace xdino::ssl {
 
 RecipeTerms::RecipeTerms(const RecipeOptions& recipe, std::pair<int64_t, int64_t> grid,
                          double max_patches, int64_t ibot_out_dim,
-                         std::shared_ptr<Communicator> step_comm, const torch::Device& device)
-    : recipe_(recipe), comm_(std::move(step_comm)), device_(device) {
+                         std::shared_ptr<Communicator> step_comm,
+                         std::shared_ptr<Communicator> process_comm, const torch::Device& device)
+    : recipe_(recipe),
+      comm_(std::move(step_comm)),
+      process_comm_(std::move(process_comm)),
+      device_(device) {
   if (!recipe_.ibot()) return;
   BlockMaskOptions mo;
   mo.height = grid.first;
@@ -54,7 +58,7 @@ RecipeLosses RecipeTerms::terms(const CropOutputs& student, const CropOutputs& t
     const torch::Tensor& cls = student.global_features;
     XDINO_CHECK(cls.defined() && cls.size(0) % 2 == 0, "KoLeo needs the global CLS features");
     const int64_t b = cls.size(0) / 2;
-    out.koleo = (koleo_loss(cls.narrow(0, 0, b)) + koleo_loss(cls.narrow(0, b, b))) *
+    out.koleo = (koleo_of_view(cls.narrow(0, 0, b)) + koleo_of_view(cls.narrow(0, b, b))) *
                 recipe_.koleo_loss_weight;
   }
   if (recipe_.ibot()) {
@@ -77,6 +81,21 @@ RecipeLosses RecipeTerms::terms(const CropOutputs& student, const CropOutputs& t
                recipe_.ibot_loss_weight;
   }
   return out;
+}
+
+// KoLeo of one view over the process's batch: this replica's rows live, the others' as
+// constants, in the one-replica order (replica after replica). Every replica computes the
+// same value; its backward gives the derivative for its own rows alone, and all of them add
+// up to the one-replica gradient. The step divides each replica's objective by the replica
+// count R (trainer.cpp), so the gradient is carried R times: value + (R - 1) * (value -
+// value.detach()) is the value itself, with R times its gradient.
+torch::Tensor RecipeTerms::koleo_of_view(const torch::Tensor& rows) const {
+  const int replicas = process_comm_ ? process_comm_->world_size() : 1;
+  if (replicas == 1) return koleo_loss(rows);
+  std::vector<torch::Tensor> all = process_comm_->all_gather(rows.detach());
+  all[static_cast<size_t>(process_comm_->rank())] = rows;
+  const torch::Tensor k = koleo_loss(torch::cat(all));
+  return k + (k - k.detach()) * static_cast<double>(replicas - 1);
 }
 
 void RecipeTerms::update_center(IbotCenterSums& sums) {

@@ -135,6 +135,11 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
   auto teacher_backbone = make_backbone(bo);
   const RecipeOptions& recipe = o_.recipe;
   check_recipe(recipe, student_backbone->supports_token_mask(), o_.arch);
+  // KoLeo is over the process's batch (ssl/recipe_terms.h): each image needs a neighbour.
+  XDINO_CHECK_ARG(!recipe.koleo() || o_.batch_size_per_gpu >= 2,
+                  "--koleo_loss_weight needs at least 2 images per process (each image's nearest "
+                  "neighbour), and --batch_size_per_gpu is ",
+                  o_.batch_size_per_gpu, ": raise it, or set --koleo_loss_weight 0");
   XDINO_CHECK_ARG(!recipe.ibot() || !o_.head.use_bn,
                   "--use_bn_in_head with iBOT would mix the "
                   "masked patches' BatchNorm statistics into the head; use one of them");
@@ -193,7 +198,7 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
     recipe_ = std::make_unique<RecipeTerms>(
         recipe, b.token_grid(crop, crop), max_num_patches_for(crop, b.patch_size()),
         student_->ibot_head ? student_->ibot_head->options().out_dim : o_.head.out_dim, step_comm_,
-        plan_.device);
+        replicas_ ? replicas_->process_communicator() : nullptr, plan_.device);
   }
 
   student_params_ = student_->named_parameters();
@@ -214,9 +219,14 @@ Trainer::Trainer(DinoOptions options, BackboneFactory make_backbone,
     XDINO_CHECK_ARG(!recipe.ibot(),
                     "--cuda_graph cannot capture iBOT (a different number of masked patches "
                     "each step): drop --ibot_loss_weight or --cuda_graph");
-    XDINO_CHECK_ARG(comm_->world_size() == 1 && !replicas_,
-                    "--cuda_graph runs in one process on one GPU for now; drop it with ",
-                    comm_->world_size(), " processes");
+    XDINO_CHECK_ARG(comm_->world_size() == 1,
+                    "--cuda_graph runs in one process for now; drop it, or run 1 process instead "
+                    "of ",
+                    comm_->world_size());
+    XDINO_CHECK_ARG(!replicas_,
+                    "--cuda_graph captures one replica: drop it, or set --replicas 1 "
+                    "(got ",
+                    o_.replicas, ")");
     XDINO_CHECK_ARG(plan_.device.is_cuda(), "--cuda_graph needs a CUDA device (got ",
                     plan_.device.str(), "): drop it, or use --device cuda");
     graphed_ = std::make_unique<GraphedPass>();
@@ -252,7 +262,8 @@ Trainer::~Trainer() = default;
 
 TrainOutcome Trainer::train() {
   StopSignalGuard signals;
-  Position pos = resume();
+  if (!start_) resume();
+  const Position pos = *start_;
   scheduler_.started(Clock::now());
   if (epoch_callbacks_.started) epoch_callbacks_.started(pos.epoch, pos.epoch * niter_ + pos.batch);
   // Redraw what the last epoch's log line feeds (curves.png): a kill may have come first.
@@ -603,20 +614,22 @@ void Trainer::fail_nonfinite(int64_t iteration, const double* passes, size_t cou
              "); stopping, checkpoint.pth is left as it was");
 }
 
-Trainer::Position Trainer::resume() {
+bool Trainer::resume() {
   const Position pos = resume_checkpoint(o_.output_dir, parts(), niter_, *comm_, plan_.device,
                                          meters_, last_log_line_);
   if (comm_->is_main() && pos.batch == 0 && pos.epoch > 0)
     write_epoch_files(o_.output_dir, pos.epoch - 1, o_.saveckp_freq, last_log_line_,
                       /*resuming=*/true);
   comm_->barrier();
-  return pos;
+  start_ = pos;
+  return fs::exists(fs::path(o_.output_dir) / "checkpoint.pth");
 }
 
 void Trainer::save(int64_t next_epoch, int64_t next_iteration) {
   save_checkpoint(o_.output_dir, parts(), o_, next_epoch, next_iteration, niter_, meters_, *comm_,
                   plan_.device, last_log_line_);
   scheduler_.saved(Clock::now());
+  if (epoch_callbacks_.saved) epoch_callbacks_.saved();
 }
 
 // The other ranks go on to the next step and wait in its first collective while rank 0 writes:

@@ -25,9 +25,12 @@
 //    train() returns kStopped. Rerunning the same command continues from that iteration with
 //    the same batches, RNG states and epoch statistics, so the result equals an uninterrupted
 //    run. A stop that lands on an epoch's last iteration finishes that epoch normally first.
-//  - A non-finite loss throws xdino::Error before backward with one line naming the iteration
-//    and which of student output, teacher output or loss went non-finite; nothing is saved,
-//    so the last checkpoint stays as it was.
+//  - A non-finite loss is found at the step's one read-back, after that step's backward,
+//    update and EMA have run (the host does not wait for the loss mid-step): train() then
+//    throws xdino::Error with one line naming the iteration, the micro-batch and which of
+//    student output, teacher output or loss went non-finite. Nothing is saved, so
+//    checkpoint.pth stays as it was; the in-memory networks and optimiser hold the bad update,
+//    so this Trainer cannot train on (a new one resumes from the checkpoint).
 //  - Processes agree through `comm` (gradients, center, stop/non-finite flags, statistics).
 //  - options.replicas > 1 (CPU): the process's batch is split over that many threads
 //    (distributed/replicas.h) that share the networks; the step computes the same function
@@ -44,6 +47,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "core/json.h"
 #include "distributed/communicator.h"
@@ -104,6 +108,9 @@ struct EpochCallbacks {
   std::function<Json(models::Backbone& teacher_backbone, int64_t epoch)> measure;
   // After rank 0 has written the line (every process calls it).
   std::function<void(int64_t epoch)> logged;
+  // After checkpoint.pth was replaced (every process calls it): a timed save, a stop's, an
+  // epoch's.
+  std::function<void()> saved;
 };
 
 enum class TrainOutcome { kCompleted, kStopped };
@@ -114,6 +121,12 @@ class Trainer {
           std::shared_ptr<Communicator> comm = nullptr);
   ~Trainer();
 
+  // Restores <output_dir>/checkpoint.pth when there is one, after checking it against the
+  // options (a refusal throws xdino::UsageError before anything is written). train() calls it
+  // unless the caller has: launch/ does first, so that a refused resume leaves the run's
+  // config.ini as it was.
+  // Returns whether there was a checkpoint to resume from.
+  bool resume();
   TrainOutcome train();
 
   void set_hooks(TrainerHooks hooks) { hooks_ = std::move(hooks); }
@@ -136,7 +149,7 @@ class Trainer {
 
  private:
   using Position = TrainingState::Position;
-  Position resume();
+  std::optional<Position> start_;  // where train() starts: resume()'s answer
   // What every process agreed on during an iteration: a stop was requested, or a timed
   // checkpoint is due (rank 0's clock).
   struct StepEnd {

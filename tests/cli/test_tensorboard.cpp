@@ -213,8 +213,8 @@ TEST(TensorBoard, AFileCutAtAnyByteOfItsLastRecordsResumesWithEveryStepOnce) {
   }
 }
 
-// Resuming prunes only what this writer wrote: a file with the name of an event file that is
-// not one (another program's, a damaged one) stays byte for byte, whatever it holds.
+// Resuming prunes only what this writer wrote: a file with the name of one of ours that does
+// not parse as one (damaged, or not an event file at all) stays byte for byte.
 TEST(TensorBoard, PruneLeavesAFileItDidNotWriteAsItIs) {
   const fs::path dir = xdino::testing::fresh_dir("tb_foreign");
   fs::path ours;
@@ -226,15 +226,59 @@ TEST(TensorBoard, PruneLeavesAFileItDidNotWriteAsItIs) {
   std::string flipped = xdino::read_file(ours);
   flipped[flipped.size() / 2] ^= 0x01;  // inside a record: its CRC no longer matches
   const std::vector<std::pair<std::string, std::string>> foreign = {
-      {"events.out.tfevents.text", std::string(500, 'x')},  // its "length" is 8 x's
-      {"events.out.tfevents.short", "abc"},
-      {"events.out.tfevents.zeros", std::string(64, '\0')},
-      {"events.out.tfevents.flipped", flipped},
+      {"events.out.tfevents.text.xdino", std::string(500, 'x')},  // its "length" is 8 x's
+      {"events.out.tfevents.short.xdino", "abc"},
+      {"events.out.tfevents.zeros.xdino", std::string(64, '\0')},
+      {"events.out.tfevents.flipped.xdino", flipped},
   };
   for (const auto& [name, bytes] : foreign) std::ofstream(dir / name, std::ios::binary) << bytes;
   xdino::tensorboard::prune_events(dir, [](const std::string&, int64_t step) { return step < 2; });
   for (const auto& [name, bytes] : foreign) EXPECT_EQ(xdino::read_file(dir / name), bytes) << name;
   EXPECT_LT(xdino::read_file(ours).size(), flipped.size()) << "our own file is still pruned";
+}
+
+// What another program wrote in the run folder is not ours to prune, however valid: a file
+// of Python's own torch.utils.tensorboard SummaryWriter (22 records of steps 0..20; it
+// shrank to 4 before), and, of our own files, a read-only one and a link to one outside the
+// folder: each stays byte for byte, with its mode, and the link a link.
+TEST(TensorBoard, PruneTouchesOnlyItsOwnWritableFiles) {
+  if (const std::string why = reader_missing(); !why.empty()) XDINO_SKIP_MISSING() << why;
+  if (const std::string why = xdino::testing::python_lacks({"torch"}, pyenv_python()); !why.empty())
+    XDINO_SKIP_MISSING() << why;
+  const fs::path root = xdino::testing::fresh_dir("tb_others"), dir = root / "run";
+  fs::create_directories(dir);
+  const auto r =
+      run_process({pyenv_python(), "-c",
+                   "import sys\n"
+                   "from torch.utils.tensorboard import SummaryWriter\n"
+                   "w = SummaryWriter(sys.argv[1])\n"
+                   "for step in range(21): w.add_scalar('train/loss', 1.0 / (step + 1), step)\n"
+                   "w.close()\n",
+                   dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto python_files = event_files(dir);
+  ASSERT_EQ(python_files.size(), 1u);
+  const std::string python_bytes = xdino::read_file(python_files[0]);
+  ASSERT_EQ(read_events(python_files)["scalars"].size(), 21u);
+  fs::path read_only, outside, ours;
+  for (fs::path* p : {&read_only, &outside, &ours}) {
+    xdino::tensorboard::EventWriter w(p == &outside ? root / "elsewhere" : dir);
+    *p = w.path();
+    for (int64_t step = 0; step < 6; ++step) w.scalar("train/loss", 1.0, step);
+  }
+  fs::permissions(read_only, fs::perms::owner_read | fs::perms::group_read);
+  const fs::path link = dir / outside.filename();
+  fs::create_symlink(outside, link);
+  const std::string ours_before = xdino::read_file(ours), linked = xdino::read_file(outside),
+                    locked = xdino::read_file(read_only);
+  xdino::tensorboard::prune_events(dir, [](const std::string&, int64_t step) { return step < 2; });
+  EXPECT_EQ(xdino::read_file(python_files[0]), python_bytes) << "SummaryWriter's file changed";
+  EXPECT_EQ(xdino::read_file(read_only), locked);
+  EXPECT_EQ(fs::status(read_only).permissions() & fs::perms::owner_write, fs::perms::none);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(xdino::read_file(outside), linked);
+  EXPECT_LT(xdino::read_file(ours).size(), ours_before.size()) << "our own file is pruned";
+  fs::remove_all(root);
 }
 
 namespace {

@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/atomic_file.h"
 #include "core/ivalue.h"
 #include "core/pth.h"
+#include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/train_fixture.h"
 
@@ -58,6 +60,84 @@ TEST_F(TrainCli, WritesOutputsAndResumesWhenRerun) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Found checkpoint"), std::string::npos) << r.out;
   EXPECT_EQ(count_lines(xdino::read_file(out_.path() / "log.txt")), 3u);
+}
+
+// config.ini records how checkpoint.pth was made (launch/session.h, config_record): a
+// resume that is refused, or that stops before it saves, leaves it as it was, and so do the
+// other commands pointed at the run's folder: knn writes config.knn.ini beside it, features
+// its own record beside its file, and features never replace a checkpoint, even with
+// --force. Before, each of these rewrote config.ini (features: also checkpoint.pth).
+TEST_F(TrainCli, TheRunsConfigIsWrittenOnlyByTheRunThatMadeItsCheckpoint) {
+  const fs::path out = out_.path();
+  ASSERT_EQ(run_process(train_args(data_.path(), out, 1)).exit_code, 0);
+  const std::string config = xdino::read_file(out / "config.ini");
+  const std::string checkpoint = xdino::read_file(out / "checkpoint.pth");
+  const auto expect_kept = [&](const std::string& after) {
+    EXPECT_EQ(xdino::read_file(out / "config.ini"), config) << "after " << after;
+    EXPECT_EQ(xdino::read_file(out / "checkpoint.pth"), checkpoint) << "after " << after;
+  };
+  auto refused = train_args(data_.path(), out, 2);
+  refused.insert(refused.end(), {"--koleo_loss_weight", "0.1"});  // not the checkpoint's recipe
+  auto r = run_process(refused);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  expect_kept("a refused resume");
+  auto nan = train_args(data_.path(), out, 2);
+  nan.insert(nan.end(), {"--lr", "1e30"});  // stops at its first step, before any save
+  r = run_process(nan);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  expect_kept("a resume stopped by a non-finite loss");
+
+  const fs::path images = out_.path().parent_path() / (out.filename().string() + "_img");
+  xdino::testing::write_ppm_folder(images, 2, 32, 32);
+  const std::vector<std::string> model{"--arch",
+                                       "xcit_nano_12_p16",
+                                       "--image_size",
+                                       "32",
+                                       "--pretrained_weights",
+                                       (out / "checkpoint.pth").string(),
+                                       "--num_workers",
+                                       "1"};
+  const auto dino = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), dino_binary());
+    args.insert(args.end(), model.begin(), model.end());
+    return run_process(args);
+  };
+  r = dino({"knn", "--data_path", images.string(), "--nb_knn", "1", "--output_dir", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  expect_kept("knn");
+  EXPECT_NE(xdino::read_file(out / "config.knn.ini").find("[knn]"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out / "knn.json"));
+
+  const auto features = [&](const fs::path& file, bool force) {
+    std::vector<std::string> args{"features", "--data_path", images.string(), "--split",
+                                  "val",      "--output",    file.string()};
+    if (force) args.push_back("--force");
+    return dino(args);
+  };
+  for (bool force : {false, true}) {
+    r = features(out / "checkpoint.pth", force);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("features never replace it, even with --force"), std::string::npos)
+        << r.err;
+    expect_kept(force ? "features --force onto checkpoint.pth" : "features onto checkpoint.pth");
+  }
+  std::ofstream(out / "notes.dat") << "mine";
+  r = features(out / "notes.dat", false);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("exists and is not a feature file"), std::string::npos) << r.err;
+  EXPECT_EQ(xdino::read_file(out / "notes.dat"), "mine");
+  EXPECT_EQ(features(out / "notes.dat", true).exit_code, 0);
+  r = features(out / "val.h5", false);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(features(out / "val.h5", false).exit_code, 0) << "an earlier feature file is replaced";
+  EXPECT_NE(xdino::read_file(out / "val.config.ini").find("[features]"), std::string::npos);
+  expect_kept("features into the run's folder");
+
+  // The run itself, resumed for good, records its new flags once it has saved.
+  r = run_process(train_args(data_.path(), out, 2));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(xdino::read_file(out / "config.ini").find("epochs = 2"), std::string::npos);
+  fs::remove_all(images);
 }
 
 TEST_F(TrainCli, SigtermSavesACheckpointExitsZeroAndResumes) {

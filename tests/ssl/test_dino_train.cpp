@@ -262,7 +262,8 @@ TEST(DinoTrain, CudaGraphRefusesWhatItCannotCapture) {
   };
   const std::vector<Case> cases = {
       {[](DinoOptions& o) { o.accum_iter = 2; }, "--accum_iter 1"},
-      {[](DinoOptions& o) { o.replicas = 2; }, "one process on one GPU"},
+      // The count and the flag named (it said "drop it with 1 processes").
+      {[](DinoOptions& o) { o.replicas = 2; }, "set --replicas 1 (got 2)"},
       {[](DinoOptions& o) {
          o.arch = "xcit_nano_12_p16";
          o.recipe.ibot_loss_weight = 1.0;
@@ -305,8 +306,16 @@ TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
     const int64_t niter = trainer->iterations_per_epoch();
     std::string saved;
     int64_t calls = 0;
+    torch::Tensor student_before, teacher_before;  // at the bad iteration's first forward
+    const auto probe = [](MultiCropWrapper& m) {
+      return m->named_parameters()["head.mlp.0.weight"].detach().clone();
+    };
     trainer->set_hooks({[&](int64_t it, torch::Tensor& s, torch::Tensor& t) {
                           if (it == niter) saved = xdino::read_file(dir.path() / "checkpoint.pth");
+                          if (it == niter + 1 && calls == 0) {
+                            student_before = probe(trainer->student());
+                            teacher_before = probe(trainer->teacher());
+                          }
                           if (it != niter + 1 || calls++ != c.bad_call) return;
                           // A product keeps the student's graph, as an overflow would.
                           torch::Tensor& target = c.which == "student output" ? s : t;
@@ -325,6 +334,11 @@ TEST(DinoTrain, NonFiniteOutputStopsAndLeavesCheckpointUntouched) {
     }
     ASSERT_FALSE(saved.empty());
     EXPECT_EQ(xdino::read_file(dir.path() / "checkpoint.pth"), saved) << c.which;
+    // The step's one read-back comes after its update and EMA (trainer.h): the networks in
+    // memory hold the bad step, only the files are kept from it.
+    ASSERT_TRUE(student_before.defined());
+    EXPECT_FALSE(torch::equal(probe(trainer->student()), student_before)) << c.which;
+    EXPECT_FALSE(torch::equal(probe(trainer->teacher()), teacher_before)) << c.which;
     EXPECT_FALSE(fs::exists(dir.path() / "checkpoint0001.pth"));
   }
 }

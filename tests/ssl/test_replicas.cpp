@@ -237,7 +237,7 @@ double max_state_difference(const c10::IValue& a, const c10::IValue& b, std::str
 // computes the same function in another summation order, so the results agree to rounding:
 // 1.3e-7 at most here, and the bound is 2e-6. Replicas with their own BatchNorm statistics
 // move the weights by 0.2, with their own drop-path numbers by 0.04.
-void expect_two_replicas_train_as_one(const xdino::ssl::RecipeOptions& recipe) {
+void expect_replicas_train_as_one(const xdino::ssl::RecipeOptions& recipe, int replicas = 2) {
   xdino::testing::TempDir one, two;
   auto opt = xdino::testing::tiny_options(one.path());
   opt.arch = "xcit_nano_4_p4";
@@ -252,7 +252,7 @@ void expect_two_replicas_train_as_one(const xdino::ssl::RecipeOptions& recipe) {
   opt.recipe = recipe;
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), xdino::ssl::TrainOutcome::kCompleted);
   opt.output_dir = two.path().string();
-  opt.replicas = 2;
+  opt.replicas = replicas;
   ASSERT_EQ(xdino::testing::tiny_trainer(opt)->train(), xdino::ssl::TrainOutcome::kCompleted);
 
   const auto a = load(one.path() / "checkpoint.pth"), b = load(two.path() / "checkpoint.pth");
@@ -272,22 +272,50 @@ void expect_two_replicas_train_as_one(const xdino::ssl::RecipeOptions& recipe) {
   };
   for (const char* key : {"train_loss", "train_teacher_entropy", "train_kl_uniform"})
     EXPECT_NEAR(field(log_a, key), field(log_b, key), 1e-5) << key;
+  if (recipe.koleo())
+    EXPECT_NEAR(field(log_a, "train_koleo_loss"), field(log_b, "train_koleo_loss"), 1e-5);
 }
 
-TEST(Replicas, TwoReplicasTrainAsOne) { expect_two_replicas_train_as_one({}); }
+TEST(Replicas, TwoReplicasTrainAsOne) { expect_replicas_train_as_one({}); }
+
+// KoLeo is one process's function, as dinov2's is one GPU's (ssl/recipe_terms.h): each
+// replica gathers the others' class tokens, so 2 and 4 replicas (here 2 and 1 images of each
+// view) train as 1. Per replica it was another objective on every core count, and with one
+// row per replica it threw at the first step.
+TEST(Replicas, ReplicasTrainAsOneWithKoleo) {
+  xdino::ssl::RecipeOptions recipe;
+  recipe.koleo_loss_weight = 0.1;
+  for (int replicas : {2, 4}) {
+    SCOPED_TRACE(std::to_string(replicas) + " replicas");
+    expect_replicas_train_as_one(recipe, replicas);
+  }
+}
+
+TEST(Replicas, KoleoNeedsTwoImagesPerProcess) {
+  xdino::testing::TempDir dir;
+  auto opt = xdino::testing::tiny_options(dir.path());
+  opt.arch = "xcit_nano_4_p4";
+  opt.batch_size_per_gpu = 1;
+  opt.recipe.koleo_loss_weight = 0.1;
+  try {
+    xdino::testing::tiny_trainer(opt);
+    ADD_FAILURE() << "accepted KoLeo on one image per process";
+  } catch (const xdino::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch_size_per_gpu is 1"), std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(Replicas, TwoReplicasTrainAsOneWithIbotAndSinkhornKnopp) {
   // DINOv2's iBOT with both centerings: the masks are drawn for the process's batch and
   // split; Sinkhorn-Knopp's and the iBOT centre's sums run over the replicas; each replica's
-  // loss counts its own rows. KoLeo is left out on purpose: its nearest neighbours are taken
-  // among a rank's rows (dinov2's definition), and a replica is a rank here, so two replicas
-  // compute another function (tests/ssl/test_recipe.cpp tests it per rank).
+  // loss counts its own rows (KoLeo: ReplicasTrainAsOneWithKoleo).
   for (const char* centering : {"centering", "sinkhorn_knopp"}) {
     xdino::ssl::RecipeOptions recipe;
     recipe.ibot_loss_weight = 1.0;
     recipe.centering = centering;
     SCOPED_TRACE(centering);
-    expect_two_replicas_train_as_one(recipe);
+    expect_replicas_train_as_one(recipe);
   }
 }
 
