@@ -1,12 +1,17 @@
 #include "distributed/etcd.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <thread>
 
+#include "core/paths.h"
 #include "distributed/endpoint.h"
 
 namespace xdino::distributed {
@@ -17,6 +22,32 @@ using std::chrono::milliseconds;
 namespace {
 
 std::once_flag g_curl_init;
+
+std::string short_line(const std::string& s);
+std::string short_json(const Json& j);
+
+// An answer no etcd gives (a body that is not its JSON, a number that is not one): what
+// call() turns into the one line saying the endpoint is not etcd.
+struct NotEtcd : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One libcurl handle per thread, reused by every call it makes (its connections and DNS
+// answers with it); reset before each request, so nothing of the last one carries over. A
+// forked child makes its own: the handle's connections are its parent's sockets too, and two
+// processes talking HTTP on one socket read each other's answers.
+CURL* thread_handle() {
+  thread_local std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> handle(nullptr,
+                                                                          curl_easy_cleanup);
+  thread_local pid_t owner = 0;
+  if (owner != getpid()) {
+    (void)handle.release();  // the parent's: never closed from here
+    handle.reset(curl_easy_init());
+    owner = getpid();
+  }
+  if (handle) curl_easy_reset(handle.get());
+  return handle.get();
+}
 
 size_t append_to(char* data, size_t size, size_t count, void* out) {
   static_cast<std::string*>(out)->append(data, size * count);
@@ -38,12 +69,21 @@ std::string url_of(const std::string& endpoint, const std::string& protocol) {
   return scheme + "://" + (v6 ? "[" + hp.host + "]" : hp.host) + ":" + std::to_string(hp.port);
 }
 
-// The gateway writes 64-bit integers as JSON strings and leaves out those that are 0.
+// The gateway writes 64-bit integers as JSON strings and leaves out those that are 0. Anything
+// else is not etcd's: one line naming the field (never std::stoll's bare "stoll").
 int64_t int_of(const Json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end() || it->is_null()) return 0;
-  if (it->is_string()) return std::stoll(it->get<std::string>());
-  return it->get<int64_t>();
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_string()) {
+    const std::string text = it->get<std::string>();
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (!text.empty() && *end == '\0' && errno != ERANGE) return static_cast<int64_t>(v);
+  }
+  throw NotEtcd(
+      detail::concat("its field ", quote(name), " is ", short_json(*it), ", not a 64-bit integer"));
 }
 
 // gRPC codes the gateway passes on (etcd's rpctypes): worth another member, or not.
@@ -56,6 +96,8 @@ std::string short_line(const std::string& s) {
   return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
+std::string short_json(const Json& j) { return short_line(j.dump()); }
+
 }  // namespace
 
 EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
@@ -63,9 +105,11 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
                   "the etcd rendezvous needs at least one endpoint "
                   "(--rdzv_endpoint host:2379,host2:2379,...)");
   for (const std::string& e : options_.endpoints) urls_.push_back(url_of(e, options_.protocol));
-  for (const std::string* file : {&options_.ca_cert, &options_.cert, &options_.key})
-    XDINO_CHECK_ARG(file->empty() || std::filesystem::is_regular_file(*file), "etcd TLS file ",
-                    quote(*file), " does not exist");
+  for (const std::string* file : {&options_.ca_cert, &options_.cert, &options_.key}) {
+    // A regular file: a folder or a device (/dev/zero) would be read as PEM by libcurl.
+    const std::string problem = file->empty() ? "" : file_problem(*file);
+    XDINO_CHECK_ARG(problem.empty(), "etcd TLS file ", quote(*file), " ", problem);
+  }
   XDINO_CHECK_ARG(options_.cert.empty() == options_.key.empty(),
                   "etcd TLS: give the client certificate and its key together (ssl_cert and "
                   "ssl_cert_key)");
@@ -88,12 +132,11 @@ EtcdClient::Answer EtcdClient::post(const std::string& url, const std::string& p
                                     const std::string& body, const std::string& token,
                                     Timeout timeout) const {
   Answer a;
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (!curl) {
+  CURL* c = thread_handle();
+  if (c == nullptr) {
     a.error = "libcurl could not make a handle";
     return a;
   }
-  CURL* c = curl.get();
   const std::string target = url + path;
   const long ms = static_cast<long>(std::max<int64_t>(1, timeout.count()));
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
@@ -193,17 +236,28 @@ Json EtcdClient::call(const std::string& path, const Json& body, Timeout timeout
     try {
       j = parse_json(a.body, "etcd's answer");
     } catch (const std::exception&) {
-      j = Json::object();
+      j = Json();  // null: not JSON
     }
+    // etcd's gateway answers every 200 with a JSON object; anything else (a web server's page,
+    // another service at that port) is not etcd, and retrying cannot make it so.
+    if (a.status == 200 && !j.is_object())
+      not_etcd(urls_[i], path,
+               "HTTP 200 with a body that is not etcd's JSON: " + short_line(a.body));
     // A stream (lease keepalive) reports its errors inside a 200: {"error":{"grpc_code":..}}.
     int64_t code = 0;
     std::string message = short_line(a.body);
-    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-      code = int_of(j["error"], "grpc_code");
-      message = j["error"].value("message", message);
-    } else if (a.status != 200 && j.is_object()) {
-      code = int_of(j, "code");
-      message = j.value("message", j.value("error", message));
+    try {
+      if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+        code = int_of(j["error"], "grpc_code");
+        message = j["error"].value("message", message);
+      } else if (a.status != 200 && j.is_object()) {
+        code = int_of(j, "code");
+        message = j.value("message", j.value("error", message));
+      }
+    } catch (const NotEtcd& e) {
+      not_etcd(urls_[i], path, e.what());
+    } catch (const Json::exception&) {  // a message that is not a string
+      not_etcd(urls_[i], path, "an error that is not etcd's: " + short_line(a.body));
     }
     if (a.status == 200 && code == 0) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -230,16 +284,41 @@ Json EtcdClient::call(const std::string& path, const Json& body, Timeout timeout
                                        timeout.count() / 1000.0, " s (last: ", last, ")"));
 }
 
+[[noreturn]] void EtcdClient::not_etcd(const std::string& url, const std::string& path,
+                                       const std::string& what) const {
+  XDINO_FAIL_ARG(url, " is not etcd: it answered ", path, " with ", what,
+                 "; check --rdzv_endpoint (etcd's client port, 2379 by default)");
+}
+
+template <typename Read>
+auto EtcdClient::reading(const std::string& path, Read read) const {
+  try {
+    return read();
+  } catch (const NotEtcd& e) {
+    not_etcd(urls_[current_member()], path, e.what());
+  } catch (const Json::exception& e) {
+    not_etcd(urls_[current_member()], path,
+             std::string("JSON etcd does not write (") + e.what() + ")");
+  }
+}
+
+size_t EtcdClient::current_member() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return current_;
+}
+
 std::optional<EtcdValue> EtcdClient::get(const std::string& key, Timeout timeout) {
   const Json j = call("/v3/kv/range", {{"key", base64_encode(key)}}, timeout);
-  const auto kvs = j.find("kvs");
-  if (kvs == j.end() || kvs->empty()) return std::nullopt;
-  const Json& kv = kvs->at(0);
-  EtcdValue v;
-  v.value = base64_decode(kv.value("value", std::string()));
-  v.mod_revision = int_of(kv, "mod_revision");
-  v.lease = int_of(kv, "lease");
-  return v;
+  return reading("/v3/kv/range", [&]() -> std::optional<EtcdValue> {
+    const auto kvs = j.find("kvs");
+    if (kvs == j.end() || kvs->empty()) return std::nullopt;
+    const Json& kv = kvs->at(0);
+    EtcdValue v;
+    v.value = base64_decode(kv.value("value", std::string()));
+    v.mod_revision = int_of(kv, "mod_revision");
+    v.lease = int_of(kv, "lease");
+    return v;
+  });
 }
 
 bool EtcdClient::put_if(const std::string& key, int64_t revision, const std::string& value,
@@ -258,7 +337,8 @@ bool EtcdClient::put_if(const std::string& key, int64_t revision, const std::str
   const Json body = {{"compare", Json::array({compare})},
                      {"success", Json::array({Json{{"request_put", put}}})},
                      {"failure", Json::array()}};
-  return call("/v3/kv/txn", body, timeout).value("succeeded", false);  // absent: false
+  const Json j = call("/v3/kv/txn", body, timeout);
+  return reading("/v3/kv/txn", [&] { return j.value("succeeded", false); });  // absent: false
 }
 
 void EtcdClient::put(const std::string& key, const std::string& value, int64_t lease,
@@ -270,19 +350,24 @@ void EtcdClient::put(const std::string& key, const std::string& value, int64_t l
 
 int64_t EtcdClient::grant(int64_t ttl_seconds, Timeout timeout) {
   const Json j = call("/v3/lease/grant", {{"TTL", std::to_string(ttl_seconds)}}, timeout);
-  XDINO_CHECK(j.value("error", std::string()).empty(), where(),
-              ": no lease granted: ", j.value("error", std::string()));
-  const int64_t id = int_of(j, "ID");
-  XDINO_CHECK(id != 0, where(), ": a lease grant answered no ID: ", short_line(j.dump()));
-  return id;
+  return reading("/v3/lease/grant", [&] {
+    XDINO_CHECK(j.value("error", std::string()).empty(), where(),
+                ": no lease granted: ", j.value("error", std::string()));
+    const int64_t id = int_of(j, "ID");
+    // etcd always grants an ID (or says why not): an answer without one is not etcd's.
+    if (id == 0) throw NotEtcd("a lease grant without an ID: " + short_line(j.dump()));
+    return id;
+  });
 }
 
 int64_t EtcdClient::keep_alive(int64_t lease, Timeout timeout) {
   const Json j = call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}, timeout);
-  // An expired or unknown lease still answers 200, without a TTL.
-  const auto result = j.find("result");
-  if (result == j.end() || !result->is_object()) return 0;
-  return std::max<int64_t>(0, int_of(*result, "TTL"));
+  return reading("/v3/lease/keepalive", [&]() -> int64_t {
+    // An expired or unknown lease still answers 200, without a TTL.
+    const auto result = j.find("result");
+    if (result == j.end() || !result->is_object()) return 0;
+    return std::max<int64_t>(0, int_of(*result, "TTL"));
+  });
 }
 
 void EtcdClient::revoke(int64_t lease, Timeout timeout) {

@@ -8,7 +8,8 @@
 //
 // Contract:
 //  - EtcdClient(options) checks the options (xdino::UsageError: no endpoint, a malformed one,
-//    a TLS file that does not exist, a password without a user) and connects to nothing yet.
+//    a TLS file that is not a regular file, a password without a user) and connects to
+//    nothing yet.
 //    Endpoints are "host:port", "host" (port 2379), "[v6]:port" or "http(s)://host:port";
 //    options.protocol applies to those given without a scheme.
 //  - Every call takes `timeout`, the longest it may block in all. It asks the member it last
@@ -17,7 +18,10 @@
 //    leader, a request timed out inside etcd): a gateway never fails over by itself. When no member
 //    answered within `timeout` it throws EtcdUnavailable, one line naming the endpoints and the
 //    last cause; an answer that is an error of the request itself (a bad lease, a malformed key)
-//    throws xdino::Error. Thread-safe: each call has its own connection.
+//    throws xdino::Error. A member whose answer no etcd gives (a 200 whose body is not a JSON
+//    object, a number that is not one, a lease grant without an ID: a web server or another
+//    service at that port) throws xdino::UsageError at once, one line saying the endpoint is
+//    not etcd. Thread-safe: each thread keeps one libcurl handle, reused by its calls.
 //  - With options.user, the client authenticates (/v3/auth/authenticate) before its first call
 //    and again when a token expires; TLS files go to libcurl as given.
 //  - get(key): the key's value and revision, or nullopt (linearizable: decisions are made on
@@ -95,6 +99,12 @@ class EtcdClient {
   Answer post(const std::string& url, const std::string& path, const std::string& body,
               const std::string& token, Timeout timeout) const;
   std::string authenticate(const std::string& url, Timeout timeout);
+  [[noreturn]] void not_etcd(const std::string& url, const std::string& path,
+                             const std::string& what) const;
+  // read(): what a call's answer says; an answer etcd would not give becomes not_etcd.
+  template <typename Read>
+  auto reading(const std::string& path, Read read) const;
+  size_t current_member() const;
 
   EtcdOptions options_;
   std::vector<std::string> urls_;

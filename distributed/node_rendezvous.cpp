@@ -377,8 +377,14 @@ std::optional<NodeRound> NodeRendezvous::next_round(const std::function<bool()>&
         if (write(RoundStore::Use::kMain, r.token, d.act == Decision::Act::kWrite ? d.next : s) &&
             d.leaving)
           left = true;
+      } catch (const UsageError&) {
+        throw;  // the store is not one (an endpoint that is not etcd): retrying cannot help
       } catch (const std::exception& e) {
+        if (last_error.empty())
+          log::warn("rendezvous: a write to the store at ", endpoint_, " failed (", e.what(),
+                    "); retrying until --rdzv_timeout");
         last_error = e.what();
+        if (!pause(milliseconds(250))) return std::nullopt;
       }
       continue;  // decide again on what the store holds now
     }
@@ -452,6 +458,7 @@ void NodeRendezvous::watch_loop() {
       st.closed_by = s.closed_by;
       st.reason = s.reason;
       std::lock_guard<std::mutex> lock(mutex_);
+      st.reads = status_.reads + 1;
       status_ = st;
     } catch (const std::exception& e) {
       // Unreachable for now: the launcher learns it when its workers fail and it rejoins, or

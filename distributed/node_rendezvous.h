@@ -144,6 +144,7 @@ struct RendezvousStatus {
   // How long the store has not answered the watcher (0 while it answers), and its last error.
   double unreachable_for = 0;
   std::string unreachable;
+  int64_t reads = 0;  // how many times the watcher has read the state so far
 };
 
 // Thrown by next_round(): the rendezvous was closed (the message is the closer's reason), or

@@ -1,5 +1,7 @@
 #include "eval/export.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -364,6 +366,31 @@ void write_export(const ExportOptions& o, const Exported& x, const fs::path& dir
                                    x.twin ? x.twin->architecture : "", x.args, dir));
 }
 
+// Puts the finished folder `tmp` where `out` is. An earlier export there is exchanged with it
+// in one step (renameat2's RENAME_EXCHANGE: both names or neither), then removed. Where the
+// file system cannot exchange, the old folder goes aside first, and comes back if the new one
+// cannot take its place: a failed replace never leaves the earlier export at <name>.old-<pid>.
+static void replace_folder(const fs::path& tmp, const fs::path& out, bool exists,
+                           const fs::path& old) {
+  if (!exists) {
+    fs::rename(tmp, out);
+    return;
+  }
+  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp);  // the earlier export, now under the temporary name
+    return;
+  }
+  fs::rename(out, old);
+  try {
+    fs::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::rename(old, out, ec);
+    throw;
+  }
+  fs::remove_all(old);
+}
+
 }  // namespace
 
 std::string export_weights(const ExportOptions& o) {
@@ -393,11 +420,7 @@ std::string export_weights(const ExportOptions& o) {
   fs::create_directories(tmp);
   try {
     write_export(o, x, tmp);
-    // Replace the old folder whole: aside, the new one in, the old one gone.
-    const fs::path old = parent / (stem + ".old-" + pid);
-    if (exists) fs::rename(out, old);
-    fs::rename(tmp, out);
-    fs::remove_all(old);
+    replace_folder(tmp, out, exists, parent / (stem + ".old-" + pid));
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

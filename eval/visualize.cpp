@@ -87,9 +87,20 @@ bool is_image_file(const fs::path& p) {
   return false;
 }
 
+// A name derived from an input as one folder inside --output_dir: no separator or control
+// character, and never ".", ".." (the stems of "..png" and "...png") or a name that starts
+// with '.' or '-' (hidden, or read as an option by the tools a user runs on it): those get a
+// leading '_'.
+std::string folder_name(std::string name) {
+  for (char& c : name)
+    if (c == '/' || c == '\\' || std::iscntrl(static_cast<unsigned char>(c))) c = '_';
+  if (name.empty() || name[0] == '.' || name[0] == '-') name.insert(0, "_");
+  return name;
+}
+
 // The output folder of each input: its stem; where two inputs share one (a/00000.jpg and
 // b/00000.jpg, a.jpg and a.mp4) their folder's name and the stem (a-00000), numbered if even
-// those repeat, so that no input's pictures overwrite another's.
+// those repeat, so that no input's pictures overwrite another's. Each is a folder_name.
 std::vector<std::string> output_names(const std::vector<fs::path>& inputs) {
   std::map<std::string, int> stems;
   for (const fs::path& p : inputs) ++stems[p.stem().string()];
@@ -99,7 +110,9 @@ std::vector<std::string> output_names(const std::vector<fs::path>& inputs) {
     std::string name = p.stem().string();
     const std::string parent = p.parent_path().filename().string();
     if (stems[name] > 1 && !parent.empty()) name = parent + "-" + name;
-    for (int k = 2; taken.count(name) > 0; ++k) name = p.stem().string() + "-" + std::to_string(k);
+    name = folder_name(name);
+    for (int k = 2; taken.count(name) > 0; ++k)
+      name = folder_name(p.stem().string()) + "-" + std::to_string(k);
     taken.insert(name);
     names.push_back(name);
   }

@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 #include <utility>
 
 #include "core/check.h"
+#include "core/log.h"
+#include "core/paths.h"
 #include "distributed/endpoint.h"
 #include "launch/command.h"
 #include "launch/local_launcher.h"
@@ -39,20 +42,43 @@ double seconds_of(const std::string& what, const std::string& value) {
 // TLS keys of its etcd backends (both spellings) and a user/password, each where it maps here
 // (node_rendezvous.h, distributed/etcd.h); any other key, or one of the other backend, is
 // refused by name.
+// The etcd password where a command line does not show it: a file's first line, or this
+// variable (read when --rdzv_conf names no password).
+constexpr const char* kPasswordVariable = "XDINO_RDZV_PASSWORD";
+
+std::string password_from_file(const std::string& path) {
+  const std::string problem = file_problem(path);
+  XDINO_CHECK_ARG(problem.empty(), "--rdzv_conf password_file ", quote(path), " ", problem);
+  std::ifstream in(path);
+  std::string line;
+  XDINO_CHECK_ARG(std::getline(in, line) && !line.empty(), "--rdzv_conf password_file ",
+                  quote(path), " holds no password on its first line");
+  if (line.back() == '\r') line.pop_back();
+  return line;
+}
+
 void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions& r) {
   const bool etcd = r.backend == "etcd";
   const auto etcd_only = [&](const std::string& key) {
     XDINO_CHECK_ARG(etcd, "--rdzv_conf ", key, " is for --rdzv_backend etcd");
   };
   size_t start = 0;
+  bool password_on_command_line = false;
+  std::string previous;  // the key before this item
   while (start < conf.size()) {
     const size_t comma = std::min(conf.find(',', start), conf.size());
     const std::string item = conf.substr(start, comma - start);
     start = comma + 1;
     if (item.empty()) continue;
     const size_t eq = item.find('=');
+    // After a password, an item without '=' is the rest of it, cut at a ','. Never print it.
+    XDINO_CHECK_ARG(eq != std::string::npos || previous != "password",
+                    "--rdzv_conf: the item after password= is not key=value (a password cannot "
+                    "hold ','): give it in password_file=FILE or the environment variable ",
+                    kPasswordVariable);
     XDINO_CHECK_ARG(eq != std::string::npos, "--rdzv_conf ", quote(item), " is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    previous = key;
     const std::string what = "--rdzv_conf " + key;
     if (key == "join_timeout") {
       r.join_timeout = seconds_of(what, value);
@@ -91,7 +117,13 @@ void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions
       r.etcd.user = value;
     } else if (key == "password") {
       etcd_only(key);
+      // Every process's command line shows it (ps, /proc/<pid>/cmdline): said once all is
+      // parsed, so that a refused --rdzv_conf stays one line.
+      password_on_command_line = true;
       r.etcd.password = value;
+    } else if (key == "password_file") {
+      etcd_only(key);
+      r.etcd.password = password_from_file(value);
     } else if (key == "is_host") {
       XDINO_CHECK_ARG(!etcd, "--rdzv_conf is_host: with etcd no launcher serves the store");
       XDINO_CHECK_ARG(value == "true" || value == "false" || value == "1" || value == "0", what,
@@ -110,9 +142,16 @@ void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions
                      "; known: join_timeout, last_call_timeout, close_timeout, read_timeout, "
                      "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, "
                      "store_type; with etcd also protocol, ca_cert, ssl_cert, ssl_cert_key, "
-                     "user, password");
+                     "user, password, password_file");
     }
   }
+  if (password_on_command_line)
+    log::warn("--rdzv_conf password= shows in this process's command line; prefer "
+              "password_file=FILE or the environment variable ",
+              kPasswordVariable);
+  if (const char* env = std::getenv(kPasswordVariable);
+      etcd && r.etcd.password.empty() && env != nullptr && *env != '\0')
+    r.etcd.password = env;
 }
 
 // What this machine can run side by side: its cores, or its GPUs where it has more.
@@ -176,7 +215,8 @@ class LaunchCommand : public Command {
              "with fixed sizes), close_timeout, read_timeout, heartbeat_timeout, "
              "keep_alive_interval, keep_alive_max_attempt (dead after interval x attempts), "
              "is_host, store_type=tcp; with etcd: protocol, ca_cert, ssl_cert, ssl_cert_key, "
-             "user, password")
+             "user, password (or password_file=FILE, or XDINO_RDZV_PASSWORD in the "
+             "environment: a command line shows to every user of the host)")
         .alias("rdzv-conf", "rdzv_conf")
         .add("local_addr", &r.local_addr,
              "how the other nodes reach this machine (its host name if empty)")

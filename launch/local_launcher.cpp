@@ -70,7 +70,7 @@ struct StartEnd {
   std::string cause;    // that failure, in words
   bool formed = false;  // every local process joined the rendezvous
   bool rdzv_timed_out = false;
-  bool membership = false;  // stopped for a node waiting to join
+  bool membership = false;  // stopped for a node waiting to join, or dropped from the round
   bool closed = false;      // stopped because another node closed the rendezvous
   bool lost_store = false;  // stopped because the rendezvous store stopped answering
 };
@@ -214,6 +214,9 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
     kill_at = Clock::now() + std::chrono::seconds(10);
   };
   size_t running = children.size();
+  // What the watcher had read when the round started: only a later read may say this node
+  // is no longer in it.
+  const int64_t reads_at_start = rendezvous.status().reads;
   while (running > 0) {
     if (const int sig = g_signal.exchange(0)) {
       g_forwarded = sig;
@@ -253,6 +256,16 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
       end.membership = true;
       end.cause = status.waiting_node + " is waiting to join";
       log::warn(end.cause, "; stopping this node's processes to re-form the run with it");
+      stop_all();
+    } else if (status.reads > reads_at_start && !status.closed &&
+               (status.round > round.round || (status.round == round.round && !status.in_round)) &&
+               !end.membership && !end.closed && end.exit_code == 0 && g_forwarded == 0) {
+      // The others dropped this node (its heartbeats lapsed: frozen, cut off): its ranks may
+      // be given to a replacement, so its workers must not go on beside it.
+      end.membership = true;
+      end.cause = detail::concat("this node is no longer in round ", round.round,
+                                 " (its heartbeats lapsed and the others dropped it)");
+      log::warn(end.cause, "; stopping this node's processes to join the next round");
       stop_all();
     }
     int status_code = 0;

@@ -79,7 +79,8 @@ void check_recipe(const RecipeOptions& o, bool backbone_has_patch_tokens, const 
   XDINO_CHECK_ARG(o.ibot_out_dim == 0 || o.ibot_separate_head, "--ibot_out_dim ", o.ibot_out_dim,
                   " needs --ibot_separate_head true (the shared head has --out_dim outputs)");
   XDINO_CHECK_ARG(o.sinkhorn_knopp_iterations >= 1, "Sinkhorn-Knopp needs at least 1 iteration");
-  if (!o.ibot()) return;
+  // The masking flags are checked whatever else is on: config.ini records them, and a value
+  // refused only once iBOT is turned on would be a surprise then.
   const auto& r = o.mask_ratio_min_max;
   XDINO_CHECK_ARG(r.size() == 2 && r[0] >= 0 && r[0] <= r[1] && r[1] > 0 && r[1] <= 1,
                   "--mask_ratio_min_max takes two ratios 0 <= min <= max <= 1 with max > 0 "
@@ -87,6 +88,7 @@ void check_recipe(const RecipeOptions& o, bool backbone_has_patch_tokens, const 
   XDINO_CHECK_ARG(o.mask_sample_probability > 0 && o.mask_sample_probability <= 1,
                   "--mask_sample_probability must be in (0, 1] (dinov2: 0.5), got ",
                   o.mask_sample_probability);
+  if (!o.ibot()) return;
   XDINO_CHECK_ARG(backbone_has_patch_tokens, "--ibot_loss_weight needs patch tokens to mask, and ",
                   arch,
                   " has none; use an xcit_*, xvit_* or vit_* architecture, or "

@@ -410,7 +410,10 @@ const std::vector<BadInput>& table() {
       {"a full disk or a file-size limit while writing (ENOSPC, EFBIG)",
        1,
        "f_big.h5': File too large (the previous file is left as it was)",
-       [](const fs::path& r) { return features_of(r / "img", r / "f_big.h5"); },
+       [](const fs::path& r) {
+         // --force: the previous file is not a feature file (features would refuse it).
+         return features_of(r / "img", r / "f_big.h5", "xcit_nano_12_p16", {"--force"});
+       },
        {},
        2},
       {"a rendezvous timeout that is not a finite number of seconds (launch)", 2,
@@ -419,6 +422,20 @@ const std::vector<BadInput>& table() {
       {"a --rdzv_conf key that torchrun's c10d rendezvous ignores (launch)", 2,
        "--rdzv_conf timeout: torchrun's c10d rendezvous does not read it either",
        fixed_args({"launch", "--rdzv_conf", "timeout=900", "--", "knn"})},
+      {"an etcd password holding a ',' (launch)", 2,
+       "--rdzv_conf: the item after password= is not key=value (a password cannot hold ','): "
+       "give it in password_file=FILE or the environment variable XDINO_RDZV_PASSWORD",
+       fixed_args({"launch", "--rdzv_backend", "etcd", "--rdzv_endpoint", "127.0.0.1:2379",
+                   "--rdzv_conf", "user=u,password=se,cret", "--", "knn"})},
+      {"an etcd TLS file that is a folder (launch)", 2,
+       "etcd TLS file '/' is a directory, not a file",
+       fixed_args({"launch", "--rdzv_backend", "etcd", "--rdzv_endpoint", "127.0.0.1:2379",
+                   "--rdzv_conf", "ca_cert=/", "--", "knn"})},
+      {"a reversed mask ratio range with iBOT off (train)", 2,
+       "--mask_ratio_min_max takes two ratios 0 <= min <= max <= 1 with max > 0",
+       [](const fs::path& r) {
+         return train_with(r, {"--mask_ratio_min_max", "0.5", "0.1"});
+       }},
       {"more processes than this machine has cores or GPUs (launch)", 2,
        "--nproc_per_node 100000 is more than this machine runs side by side (",
        fixed_args({"launch", "--nproc_per_node", "100000", "--", "knn"})},

@@ -8,6 +8,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/videoio.hpp>
+#include <set>
 
 #include "augment/data/decode.h"
 #include "core/atomic_file.h"
@@ -201,6 +202,41 @@ TEST(Visualize, ImagesOfOneNameInTwoFoldersKeepTheirOwnPictures) {
   EXPECT_NE(xdino::read_file(dir / "out" / "cat-00000" / "img.png"),
             xdino::read_file(dir / "out" / "dog-00000" / "img.png"));
   EXPECT_FALSE(fs::exists(dir / "out" / "00000"));
+  fs::remove_all(dir);
+}
+
+// Every folder named after an input stays inside --output_dir, one per input: the stems of
+// "...png" and "..png" are ".." and "." (the parent and the folder itself, before), of ".png"
+// a hidden name, of "-x.png" one a tool reads as a flag; two inputs named "00000.png" in
+// folders "." and ".." make "..-00000"-like names too. Nothing is written beside out/.
+TEST(Visualize, NamesFromInputsStayInsideTheOutputFolder) {
+  const fs::path dir = fresh_dir("visualize_odd_names");
+  const fs::path in = dir / "in";
+  const std::vector<fs::path> inputs = {
+      in / "...png", in / "..png",           in / ".png",
+      in / "-x.png", in / "a" / "00000.png", in / "a" / ".." / "00000.png"};
+  fs::create_directories(in / "a");
+  for (const fs::path& p : inputs)
+    if (!fs::exists(p)) fs::copy_file(fixture("augment/photo_a.png"), p);
+  eval::VisualizeOptions o;
+  o.model.arch = "xcit_nano_12_p16";
+  o.image_size = {0};
+  for (const fs::path& p : inputs) o.image_path.push_back(p.string());
+  o.output_dir = (dir / "out").string();
+  EXPECT_EQ(eval::visualize(o), static_cast<int64_t>(inputs.size()));
+  std::set<std::string> folders;
+  for (const auto& e : fs::directory_iterator(dir / "out")) {
+    ASSERT_TRUE(e.is_directory()) << e.path() << ": a file beside the inputs' folders";
+    const std::string name = e.path().filename().string();
+    EXPECT_NE(name[0], '.') << name;
+    EXPECT_NE(name[0], '-') << name;
+    EXPECT_TRUE(fs::exists(e.path() / "overview.png")) << name;
+    folders.insert(name);
+  }
+  EXPECT_EQ(folders.size(), inputs.size()) << "one folder per input";
+  std::set<std::string> beside;
+  for (const auto& e : fs::directory_iterator(dir)) beside.insert(e.path().filename().string());
+  EXPECT_EQ(beside, (std::set<std::string>{"in", "out"}));
   fs::remove_all(dir);
 }
 

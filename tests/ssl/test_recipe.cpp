@@ -265,6 +265,8 @@ TEST(Recipe, RefusalsNameTheFlagAndTheFix) {
   o = xcit_recipe_options(dir.path());
   o.recipe.mask_ratio_min_max = {0.5, 0.1};
   EXPECT_NE(refusal(o).find("--mask_ratio_min_max"), std::string::npos);
+  o.recipe.ibot_loss_weight = 0;  // a reversed range is refused with iBOT off too
+  EXPECT_NE(refusal(o).find("--mask_ratio_min_max"), std::string::npos) << refusal(o);
   o = xcit_recipe_options(dir.path());
   o.recipe.ibot_out_dim = 32;
   EXPECT_NE(refusal(o).find("--ibot_separate_head"), std::string::npos);
