@@ -35,6 +35,8 @@
 // | 2.1     | scaled_dot_product_attention takes `scale`   | kHaveSdpa, sdpa_unscaled, below   |
 // | 2.4     | TCPStore asks for libuv by default; Debian   | distributed.cpp make_store: retry |
 // |         | 13's 2.6 is built without it and refuses     | with useLibUV = false             |
+// | 2.4     | the store server (dual-stack) reverse-       | store.cpp listen_ipv4: our own    |
+// |         | resolves each client on its one thread       | IPv4 socket (masterListenFd)      |
 // Not differences (same in 1.13 and 2.15, though often asked): c10::optional (an alias of
 // std::optional in 2.x), torch::jit::pickle_save/pickle_load.
 #pragma once

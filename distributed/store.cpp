@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -20,15 +22,43 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+#if XDINO_TORCH_AT_LEAST(2, 4)
+// The store server's socket, made here rather than by LibTorch 2.x: an IPv4 socket on every
+// interface. LibTorch's own is dual-stack, so a client on loopback arrives as
+// ::ffff:127.0.0.1, and the server names each new client with getnameinfo (no
+// NI_NUMERICHOST) on its one event-loop thread: /etc/hosts does not answer for that address,
+// so where no DNS server answers every client waits out the resolver (5 s). 127.0.0.1 is in
+// /etc/hosts. The store owns the descriptor once it is given (compat.h).
+int listen_ipv4(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  XDINO_CHECK(fd >= 0, "cannot open a socket for the store on port ", port, ": ",
+              std::strerror(errno));
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const int err = errno;
+    close(fd);
+    // Worded as LibTorch words it, so that callers read one message on every version.
+    XDINO_FAIL("cannot serve the store on port ", port, ": ",
+               err == EADDRINUSE ? "Address already in use" : std::strerror(err));
+  }
+  return fd;
+}
+#endif
+
 }  // namespace
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 StorePtr with_prefix(TcpStorePtr store, const std::string& prefix) {
   if (prefix.empty()) return store;
   return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store));
 }
-std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
                            std::optional<size_t> workers, std::chrono::milliseconds timeout) {
@@ -43,12 +73,15 @@ TcpStorePtr make_tcp_store(const std::string& host, int port, bool server,
 #if XDINO_TORCH_AT_LEAST(2, 4)
   // Since 2.4 the store asks for its libuv backend by default, and a LibTorch built without
   // libuv (Debian 13's 2.6) refuses it: fall back to the classic backend, which every build has.
+  // Each attempt gets a socket of its own (a failed one may have closed what it was given).
   try {
+    if (server) opts.masterListenFd = listen_ipv4(port);
     return c10::make_intrusive<c10d::TCPStore>(host, opts);
   } catch (const std::exception& e) {
     if (!opts.useLibUV || std::string(e.what()).find("libuv") == std::string::npos) throw;
     opts.useLibUV = false;
   }
+  if (server) opts.masterListenFd = listen_ipv4(port);
 #endif
   return c10::make_intrusive<c10d::TCPStore>(host, opts);
 }

@@ -12,10 +12,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "core/check.h"
+#include "core/compat.h"
 #include "core/json.h"
 #include "distributed/node_rendezvous.h"
 #include "distributed/rendezvous.h"
@@ -56,6 +59,35 @@ NodeRound join(NodeRendezvous& r) {
 }
 
 }  // namespace
+
+#if XDINO_TORCH_AT_LEAST(2, 4)
+// LibTorch 2.x's store server names each client by reverse DNS on its one thread, and on its
+// own dual-stack socket a loopback client is ::ffff:127.0.0.1, which /etc/hosts does not
+// answer: 5 s a client without a DNS server (distributed/store.cpp, listen_ipv4). Our servers
+// listen on an IPv4 socket of their own, so the port is in /proc/net/tcp, not tcp6.
+TEST(Store, TheServerListensOnAnIpv4SocketOfItsOwn) {
+  const auto [store, port] = xdino::distributed::serve_free_port(std::chrono::seconds(10));
+  const auto listening = [port = port](const char* table) {
+    std::ifstream in(table);
+    char hex[8];
+    std::snprintf(hex, sizeof hex, ":%04X", port);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      if (state == "0A" && local.size() >= 5 && local.substr(local.size() - 5) == hex) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(listening("/proc/net/tcp")) << "no IPv4 listener on port " << port;
+  EXPECT_FALSE(listening("/proc/net/tcp6")) << "a dual-stack listener on port " << port;
+  // And it serves: a client on loopback reads what the server wrote.
+  store->set("k", {'v'});
+  const auto client = xdino::distributed::make_tcp_store("127.0.0.1", port, false, std::nullopt,
+                                                         std::chrono::seconds(10));
+  EXPECT_EQ(client->get("k"), std::vector<uint8_t>{'v'});
+}
+#endif
 
 TEST(NodeRendezvous, TwoNodesFormOneRoundWithTheirNodeRanks) {
   const int port = xdino::distributed::free_tcp_port();

@@ -22,7 +22,7 @@ torchrun=${2:-}
 require_fashion_mnist
 work=$(mktemp -d /tmp/xdino_torchrun.XXXXXX)
 agent=
-trap '[[ -n $agent ]] && kill -9 -- -$agent $agent 2>/dev/null; if [[ -n ${failed:-} ]]; then echo "logs: $work" >&2; else rm -rf "$work"; fi' EXIT
+trap '[[ -n $agent ]] && kill -9 $(descendants $agent) $agent 2>/dev/null; if [[ -n ${failed:-} ]]; then echo "logs: $work" >&2; else rm -rf "$work"; fi' EXIT
 fail() { echo "FAIL: $*" >&2; failed=1; exit 1; }
 
 # torch 1.13 spells it --no_python (2.x takes both). Under Python 3.11, 1.13's default
@@ -37,6 +37,16 @@ run=$work/run  # every run writes here: its path is in the checkpoint's args
 train_args() { small_train_args "$fashion_mnist" "$run" 3 --saveckp_freq 1 --dist_timeout 120 \
   --dist_heartbeat_timeout 8 | cut -d' ' -f2-; }
 export PATH=$(dirname "$dino"):$PATH OMP_NUM_THREADS=1
+
+# Every process below PID (torch 2.x starts its workers in sessions of their own, so not by
+# process group).
+descendants() {  # PID
+  local child
+  for child in $(pgrep -P "$1"); do
+    echo "$child"
+    descendants "$child"
+  done
+}
 
 # torchrun_dino(LOG, RDZV_FLAGS...): torchrun of dino train in the background; sets $agent.
 torchrun_dino() {
@@ -66,7 +76,7 @@ heal() {  # NAME RDZV_FLAGS...
       fail "$name: no checkpoint after epoch 0: $(tail -3 "$work/$name-heal.log")"
     sleep 0.1
   done
-  local victim=$(pid_of_rank 1 $(pgrep -g $agent))
+  local victim=$(pid_of_rank 1 $(descendants $agent))
   [[ -n $victim ]] || fail "$name: rank 1 of torchrun (pid $agent) was not found"
   kill -9 "$victim"
   wait_for $agent 300
