@@ -53,7 +53,7 @@ class TrainCommand : public Command {
         written = true;
       };
     TrainingBoard board(o.output_dir, monitor_.tensorboard, trainer.images_per_step(),
-                        trainer.iterations_per_epoch(), *comm, o.recipe.koleo() || o.recipe.ibot());
+                        trainer.iterations_per_epoch(), *comm, o.recipe.adds_terms());
     board.attach(callbacks);
     trainer.set_epoch_callbacks(callbacks);
     trainer.train();

@@ -8,29 +8,30 @@
 #include "core/json.h"
 
 namespace xdino::ssl {
-namespace {
 
-constexpr size_t kFirstTerm = 7;  // dino_loss's index in keys()
-
-}  // namespace
-
-const std::array<const char*, EpochMeters::kCount>& EpochMeters::keys() {
-  static const std::array<const char*, kCount> k = {
-      "loss",       "lr",        "wd",         "momentum", "teacher_temp", "teacher_entropy",
-      "kl_uniform", "dino_loss", "koleo_loss", "ibot_loss"};
-  return k;
+const std::array<StatField, kStatCount>& stat_fields() {
+  static const std::array<StatField, kStatCount> fields = {{
+      {"loss", &IterationStats::loss},
+      {"lr", &IterationStats::lr},
+      {"wd", &IterationStats::wd},
+      {"momentum", &IterationStats::momentum},
+      {"teacher_temp", &IterationStats::teacher_temp},
+      {"teacher_entropy", &IterationStats::teacher_entropy},
+      {"kl_uniform", &IterationStats::kl_uniform},
+      {"dino_loss", &IterationStats::dino_loss},
+      {"koleo_loss", &IterationStats::koleo_loss},
+      {"ibot_loss", &IterationStats::ibot_loss},
+  }};
+  return fields;
 }
 
 void EpochMeters::add(const IterationStats& s) {
-  const std::array<double, kCount> v = {
-      s.loss,       s.lr,        s.wd,         s.momentum, s.teacher_temp, s.teacher_entropy,
-      s.kl_uniform, s.dino_loss, s.koleo_loss, s.ibot_loss};
-  for (size_t i = 0; i < kCount; ++i) sums_[i] += v[i];
+  for (const StatField& f : stat_fields()) sums_.*f.value += s.*f.value;
   ++count_;
 }
 
 void EpochMeters::reset() {
-  sums_.fill(0.0);
+  sums_ = IterationStats{};
   count_ = 0;
 }
 
@@ -40,38 +41,40 @@ EpochMeters EpochMeters::reduced(Communicator& comm) const {
   return from_tensor(t);
 }
 
-std::array<double, EpochMeters::kCount> EpochMeters::averages(Communicator& comm) const {
+IterationStats EpochMeters::averages(Communicator& comm) const {
   const EpochMeters all = reduced(comm);
-  std::array<double, kCount> avg{};
-  for (size_t i = 0; i < kCount; ++i)
-    avg[i] = all.count_ > 0 ? all.sums_[i] / static_cast<double>(all.count_) : NAN;
+  IterationStats avg;
+  for (const StatField& f : stat_fields())
+    avg.*f.value = all.count_ > 0 ? all.sums_.*f.value / static_cast<double>(all.count_) : NAN;
   return avg;
 }
 
 c10::IValue EpochMeters::to_ivalue() const {
   auto d = make_dict();
   d.insert("count", count_);
-  for (size_t i = 0; i < kCount; ++i) d.insert(std::string(keys()[i]) + "_sum", sums_[i]);
+  for (const StatField& f : stat_fields()) d.insert(std::string(f.name) + "_sum", sums_.*f.value);
   return d;
 }
 
 void EpochMeters::from_ivalue(const c10::IValue& v) {
   const auto d = as_dict(v, "epoch statistics");
   count_ = as_int(get(d, "count", "epoch statistics"), "count");
-  for (size_t i = 0; i < kCount; ++i) {
-    const std::string key = std::string(keys()[i]) + "_sum";
-    const c10::IValue* v = find(d, key);
-    if (v == nullptr && i >= kFirstTerm) {  // saved before the loss had terms: DINO's alone
-      sums_[i] = i == kFirstTerm ? sums_[0] : 0.0;
+  for (const StatField& f : stat_fields()) {
+    const std::string key = std::string(f.name) + "_sum";
+    const c10::IValue* found = find(d, key);
+    if (found == nullptr && std::string(f.name).find("_loss") != std::string::npos) {
+      // Saved before the loss had terms: DINO's alone.
+      sums_.*f.value = f.value == &IterationStats::dino_loss ? sums_.loss : 0.0;
       continue;
     }
-    sums_[i] = as_double(get(d, key, "epoch statistics"), key);
+    sums_.*f.value = as_double(get(d, key, "epoch statistics"), key);
   }
 }
 
 torch::Tensor EpochMeters::to_tensor() const {
   auto t = torch::empty({static_cast<int64_t>(kCount) + 1}, torch::kDouble);
-  for (size_t i = 0; i < kCount; ++i) t[static_cast<int64_t>(i)] = sums_[i];
+  int64_t i = 0;
+  for (const StatField& f : stat_fields()) t[i++] = sums_.*f.value;
   t[kCount] = static_cast<double>(count_);
   return t;
 }
@@ -84,27 +87,35 @@ EpochMeters EpochMeters::from_tensor(const torch::Tensor& t) {
   const auto c = t.contiguous().cpu();
   const auto a = c.accessor<double, 1>();
   EpochMeters out;
-  for (size_t i = 0; i < kCount; ++i) out.sums_[i] = a[static_cast<int64_t>(i)];
+  int64_t i = 0;
+  for (const StatField& f : stat_fields()) out.sums_.*f.value = a[i++];
   out.count_ = static_cast<int64_t>(a[kCount]);
   return out;
 }
 
-std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& a,
-                     const Json& extra) {
-  // a: loss, lr, wd, momentum, teacher_temp, teacher_entropy, kl_uniform, then the loss's
-  // terms. The first four keys are main_dino.py's, in its order.
+std::string log_line(int64_t epoch, const IterationStats& a, const Json& extra) {
+  // The first four keys are main_dino.py's, in its order.
   Json j = Json::object();
-  j["train_loss"] = a[0];
-  j["train_lr"] = a[1];
-  j["train_wd"] = a[2];
+  j["train_loss"] = a.loss;
+  j["train_lr"] = a.lr;
+  j["train_wd"] = a.wd;
   j["epoch"] = epoch;
-  j["train_momentum"] = a[3];
-  j["train_teacher_temp"] = a[4];
-  j["train_teacher_entropy"] = a[5];
-  j["train_kl_teacher_student"] = a[kFirstTerm] - a[5];
-  j["train_kl_uniform"] = a[6];
+  j["train_momentum"] = a.momentum;
+  j["train_teacher_temp"] = a.teacher_temp;
+  j["train_teacher_entropy"] = a.teacher_entropy;
+  j["train_kl_teacher_student"] = a.dino_loss - a.teacher_entropy;
+  j["train_kl_uniform"] = a.kl_uniform;
   for (const auto& [key, value] : extra.items()) j[key] = value;
   return python_dumps(j);
+}
+
+Json loss_terms(const IterationStats& a, bool koleo, bool ibot) {
+  Json j = Json::object();
+  if (!koleo && !ibot) return j;
+  j["train_dino_loss"] = a.dino_loss;
+  if (koleo) j["train_koleo_loss"] = a.koleo_loss;
+  if (ibot) j["train_ibot_loss"] = a.ibot_loss;
+  return j;
 }
 
 }  // namespace xdino::ssl

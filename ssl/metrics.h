@@ -1,10 +1,12 @@
 // Per-epoch averages of the training statistics and the `log.txt` line they become.
 //
 // Contract:
+//  - stat_fields(): every number of IterationStats by name, in one order: the meters', the
+//    checkpoint's sums ("<name>_sum") and the tensors'. A new number is one field there.
 //  - EpochMeters::add(stats) accumulates one iteration's values (double sums + a count).
 //  - averages(comm) all-reduces sums and counts over the processes and returns the global
-//    means in kKeys order (what MetricLogger.global_avg gives after
-//    synchronize_between_processes); it does not change the meters.
+//    means (what MetricLogger.global_avg gives after synchronize_between_processes); it does
+//    not change the meters.
 //  - to_ivalue()/from_ivalue() carry the partial sums through a checkpoint, so an epoch
 //    interrupted and resumed averages exactly the same iterations; to_tensor()/from_tensor()
 //    carry one rank's (ssl/training_state.h keeps every rank's, so that each adds its own
@@ -19,6 +21,9 @@
 //    train_kl_uniform),
 //    then `extra`'s fields (the trainer's images_seen, the online k-NN's knn_*);
 //    numbers in the shortest form that reads back to the same double, like Python's json.
+//  - loss_terms(averages, koleo, ibot): with a term beside DINO's on, each term of train_loss
+//    on its own (train_dino_loss, and train_koleo_loss / train_ibot_loss where on); they add
+//    up to it. An empty object otherwise: the official run's line has none.
 #pragma once
 
 #include <array>
@@ -38,15 +43,21 @@ struct IterationStats {
   double dino_loss = 0, koleo_loss = 0, ibot_loss = 0;  // loss's terms (ssl/recipe.h)
 };
 
+struct StatField {
+  const char* name;
+  double IterationStats::*value;
+};
+inline constexpr size_t kStatCount = 10;
+const std::array<StatField, kStatCount>& stat_fields();
+
 class EpochMeters {
  public:
-  static constexpr size_t kCount = 10;
-  static const std::array<const char*, kCount>& keys();  // loss, lr, wd, momentum, ...
+  static constexpr size_t kCount = kStatCount;
 
   void add(const IterationStats& s);
   void reset();
   int64_t count() const { return count_; }
-  std::array<double, kCount> averages(Communicator& comm) const;
+  IterationStats averages(Communicator& comm) const;
   // All-reduced sums (so rank 0 alone can carry them through a checkpoint).
   EpochMeters reduced(Communicator& comm) const;
 
@@ -57,12 +68,14 @@ class EpochMeters {
   static EpochMeters from_tensor(const torch::Tensor& t);
 
  private:
-  std::array<double, kCount> sums_{};
+  IterationStats sums_;
   int64_t count_ = 0;
 };
 
 // `extra` (an object) is appended after our extras, in its own order.
-std::string log_line(int64_t epoch, const std::array<double, EpochMeters::kCount>& averages,
+std::string log_line(int64_t epoch, const IterationStats& averages,
                      const Json& extra = Json::object());
+
+Json loss_terms(const IterationStats& averages, bool koleo, bool ibot);
 
 }  // namespace xdino::ssl

@@ -46,7 +46,10 @@ struct RecipeOptions {
   bool koleo() const { return koleo_loss_weight > 0; }
   bool ibot() const { return ibot_loss_weight > 0; }
   Centering centering_kind() const;
-  bool any() const { return koleo() || ibot() || centering_kind() != Centering::kCentering; }
+  // A loss term beside DINO's is on (the step computes ssl/recipe_terms.h's, the log shows
+  // each term on its own).
+  bool adds_terms() const { return koleo() || ibot(); }
+  bool any() const { return adds_terms() || centering_kind() != Centering::kCentering; }
 };
 
 void check_recipe(const RecipeOptions& options, bool backbone_has_patch_tokens,

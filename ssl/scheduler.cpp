@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ssl/trainer.h"
+#include "core/check.h"
+#include "ssl/dino_options.h"
+#include "train/schedules.h"
 
 namespace xdino::ssl {
 
@@ -23,6 +25,22 @@ Scheduler::AfterStep Scheduler::after_step(int64_t, int64_t batch, bool stop, bo
 
 bool Scheduler::stop_after_epoch(int64_t epoch, bool stop) const {
   return stop && epoch + 1 < o_.epochs;
+}
+
+StepSchedule Scheduler::at(int64_t it) const {
+  XDINO_CHECK(it >= 0 && static_cast<size_t>(it) < schedules_.lr.size(), "iteration ", it,
+              " is outside the schedules' ", schedules_.lr.size(), " iterations");
+  const auto i = static_cast<size_t>(it);
+  return {schedules_.lr[i], schedules_.wd[i], schedules_.momentum[i]};
+}
+
+Schedules dino_schedules(const DinoOptions& o, int64_t niter, int64_t total_batch) {
+  Schedules s;
+  s.lr = train::cosine_schedule(o.lr * static_cast<double>(total_batch) / 256.0, o.min_lr, o.epochs,
+                                niter, o.warmup_epochs);
+  s.wd = train::cosine_schedule(o.weight_decay, o.weight_decay_end, o.epochs, niter);
+  s.momentum = train::cosine_schedule(o.momentum_teacher, 1.0, o.epochs, niter);
+  return s;
 }
 
 std::vector<std::string> collapse_warnings(int64_t epoch, double kl_uniform, double teacher_entropy,

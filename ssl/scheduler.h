@@ -19,6 +19,10 @@
 //    outputs drive H(p_t) to ln K (warned above 0.9 ln K). Each warning is one line.
 //  - epoch_time_line(epoch, spent, wall, images_per_step): where the epoch's time went, one
 //    line ("" when there was no step or no time).
+//  - The three cosine schedules of main_dino.py (docs/dino.md, "Schedules"): dino_schedules(
+//    options, iterations per epoch, total batch) builds them, at(iteration) reads them; an
+//    iteration outside the run throws xdino::Error. A Scheduler built without them (the
+//    save/stop rules' tests) throws there too.
 #pragma once
 
 #include <chrono>
@@ -26,9 +30,25 @@
 #include <string>
 #include <vector>
 
+#include "ssl/step_times.h"
+
 namespace xdino::ssl {
 
-struct StepTimes;
+struct DinoOptions;
+
+// What the schedules give one iteration.
+struct StepSchedule {
+  double lr = 0, wd = 0, momentum = 0;
+};
+
+struct Schedules {
+  std::vector<double> lr, wd, momentum;  // one value per iteration of the run
+};
+
+// lr: linear warm-up to lr x total_batch / 256, then cosine to min_lr; weight decay: cosine
+// from weight_decay to weight_decay_end; teacher momentum: cosine from momentum_teacher to 1.
+Schedules dino_schedules(const DinoOptions& options, int64_t iterations_per_epoch,
+                         int64_t total_batch);
 
 struct ScheduleOptions {
   int64_t epochs = 1;
@@ -41,7 +61,8 @@ class Scheduler {
   using Clock = std::chrono::steady_clock;
   enum class AfterStep { kGoOn, kSaveTimed, kStop };
 
-  explicit Scheduler(ScheduleOptions options) : o_(options) {}
+  explicit Scheduler(ScheduleOptions options, Schedules schedules = {})
+      : o_(options), schedules_(std::move(schedules)) {}
 
   void started(Clock::time_point now) { last_save_ = now; }
   void saved(Clock::time_point now) { last_save_ = now; }
@@ -49,9 +70,11 @@ class Scheduler {
   bool timed_save_due(Clock::time_point now) const;
   AfterStep after_step(int64_t epoch, int64_t batch, bool stop, bool save_due) const;
   bool stop_after_epoch(int64_t epoch, bool stop) const;
+  StepSchedule at(int64_t iteration) const;
 
  private:
   ScheduleOptions o_;
+  Schedules schedules_;
   Clock::time_point last_save_{};
 };
 

@@ -2,12 +2,11 @@
 // one run traced from the command line: docs/architecture.md, "Follow one run").
 //
 // Contract:
-//  - Trainer(options, make_backbone, data, comm) seeds torch with options.seed, builds student
-//    and teacher backbones through `make_backbone` (student with drop_path_rate, teacher
-//    without), their DINO heads, the loss, optimiser, loss scaler and schedules, and moves
-//    them to the device (train/precision.h). Bad options throw xdino::UsageError. With
-//    options.pretrained_weights the student starts from that file and the teacher copies it
-//    (ssl/warm_start.h).
+//  - Trainer(options, make_backbone, data, comm) checks the options, builds student and teacher
+//    through `make_backbone` (ssl/networks.h: the seed, the draws in main_dino.py's order, the
+//    warm start), the step that trains them (ssl/dino_step.h: loss, optimiser, loss scaler,
+//    pass) and the schedules (ssl/scheduler.h), on the device of train/precision.h. Bad
+//    options throw xdino::UsageError.
 //  - An iteration is one optimiser step over options.accum_iter micro-batches of the data
 //    source (docs/dino.md, "Gradient accumulation"): iterations_per_epoch() is
 //    batches_per_epoch() / accum_iter.
@@ -51,49 +50,18 @@
 
 #include "core/json.h"
 #include "distributed/communicator.h"
-#include "distributed/grad_sync.h"
-#include "distributed/replicas.h"
-#include "models/registry.h"
 #include "ssl/checkpoint.h"
 #include "ssl/data_source.h"
 #include "ssl/dino_options.h"
-#include "ssl/head.h"
-#include "ssl/loss.h"
+#include "ssl/dino_step.h"
 #include "ssl/metrics.h"
-#include "ssl/recipe_terms.h"
+#include "ssl/networks.h"
+#include "ssl/pass.h"
 #include "ssl/scheduler.h"
-#include "train/cuda_graph.h"
-#include "train/grad_scaler.h"
-#include "train/optim.h"
+#include "ssl/step_times.h"
 #include "train/precision.h"
 
 namespace xdino::ssl {
-
-using BackboneFactory =
-    std::function<std::shared_ptr<models::Backbone>(const models::BackboneOptions&)>;
-
-// Test and benchmark hooks; empty by default.
-struct TrainerHooks {
-  // After both forwards, before the loss (may edit the outputs or raise a signal).
-  std::function<void(int64_t iteration, torch::Tensor& student_out, torch::Tensor& teacher_out)>
-      after_forward;
-  // At the end of every iteration (after the EMA update).
-  std::function<void(int64_t iteration)> after_step;
-};
-
-// Wall-clock seconds spent per phase since construction (CPU-accurate; CUDA work is
-// asynchronous and lands in whichever phase synchronises). grad_wait is the part of backward
-// spent waiting for the gradient all-reduce after autograd is done: the communication that
-// the bucketed overlap did not hide (0 in a single process).
-// After each epoch rank 0 logs one line of them: the epoch's steps, wall time, images/s and the
-// share of it the loop waited for the data loader (docs/dino.md, "Where the time goes").
-struct StepTimes {
-  double data = 0, forward = 0, backward = 0, optimizer = 0, ema = 0, grad_wait = 0;
-  double checkpoint = 0;  // timed mid-epoch checkpoints (options.saveckp_minutes)
-  int64_t steps = 0;
-  // Phase by phase, what was spent between `earlier` and this.
-  StepTimes since(const StepTimes& earlier) const;
-};
 
 // What launch/ adds to the loop: the online k-NN monitor and curves.png at the end of an epoch
 // (launch/learning_monitor.h), the TensorBoard files (launch/training_board.h). Every process
@@ -115,6 +83,9 @@ struct EpochCallbacks {
 
 enum class TrainOutcome { kCompleted, kStopped };
 
+// The loop, as marian's Train::run: resume, then per iteration the step (ssl/dino_step.h) and
+// the Scheduler's answer (ssl/scheduler.h): go on, save, or stop; per epoch its statistics,
+// log.txt's line and the checkpoint.
 class Trainer {
  public:
   Trainer(DinoOptions options, BackboneFactory make_backbone, std::shared_ptr<DataSource> data,
@@ -124,14 +95,13 @@ class Trainer {
   // Restores <output_dir>/checkpoint.pth when there is one, after checking it against the
   // options (a refusal throws xdino::UsageError before anything is written). train() calls it
   // unless the caller has: launch/ does first, so that a refused resume leaves the run's
-  // config.ini as it was.
-  // Returns whether there was a checkpoint to resume from.
+  // config.ini as it was. Returns whether there was a checkpoint to resume from.
   bool resume();
   TrainOutcome train();
 
-  void set_hooks(TrainerHooks hooks) { hooks_ = std::move(hooks); }
+  void set_hooks(TrainerHooks hooks) { step_->set_hooks(std::move(hooks)); }
   void set_epoch_callbacks(EpochCallbacks callbacks) { epoch_callbacks_ = std::move(callbacks); }
-  const StepTimes& times() const { return times_; }
+  const StepTimes& times() const { return step_->times(); }
   const train::PrecisionPlan& precision() const { return plan_; }
   int64_t iterations_per_epoch() const { return niter_; }
   // Images per optimiser step over every process: the lr scaling's total batch.
@@ -139,68 +109,23 @@ class Trainer {
     return o_.batch_size_per_gpu * o_.accum_iter * comm_->world_size();
   }
 
-  MultiCropWrapper& student() { return student_; }
-  MultiCropWrapper& teacher() { return teacher_; }
-  DINOLoss& loss() { return loss_; }
-  train::Optimizer& optimizer() { return *optimizer_; }
-  train::GradScaler* scaler() { return scaler_.get(); }
+  MultiCropWrapper& student() { return networks_.student; }
+  MultiCropWrapper& teacher() { return networks_.teacher; }
+  DINOLoss& loss() { return step_->loss(); }
+  train::Optimizer& optimizer() { return step_->optimizer(); }
+  train::GradScaler* scaler() { return step_->scaler(); }
   // --cuda_graph: how many times the step was captured so far (0 without it).
-  int64_t cuda_graph_captures() const { return graphed_ ? graphed_->captures : 0; }
+  int64_t cuda_graph_captures() const { return step_->captures(); }
 
  private:
-  using Position = TrainingState::Position;
-  std::optional<Position> start_;  // where train() starts: resume()'s answer
-  // What every process agreed on during an iteration: a stop was requested, or a timed
-  // checkpoint is due (rank 0's clock).
-  struct StepEnd {
-    bool stop = false, save_due = false;
-  };
-  StepEnd train_step(int64_t epoch, int64_t batch);
-  // train_step's acts (trainer.cpp).
   using Clock = std::chrono::steady_clock;
-  struct MicroBatch {  // what every replica's pass of one micro-batch shares
-    int64_t epoch = 0, iteration = 0;
-    const BatchMasks* masks = nullptr;  // iBOT's masks of the process's global rows
-    int replicas = 1;
-    int64_t share = 0, count = 1;  // images per replica; micro-batches per step
-    bool last = false;             // the step's last micro-batch: the center is updated
-  };
-  // The step's (or one replica's micro-batch's) loss, and its terms (ssl/metrics.h).
-  struct Losses {
-    double total = 0, dino = 0, koleo = 0, ibot = 0;
-    void add_part(const Losses& o, double parts) {  // o is one of `parts` equal shares
-      total += o.total / parts;
-      dino += o.dino / parts;
-      koleo += o.koleo / parts;
-      ibot += o.ibot / parts;
-    }
-  };
-  // One replica's pass over one micro-batch leaves its numbers on the device until the step's
-  // one read-back: kPassNumbers float64, the loss, its dino, koleo and ibot terms, then 1 where
-  // the student's and the teacher's outputs hold a non-finite value.
-  static constexpr size_t kPassNumbers = 6;
-  // What a step leaves on the device for its read-back: every pass's numbers, micro-batch by
-  // micro-batch (replicas inside), and the flags summed over every process (a non-finite loss,
-  // a stop signal, a timed save due on rank 0).
-  struct PendingStep {
-    std::vector<torch::Tensor> passes;
-    torch::Tensor flags;
-  };
-  void set_schedules(int64_t iteration);
-  PendingStep accumulate_gradients(int64_t epoch, int64_t iteration, Clock::time_point& t);
-  torch::Tensor replica_pass(const std::vector<torch::Tensor>& crops, int replica,
-                             const MicroBatch& micro_batch, CenterSums& sums,
-                             IbotCenterSums& ibot_sums, Clock::time_point& t);
-  torch::Tensor graphed_pass(const std::vector<torch::Tensor>& crops, const MicroBatch& micro_batch,
-                             CenterSums& sums, IbotCenterSums& ibot_sums, Clock::time_point& t);
-  void update_student(int64_t epoch, Clock::time_point& t);
-  void update_teacher(int64_t iteration, Clock::time_point& t);
-  StepEnd read_back(int64_t epoch, int64_t iteration, const PendingStep& pending);
+  using Position = TrainingState::Position;
+  // The epoch's iterations from `first`; false when a signal stopped the run mid-epoch (it
+  // saved first). `stop`: a signal came during the epoch.
+  bool run_epoch(int64_t epoch, int64_t first, bool& stop);
   void save(int64_t next_epoch, int64_t next_iteration);
   void save_timed(int64_t next_iteration);
   void finish_epoch(int64_t epoch);
-  // `passes`: the read-back's numbers of every pass (kPassNumbers each), `count` passes.
-  [[noreturn]] void fail_nonfinite(int64_t iteration, const double* passes, size_t count);
   CheckpointParts parts();
 
   DinoOptions o_;
@@ -208,38 +133,16 @@ class Trainer {
   std::shared_ptr<Communicator> comm_;
   train::PrecisionPlan plan_;
   int64_t niter_ = 0;
-  MultiCropWrapper student_{nullptr}, teacher_{nullptr};
-  DINOLoss loss_{nullptr};
-  std::unique_ptr<RecipeTerms> recipe_;  // KoLeo and iBOT, or null
-  std::unique_ptr<train::Optimizer> optimizer_;
-  std::unique_ptr<train::GradScaler> scaler_;
-  std::unique_ptr<distributed::GradientSynchronizer> grad_sync_;
-  std::unique_ptr<distributed::ReplicaGroup> replicas_;  // null for one replica
-  // --cuda_graph: the pass recorded once and replayed every step (trainer.cpp, graphed_pass).
-  struct GraphedPass {
-    static constexpr int64_t kEagerSteps = 3;  // on the graph's stream, before the capture
-    train::CudaGraph graph;
-    std::vector<torch::Tensor> params;  // the student's trainable parameters
-    std::vector<torch::Tensor> crops;   // the inputs the graph reads
-    torch::Tensor numbers;              // what its pass leaves for the read-back
-    std::vector<torch::Tensor> grads;   // what it writes into each parameter's .grad
-    double teacher_temp = -1;           // the captured pass's: a host number inside the graph
-    int64_t eager_steps = 0, captures = 0;
-  };
-  std::unique_ptr<GraphedPass> graphed_;
-  std::shared_ptr<Communicator> step_comm_;  // comm_, or the replicas' (BatchNorm, loss)
-  std::vector<double> lr_schedule_, wd_schedule_, momentum_schedule_;
-  torch::OrderedDict<std::string, torch::Tensor> student_params_;
-  bool teacher_ddp_prefix_ = true;
+  DinoNetworks networks_;
+  std::unique_ptr<DinoStep> step_;
+  Scheduler scheduler_{ScheduleOptions{}};  // schedules; when to save, stop and warn
+  std::optional<Position> start_;           // where train() starts: resume()'s answer
   EpochMeters meters_;
   IterationStats last_;
   std::string last_log_line_;  // log.txt's line of the last completed epoch (TrainingState)
-  TrainerHooks hooks_;
   EpochCallbacks epoch_callbacks_;
-  StepTimes times_;
-  StepTimes epoch_start_times_;  // times_ when this epoch's first step began
-  std::chrono::steady_clock::time_point epoch_start_;
-  Scheduler scheduler_{ScheduleOptions{}};  // when to save, stop and warn (ssl/scheduler.h)
+  StepTimes epoch_start_times_;  // the step's times when this epoch's first step began
+  Clock::time_point epoch_start_;
 };
 
 }  // namespace xdino::ssl

@@ -216,10 +216,10 @@ TEST(TrainingCurves, ReadsTheLogAndTheReferenceAndDrawsThreePanels) {
       extra["knn_train"] = 100;
       extra["knn_val"] = 20;
     }
-    std::array<double, ssl::EpochMeters::kCount> a{};
-    a[0] = 5.0 - e;  // loss
-    a[5] = 4.0 - e;  // teacher entropy
-    a[7] = a[0];     // the DINO term: all of the loss
+    ssl::IterationStats a;
+    a.loss = 5.0 - e;
+    a.teacher_entropy = 4.0 - e;
+    a.dino_loss = a.loss;  // the DINO term: all of the loss
     log += ssl::log_line(e, a, extra) + "\n";
   }
   write_file_atomically(dir / "log.txt", log);

@@ -39,8 +39,8 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   s.lr = 0.75;
   m.add(s);
   const auto avg = m.averages(*xdino::local_communicator());
-  EXPECT_DOUBLE_EQ(avg[0], 9.0);
-  EXPECT_DOUBLE_EQ(avg[1], 0.5);
+  EXPECT_DOUBLE_EQ(avg.loss, 9.0);
+  EXPECT_DOUBLE_EQ(avg.lr, 0.5);
   const std::string line = log_line(3, avg);
   EXPECT_EQ(line.rfind("{\"train_loss\": 9.0, \"train_lr\": 0.5, \"train_wd\": 0.04, "
                        "\"epoch\": 3, ",
@@ -53,7 +53,8 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   restored.from_ivalue(m.to_ivalue());
   EXPECT_EQ(restored.count(), 2);
   const auto again = restored.averages(*xdino::local_communicator());
-  for (size_t i = 0; i < avg.size(); ++i) EXPECT_DOUBLE_EQ(again[i], avg[i]);
+  for (const auto& f : xdino::ssl::stat_fields())
+    EXPECT_DOUBLE_EQ(again.*f.value, avg.*f.value) << f.name;
 
   // A checkpoint from before the loss had terms: the DINO term is the whole loss.
   IDict old = m.to_ivalue().toGenericDict();
@@ -62,8 +63,8 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   EpochMeters from_old;
   from_old.from_ivalue(old);
   const auto old_avg = from_old.averages(*xdino::local_communicator());
-  EXPECT_DOUBLE_EQ(old_avg[7], 9.0);
-  EXPECT_DOUBLE_EQ(old_avg[8], 0.0);
-  EXPECT_DOUBLE_EQ(old_avg[9], 0.0);
+  EXPECT_DOUBLE_EQ(old_avg.dino_loss, 9.0);
+  EXPECT_DOUBLE_EQ(old_avg.koleo_loss, 0.0);
+  EXPECT_DOUBLE_EQ(old_avg.ibot_loss, 0.0);
   EXPECT_EQ(log_line(3, old_avg), line);
 }
