@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/host_reads.h"
 #include "ssl/student_update.h"
 #include "ssl/teacher.h"
 #include "train/gradients.h"
@@ -83,6 +84,8 @@ StepResult DinoStep::update(int64_t epoch, int64_t batch, int64_t it, const Step
     groups[g].lr = schedule.lr;
     if (g == 0) groups[g].weight_decay = schedule.wd;
   }
+  // Before the passes: the replicas share the loss, and a captured pass reads it in place.
+  loss_->set_epoch(epoch, plan_.device);
   auto t = Clock::now();
   const PendingStep pending = accumulate_gradients(epoch, it, save_due_here, t);
   update_student(epoch, t);
@@ -116,7 +119,7 @@ DinoStep::PendingStep DinoStep::accumulate_gradients(int64_t epoch, int64_t it, 
     XDINO_CHECK(static_cast<int64_t>(crops.size()) == o_.local_crops_number + 2,
                 "the data source gave ", crops.size(), " crops, expected 2 global + ",
                 o_.local_crops_number, " local");
-    for (auto& c : crops) c = c.to(plan_.device, /*non_blocking=*/true);
+    // The pass puts them on the device (ssl/pass.h): a graph copies them into its own.
     const BatchMasks masks =
         recipe_ ? recipe_->draw_masks(o_.seed, it, micro, comm_->rank(), 2 * o_.batch_size_per_gpu)
                 : BatchMasks{};
@@ -135,10 +138,13 @@ DinoStep::PendingStep DinoStep::accumulate_gradients(int64_t epoch, int64_t it, 
   // counted on the device, then this process's stop signal and rank 0's timed save.
   torch::NoGradGuard no_grad;
   const torch::Tensor losses = torch::stack(pending.passes).select(1, PassNumber::kLoss);
-  const torch::Tensor host_flags =
-      torch::tensor({train::stop_requested() ? 1.0f : 0.0f, save_due_here ? 1.0f : 0.0f});
+  // The host's two flags are written on the device by value (a fill is a kernel, not a copy
+  // from pageable memory, which would wait for the whole backward).
+  const auto flag = [&](bool on) {
+    return torch::full({1}, on ? 1.0f : 0.0f, torch::TensorOptions(plan_.device));
+  };
   pending.flags = torch::cat({losses.isfinite().logical_not().sum().to(torch::kFloat).view({1}),
-                              host_flags.to(plan_.device)});
+                              flag(train::stop_requested()), flag(save_due_here)});
   comm_->all_reduce_sum(pending.flags);
   return pending;
 }
@@ -167,10 +173,9 @@ StepResult DinoStep::read_back(int64_t epoch, int64_t batch, int64_t it,
                                const StepSchedule& schedule, const PendingStep& pending) {
   const auto& ls = loss_->last_stats();
   const torch::Tensor host =
-      torch::cat({pending.flags.to(torch::kDouble),
-                  torch::stack({ls.teacher_entropy, ls.kl_uniform}).to(torch::kDouble),
-                  torch::cat(pending.passes)})
-          .cpu();
+      to_host(torch::cat({pending.flags.to(torch::kDouble),
+                          torch::stack({ls.teacher_entropy, ls.kl_uniform}).to(torch::kDouble),
+                          torch::cat(pending.passes)}));
   const double* h = host.data_ptr<double>();
   const double* passes = h + ReadBack::kCount;
   if (h[ReadBack::kNonfinite] > 0) fail_nonfinite(epoch, batch, it, passes, pending.passes.size());

@@ -13,6 +13,13 @@ iBOTPatchLossImpl::iBOTPatchLossImpl(const IbotLossOptions& o, std::shared_ptr<C
 
 torch::Tensor iBOTPatchLossImpl::targets_micro(const torch::Tensor& teacher, double temp,
                                                double total_masked, IbotCenterSums& sums) {
+  return targets_micro(
+      teacher, temp, torch::full({1}, total_masked, teacher.options().dtype(torch::kFloat)), sums);
+}
+
+torch::Tensor iBOTPatchLossImpl::targets_micro(const torch::Tensor& teacher, double temp,
+                                               const torch::Tensor& total_masked,
+                                               IbotCenterSums& sums) {
   const int64_t K = options_.out_dim;
   XDINO_CHECK(teacher.dim() == 2 && teacher.size(1) == K,
               "iBOT teacher logits must be (masked patches, ", K, "), got ", teacher.sizes());
@@ -34,10 +41,12 @@ void iBOTPatchLossImpl::update_center(IbotCenterSums& sums) {
   torch::Tensor all = sums.values;
   comm_->all_reduce_sum(all);
   sums = IbotCenterSums{};
-  const double count = all[K].item<double>();
-  if (!comm_->owns_module_state() || count <= 0) return;
+  if (!comm_->owns_module_state()) return;
+  // On the device, without reading the count: no masked patch anywhere leaves the centre.
+  const torch::Tensor count = all.narrow(0, K, 1);
   const double m = options_.center_momentum;
-  center.copy_(center * m + all.narrow(0, 0, K).view({1, K}) / count * (1.0 - m));
+  const torch::Tensor updated = center * m + all.narrow(0, 0, K).view({1, K}) / count * (1.0 - m);
+  center.copy_(torch::where(count > 0, updated, center));
 }
 
 torch::Tensor iBOTPatchLossImpl::forward_masked(const torch::Tensor& student,

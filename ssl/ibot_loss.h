@@ -12,6 +12,8 @@
 //    with the centre from before this step (centering; adds this process's raw rows to `sums`)
 //    or Sinkhorn-Knopp over every process's masked patches (ssl/sinkhorn_knopp.h; the centre
 //    stays as it is). Every process calls it, with or without masked patches of its own.
+//    total_masked may be a one-element float32 tensor on the logits' device (summed there by
+//    the step: no host read); with none anywhere the rows are (0, K).
 //  - update_center(sums): centering only; one all-reduce of the sums and the count, then
 //    center <- m center + (1 - m) (sum of every process's rows) / (their count). dinov2 takes
 //    each rank's mean and averages the ranks; ours weighs each masked patch once, so that the
@@ -53,6 +55,8 @@ class iBOTPatchLossImpl : public torch::nn::Module {
 
   torch::Tensor targets_micro(const torch::Tensor& teacher, double temp, double total_masked,
                               IbotCenterSums& sums);
+  torch::Tensor targets_micro(const torch::Tensor& teacher, double temp,
+                              const torch::Tensor& total_masked, IbotCenterSums& sums);
   void update_center(IbotCenterSums& sums);
   torch::Tensor forward_masked(const torch::Tensor& student, const torch::Tensor& targets,
                                const torch::Tensor& weights, int64_t images) const;

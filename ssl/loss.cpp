@@ -28,6 +28,16 @@ DINOLossImpl::DINOLossImpl(const DINOLossOptions& o, std::shared_ptr<Communicato
   center = register_buffer("center", torch::zeros({1, o.out_dim}));
 }
 
+void DINOLossImpl::set_epoch(int64_t epoch, const torch::Device& device) {
+  const double temp = teacher_temp(epoch);
+  if (!temp_.defined() || temp_.device() != device) {
+    temp_ = torch::empty({}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    temp_epoch_ = -1;
+  }
+  if (temp_epoch_ != epoch) temp_.fill_(temp);  // a kernel on a GPU: no wait for the host
+  temp_epoch_ = epoch;
+}
+
 double DINOLossImpl::teacher_temp(int64_t epoch) const {
   XDINO_CHECK(epoch >= 0 && epoch < static_cast<int64_t>(teacher_temps_.size()), "epoch ", epoch,
               " is outside the teacher-temperature schedule of ", teacher_temps_.size(), " epochs");
@@ -67,7 +77,9 @@ torch::Tensor DINOLossImpl::forward_micro(const torch::Tensor& student,
       log_p = torch::log(p.clamp_min(std::numeric_limits<float>::min()));
       p = p.view({2, B, K});
     } else {
-      const auto logits = (teacher.to(torch::kFloat) - center) / temp;
+      const auto centred = teacher.to(torch::kFloat) - center;
+      const bool on_device = temp_epoch_ == epoch && temp_.device() == teacher.device();
+      const auto logits = on_device ? centred / temp_ : centred / temp;
       log_p = torch::log_softmax(logits, -1);
       p = log_p.exp().view({2, B, K});
     }

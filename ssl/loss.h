@@ -33,6 +33,11 @@
 //    entries, linspace(warmup, final, warmup_epochs) then `final` repeated (main_dino.py's
 //    numpy construction); the constructor builds it, forward(.., epoch) reads it. A warmup
 //    outside [0, epochs] throws xdino::UsageError.
+//  - set_epoch(epoch, device) writes that epoch's temperature into a 0-d float32 tensor on
+//    `device`, in place, which forward_micro for that epoch divides by (the same float32
+//    division as by the number on the CPU): a step captured as a CUDA graph reads the current
+//    temperature at every replay instead of the one it was captured with, so one capture
+//    serves the whole run. Call it before the replicas' passes, not from them (it writes).
 #pragma once
 
 #include <torch/torch.h>
@@ -93,6 +98,7 @@ class DINOLossImpl : public torch::nn::Module {
   // All-reduces `sums`, updates `center` and last_stats(), and empties `sums`.
   void update_center(CenterSums& sums);
   double teacher_temp(int64_t epoch) const;
+  void set_epoch(int64_t epoch, const torch::Device& device);
   const DINOLossStats& last_stats() const { return stats_; }
   const DINOLossOptions& options() const { return options_; }
 
@@ -102,6 +108,8 @@ class DINOLossImpl : public torch::nn::Module {
   DINOLossOptions options_;
   std::shared_ptr<Communicator> comm_;
   std::vector<double> teacher_temps_;
+  torch::Tensor temp_;  // set_epoch's: temp_epoch_'s temperature, on the device
+  int64_t temp_epoch_ = -1;
   DINOLossStats stats_;
 };
 TORCH_MODULE(DINOLoss);

@@ -8,6 +8,29 @@
 namespace xdino::ssl {
 namespace {
 
+// The numbers the host needs from one pass, kept on the device for the step's read-back
+// (ssl/step_numbers.h): the loss, its terms, and whether each network's output went non-finite.
+torch::Tensor pass_numbers(const torch::Tensor& loss, const torch::Tensor& dino,
+                           const RecipeLosses& terms, const torch::Tensor& student_out,
+                           const torch::Tensor& teacher_out) {
+  torch::NoGradGuard no_grad;
+  const auto number = [&](const torch::Tensor& v) {
+    return v.defined() ? v.detach().to(torch::kDouble)
+                       : torch::zeros({}, dino.options().dtype(torch::kDouble));
+  };
+  const auto nonfinite = [&](const torch::Tensor& v) {
+    return v.isfinite().all().logical_not().to(torch::kDouble);
+  };
+  std::vector<torch::Tensor> n(PassNumber::kCount);
+  n[PassNumber::kLoss] = number(loss);
+  n[PassNumber::kDino] = number(dino);
+  n[PassNumber::kKoleo] = number(terms.koleo);
+  n[PassNumber::kIbot] = number(terms.ibot);
+  n[PassNumber::kStudentNonfinite] = nonfinite(student_out);
+  n[PassNumber::kTeacherNonfinite] = nonfinite(teacher_out);
+  return torch::stack(n);
+}
+
 // One replica's forward, loss and backward of one micro-batch. Replica 0 alone writes the
 // times. Nothing here waits for the device.
 torch::Tensor replica_pass(const PassContext& c, const std::vector<torch::Tensor>& crops, int r,
@@ -51,9 +74,10 @@ torch::Tensor replica_pass(const PassContext& c, const std::vector<torch::Tensor
     loss = dino_loss->forward_micro(student_out, teacher_out, mb.epoch, sums.center);
   }
   // DINOv2's terms outside autocast: both compute in float32 (ssl/recipe_terms.h).
-  const RecipeLosses terms = c.recipe ? c.recipe->terms(student_outputs, teacher_outputs, masks,
-                                                        dino_loss->teacher_temp(mb.epoch), sums.ibot)
-                                      : RecipeLosses{};
+  const RecipeLosses terms = c.recipe
+                                 ? c.recipe->terms(student_outputs, teacher_outputs, masks,
+                                                   dino_loss->teacher_temp(mb.epoch), sums.ibot)
+                                 : RecipeLosses{};
   const torch::Tensor dino = loss;
   if (terms.koleo.defined()) loss = loss + terms.koleo;
   if (terms.ibot.defined()) loss = loss + terms.ibot;
@@ -61,26 +85,7 @@ torch::Tensor replica_pass(const PassContext& c, const std::vector<torch::Tensor
     dino_loss->update_center(sums.center);
     if (c.recipe) c.recipe->update_center(sums.ibot);
   }
-  // The numbers the host needs, kept on the device for the step's read-back.
-  torch::Tensor numbers;
-  {
-    torch::NoGradGuard no_grad;
-    const auto number = [&](const torch::Tensor& v) {
-      return v.defined() ? v.detach().to(torch::kDouble)
-                         : torch::zeros({}, dino.options().dtype(torch::kDouble));
-    };
-    const auto nonfinite = [&](const torch::Tensor& v) {
-      return v.isfinite().all().logical_not().to(torch::kDouble);
-    };
-    std::vector<torch::Tensor> n(PassNumber::kCount);
-    n[PassNumber::kLoss] = number(loss);
-    n[PassNumber::kDino] = number(dino);
-    n[PassNumber::kKoleo] = number(terms.koleo);
-    n[PassNumber::kIbot] = number(terms.ibot);
-    n[PassNumber::kStudentNonfinite] = nonfinite(student_out);
-    n[PassNumber::kTeacherNonfinite] = nonfinite(teacher_out);
-    numbers = torch::stack(n);
-  }
+  const torch::Tensor numbers = pass_numbers(loss, dino, terms, student_out, teacher_out);
   if (r == 0) c.times->forward += seconds_since(t);
   torch::Tensor objective = c.scaler ? c.scaler->scale(loss) : loss;
   // The step's loss is the mean of the replicas' and micro-batches' (each a mean over its
@@ -97,10 +102,13 @@ class EagerPass final : public Pass {
 
   std::vector<torch::Tensor> run(const std::vector<torch::Tensor>& crops, const MicroBatch& mb,
                                  std::vector<PassSums>& sums, Clock::time_point& t) override {
+    std::vector<torch::Tensor> on_device;
+    for (const auto& crop : crops)
+      on_device.push_back(crop.to(c_.plan->device, /*non_blocking=*/true));
     std::vector<torch::Tensor> numbers(static_cast<size_t>(mb.replicas));
     const auto pass = [&](int r) {
       const auto i = static_cast<size_t>(r);
-      numbers[i] = replica_pass(c_, crops, r, mb, sums[i], t);
+      numbers[i] = replica_pass(c_, on_device, r, mb, sums[i], t);
     };
     if (c_.networks->replicas)
       c_.networks->replicas->run(pass, mb.share);
@@ -114,12 +122,13 @@ class EagerPass final : public Pass {
 };
 
 // A few passes run eagerly on the graph's stream, then one is captured (recorded, not run) and
-// replayed. Each later pass copies its crops into the tensors the graph reads and replays it;
-// the gradients land in the tensors the capture's backward made, which every parameter's .grad
-// is given back (zero_grad and the last layer's freeze drop them). The teacher temperature is
-// a host number inside the graph: a new one (the warm-up epochs) captures again. Parameters,
-// buffers, the center and the scale are rewritten in place by the eager update, so each replay
-// reads the step's values.
+// replayed. Each later pass copies its crops, from the loader's pinned memory, straight into
+// the tensors the graph reads and replays it; the gradients land in the tensors the capture's
+// backward made, which every parameter's .grad is given back (zero_grad and the last layer's
+// freeze drop them). Everything that changes between steps is a device tensor rewritten in
+// place outside the graph: parameters, buffers and the center by the update, the fp16 scale
+// by the scaler, the teacher temperature by the step (DINOLoss::set_epoch), so one capture
+// serves the whole run. A capture that fails leaves the step eager, with one warning.
 class GraphedPass final : public Pass {
  public:
   static constexpr int64_t kEagerSteps = 3;  // on the graph's stream, before the capture
@@ -129,27 +138,20 @@ class GraphedPass final : public Pass {
 
   std::vector<torch::Tensor> run(const std::vector<torch::Tensor>& crops, const MicroBatch& mb,
                                  std::vector<PassSums>& sums, Clock::time_point& t) override {
-    if (eager_steps_ < kEagerSteps) {
+    if (failed_ || eager_steps_ < kEagerSteps) {
       ++eager_steps_;
       torch::Tensor numbers;
-      graph_.run_eagerly([&] { numbers = replica_pass(c_, crops, 0, mb, sums[0], t); });
+      const std::vector<torch::Tensor> on_device = to_device(crops);
+      if (failed_) return {replica_pass(c_, on_device, 0, mb, sums[0], t)};
+      graph_.run_eagerly([&] { numbers = replica_pass(c_, on_device, 0, mb, sums[0], t); });
       return {numbers};
     }
     if (crops_.empty()) {
-      for (const auto& crop : crops) crops_.push_back(crop.clone());
+      crops_ = to_device(crops);
     } else {
       for (size_t i = 0; i < crops.size(); ++i) crops_[i].copy_(crops[i], /*non_blocking=*/true);
     }
-    const double temp = c_.loss->teacher_temp(mb.epoch);
-    if (captures_ == 0 || temp != teacher_temp_) {
-      graph_.capture([&] { numbers_ = replica_pass(c_, crops_, 0, mb, sums[0], t); });
-      teacher_temp_ = temp;
-      ++captures_;
-      grads_.clear();
-      for (const auto& p : params_) grads_.push_back(p.grad());
-      log::info("the step's forward and backward are captured as a CUDA graph (iteration ",
-                mb.iteration, ", teacher temperature ", temp, ")");
-    }
+    if (captures_ == 0 && !capture(mb, sums, t)) return run(crops, mb, sums, t);
     graph_.replay();
     for (size_t i = 0; i < params_.size(); ++i) params_[i].mutable_grad() = grads_[i];
     c_.times->forward += seconds_since(t);
@@ -159,14 +161,39 @@ class GraphedPass final : public Pass {
   int64_t captures() const override { return captures_; }
 
  private:
+  std::vector<torch::Tensor> to_device(const std::vector<torch::Tensor>& crops) const {
+    std::vector<torch::Tensor> out;
+    for (const auto& crop : crops) out.push_back(crop.to(c_.plan->device, /*non_blocking=*/true));
+    return out;
+  }
+
+  // False when CUDA refused the capture: the step then runs eagerly from this pass on, the
+  // center sums and gradients the capture recorded dropped.
+  bool capture(const MicroBatch& mb, std::vector<PassSums>& sums, Clock::time_point& t) {
+    try {
+      graph_.capture([&] { numbers_ = replica_pass(c_, crops_, 0, mb, sums[0], t); });
+    } catch (const Error& e) {
+      log::warn(first_line(e.what()), "; the step runs without a graph from now on");
+      failed_ = true;
+      sums[0] = PassSums{};
+      for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+      return false;
+    }
+    ++captures_;
+    for (const auto& p : params_) grads_.push_back(p.grad());
+    log::info("the step's forward and backward are captured as a CUDA graph (iteration ",
+              mb.iteration, "); every later step replays it");
+    return true;
+  }
+
   PassContext c_;
   train::CudaGraph graph_;
   std::vector<torch::Tensor> params_;  // the student's trainable parameters
   std::vector<torch::Tensor> crops_;   // the inputs the graph reads
   torch::Tensor numbers_;              // what its pass leaves for the read-back
   std::vector<torch::Tensor> grads_;   // what it writes into each parameter's .grad
-  double teacher_temp_ = -1;           // the captured pass's: a host number inside the graph
   int64_t eager_steps_ = 0, captures_ = 0;
+  bool failed_ = false;  // the capture failed: eager from then on
 };
 
 // What the graph cannot hold: several passes per step, a data-dependent shape, collectives
@@ -194,6 +221,11 @@ void check_graphable(const PassContext& c) {
 std::unique_ptr<Pass> make_pass(const PassContext& context, std::vector<torch::Tensor> trainable) {
   if (!context.options->cuda_graph) return std::make_unique<EagerPass>(context);
   check_graphable(context);
+  // Until Cuda.GraphedStepMatchesEagerStep has passed on a card (README, "Building against a
+  // CUDA LibTorch 2.x"), the user is told.
+  log::warn(
+      "--cuda_graph has not been validated on a GPU yet: compare a short run against one "
+      "without it before you rely on it");
   return std::make_unique<GraphedPass>(context, std::move(trainable));
 }
 

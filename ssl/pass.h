@@ -4,16 +4,20 @@
 //    through both networks, the DINO loss and the recipe's terms, and its backward; gradients
 //    add up in the shared .grad;
 //  - graphed (--cuda_graph, docs/dino.md "The step as a CUDA graph"): one replica on one GPU;
-//    kEagerSteps passes run eagerly on the graph's stream, then one is captured
-//    (train/cuda_graph.h) and every later pass is a replay: the crops are copied into the
-//    tensors the graph reads, each parameter's .grad gets the graph's tensor back.
+//    kEagerSteps passes run eagerly on the graph's stream, then one is captured once for the
+//    run (train/cuda_graph.h) and every later pass is a replay: the crops are copied from the
+//    loader's memory straight into the tensors the graph reads, each parameter's .grad gets
+//    the graph's tensor back. A capture CUDA refuses leaves the step eager, with one warning
+//    naming the cause. Not yet run on a card: make_pass says so in one warning line.
 //
 // Contract:
 //  - make_pass(context, trainable) returns the graphed pass when options.cuda_graph, else the
 //    eager one. The graphed pass refuses with xdino::UsageError, naming the fix, what one
 //    captured pass cannot hold: accum_iter > 1, iBOT, several processes or replicas, a device
 //    that is not CUDA.
-//  - run(crops, micro_batch, sums, t) runs the pass of every replica and returns each one's
+//  - run(crops, micro_batch, sums, t) takes the crops where the loader left them (host memory,
+//    pinned on a CUDA machine), puts them on the device, runs the pass of every replica and
+//    returns each one's
 //    PassNumber::kCount float64 numbers (ssl/step_numbers.h), still on the device. `sums` holds
 //    one PassSums per replica, which the micro-batches of a step add to; the step's last
 //    micro-batch (micro_batch.last) updates the centers from them. Nothing here waits for the
@@ -36,6 +40,7 @@
 #include "ssl/masking.h"
 #include "ssl/networks.h"
 #include "ssl/recipe_terms.h"
+#include "ssl/step_numbers.h"
 #include "ssl/step_times.h"
 #include "train/grad_scaler.h"
 #include "train/precision.h"

@@ -44,9 +44,13 @@ BatchMasks RecipeTerms::share(const BatchMasks& masks, int64_t replica, int64_t 
     rows = rows.view({2, -1, n}).narrow(1, replica * samples, samples).reshape({2 * samples, n});
   }
   BatchMasks mine = replicas > 1 ? batch_masks(rows) : masks;
-  mine.masks = mine.masks.to(device_);
-  mine.indices = mine.indices.to(device_);
-  mine.weights = mine.weights.to(device_);
+  // To a GPU from pinned memory, without waiting: a pageable copy would sync the step.
+  const auto to_device = [&](const torch::Tensor& t) {
+    return device_.is_cuda() ? t.pin_memory().to(device_, /*non_blocking=*/true) : t;
+  };
+  mine.masks = to_device(mine.masks);
+  mine.indices = to_device(mine.indices);
+  mine.weights = to_device(mine.weights);
   return mine;
 }
 
@@ -62,20 +66,15 @@ RecipeLosses RecipeTerms::terms(const CropOutputs& student, const CropOutputs& t
                 recipe_.koleo_loss_weight;
   }
   if (recipe_.ibot()) {
-    double total = static_cast<double>(masks.count());
-    const bool sinkhorn = recipe_.centering_kind() == Centering::kSinkhornKnopp;
-    if (sinkhorn) {
-      // Sinkhorn-Knopp's batch is every process's masked patches (dinov2 all-reduces them).
-      torch::Tensor count = torch::full({1}, total, torch::TensorOptions(device_));
-      comm_->all_reduce_sum(count);
-      total = count.item<double>();
-    }
-    // With no masked patch anywhere there is nothing to balance; centering still adds this
-    // process's (empty) sums, as its all-reduce needs every process.
+    torch::Tensor total = torch::full({1}, static_cast<double>(masks.count()),
+                                      torch::TensorOptions(torch::kFloat).device(device_));
+    // Sinkhorn-Knopp's batch is every process's masked patches (dinov2 all-reduces them); the
+    // count stays on the device. With none anywhere, every process has (0, K) rows, and the
+    // targets are (0, K); centering still adds this process's (empty) sums, as its
+    // all-reduce needs every process.
+    if (recipe_.centering_kind() == Centering::kSinkhornKnopp) comm_->all_reduce_sum(total);
     const torch::Tensor targets =
-        sinkhorn && total == 0
-            ? torch::zeros_like(teacher.patch_logits, torch::kFloat)
-            : ibot_loss_->targets_micro(teacher.patch_logits, teacher_temp, total, sums);
+        ibot_loss_->targets_micro(teacher.patch_logits, teacher_temp, total, sums);
     out.ibot = ibot_loss_->forward_masked(student.patch_logits, targets, masks.weights,
                                           masks.masks.size(0)) *
                recipe_.ibot_loss_weight;

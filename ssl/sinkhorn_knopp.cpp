@@ -10,6 +10,17 @@ torch::Tensor sinkhorn_knopp(const torch::Tensor& logits, double temp, double sa
               logits.sizes());
   XDINO_CHECK(temp > 0 && samples > 0, "Sinkhorn-Knopp needs temp > 0 and samples > 0, got ", temp,
               " and ", samples);
+  return sinkhorn_knopp(logits, temp,
+                        torch::full({1}, samples, logits.options().dtype(torch::kFloat)),
+                        iterations, comm);
+}
+
+torch::Tensor sinkhorn_knopp(const torch::Tensor& logits, double temp, const torch::Tensor& samples,
+                             int64_t iterations, Communicator& comm) {
+  XDINO_CHECK(logits.dim() == 2 && temp > 0 && samples.numel() == 1,
+              "Sinkhorn-Knopp needs (rows, prototypes) logits, temp > 0 and one sample count, "
+              "got ",
+              logits.sizes(), ", ", temp, " and ", samples.sizes());
   torch::NoGradGuard no_grad;
   const double prototypes = static_cast<double>(logits.size(1));
   // dinov2's Q is (K, R); ours stays (R, K), rows contiguous, and is divided in place: the

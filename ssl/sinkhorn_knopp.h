@@ -13,7 +13,10 @@
 //    finally Q *= samples. Returns Q^T (R, K) float32, contiguous: each row a distribution
 //    (sums to 1).
 //  - `samples` is the number of rows over every process: R * world for DINO's class tokens,
-//    the all-reduced count of masked patches for iBOT's.
+//    the all-reduced count of masked patches for iBOT's. The overload that takes it as a
+//    tensor (one element, float32, on logits' device) keeps a count that was summed on the
+//    device there: no host read. With 0 samples everywhere there is no row to balance: R = 0,
+//    and it returns an empty (0, K).
 //  - Every process must call it with the same iterations (iterations + 1 all-reduces). A
 //    shape that is not 2-d, temp <= 0 or samples <= 0 throws xdino::Error.
 #pragma once
@@ -25,6 +28,8 @@
 namespace xdino::ssl {
 
 torch::Tensor sinkhorn_knopp(const torch::Tensor& logits, double temp, double samples,
+                             int64_t iterations, Communicator& comm);
+torch::Tensor sinkhorn_knopp(const torch::Tensor& logits, double temp, const torch::Tensor& samples,
                              int64_t iterations, Communicator& comm);
 
 }  // namespace xdino::ssl

@@ -46,10 +46,16 @@ void CudaGraph::run_eagerly(const std::function<void()>& fn) { state_->on_side_s
 void CudaGraph::capture(const std::function<void()>& fn) {
   // As torch.cuda.graph does: nothing of the caller's may still run when capture begins.
   torch::cuda::synchronize();
+  // The graph before goes first: two graphs and their pools at once can exhaust a card that
+  // fits one.
+  state_->graph.reset();
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   try {
     state_->on_side_stream([&] {
-      graph->capture_begin();
+      // Thread-local: the loader's threads pin memory and query events while this thread
+      // captures (torch's capture_error_mode="thread_local" case); in the global mode any
+      // of those calls would invalidate the capture.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       try {
         fn();
       } catch (...) {
@@ -62,8 +68,7 @@ void CudaGraph::capture(const std::function<void()>& fn) {
       graph->capture_end();
     });
   } catch (const std::exception& e) {
-    XDINO_FAIL("capturing the training step as a CUDA graph failed: ", first_line(e.what()),
-               " (run without --cuda_graph)");
+    XDINO_FAIL("capturing the training step as a CUDA graph failed: ", first_line(e.what()));
   }
   torch::cuda::synchronize();
   state_->graph = std::move(graph);

@@ -9,11 +9,12 @@
 //    on that stream first: cuBLAS handles and workspaces, lazily built state), after the
 //    current stream's work, and makes the current stream wait for it.
 //  - capture(fn) records fn's work on the side stream, into a memory pool of the graph's own:
-//    nothing executes. fn must not read a device value on the host (.item(), .cpu(), a
-//    comparison in an if), allocate pinned memory or copy from pageable host memory; CUDA then
-//    refuses, and capture throws xdino::Error with CUDA's reason. Tensors that fn creates keep
-//    their addresses for every replay: a replay rewrites them. A second capture replaces the
-//    first graph.
+//    nothing executes. The capture is thread-local (cudaStreamCaptureModeThreadLocal): other
+//    threads (the loader's, pinning memory) may make CUDA calls meanwhile. fn itself must not
+//    read a device value on the host (.item(), .cpu(), a comparison in an if), allocate pinned
+//    memory or copy from pageable host memory; CUDA then refuses, and capture throws
+//    xdino::Error with CUDA's reason. Tensors that fn creates keep their addresses for every
+//    replay: a replay rewrites them. A second capture frees the first graph before it begins.
 //  - replay() launches the recorded work on the current stream; copy the new inputs into the
 //    tensors fn read first (copy_), read the outputs after. Throws before any capture.
 //  - Random numbers drawn inside fn (drop path) advance with each replay: LibTorch registers

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/host_reads.h"
 #include "core/ivalue.h"
 
 namespace xdino::train {
@@ -49,7 +50,7 @@ void GradScaler::unscale(Optimizer& optimizer) {
     found.logical_or_(amax.isfinite().logical_not().any());
     at::_foreach_mul_(grads, static_cast<double>(inv_scale));
   }
-  found_inf_ = found.item<float>() != 0.0f;
+  found_inf_ = to_host(found).item<float>() != 0.0f;
 }
 
 bool GradScaler::step(Optimizer& optimizer) {

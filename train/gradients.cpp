@@ -1,5 +1,7 @@
 #include "train/gradients.h"
 
+#include "core/host_reads.h"
+
 namespace xdino::train {
 
 namespace {
@@ -30,7 +32,7 @@ torch::Tensor clip_gradients(const NamedTensors& named, double clip, UpdatePath 
   const auto norms = torch::stack(at::_foreach_norm(grads, 2));
   // One sync for all parameters; a float coefficient multiplies exactly as the 0-dim tensor
   // of the per-tensor path does.
-  const auto coef = clip_coefficient(norms, clip).to(torch::kCPU, torch::kFloat).contiguous();
+  const auto coef = to_host(clip_coefficient(norms, clip).to(torch::kFloat)).contiguous();
   std::vector<c10::Scalar> scalars;
   scalars.reserve(grads.size());
   const float* c = coef.data_ptr<float>();

@@ -13,6 +13,7 @@
 
 #include "core/atomic_file.h"
 #include "core/check.h"
+#include "core/host_reads.h"
 #include "core/ivalue.h"
 #include "core/pth.h"
 #include "ssl/trainer.h"
@@ -282,6 +283,44 @@ TEST(DinoTrain, CudaGraphRefusesWhatItCannotCapture) {
     } catch (const xdino::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
     }
+  }
+}
+
+// The step's host reads (core/host_reads.h), counted between the ends of consecutive steps
+// on the CPU build, where the same calls are made as on a GPU: one read-back per step; one
+// more for the clip coefficients over the multi-tensor path (per tensor, clipping multiplies
+// on the device); fp16's found-inf verdict would be one more (a GPU only). Before, the flags
+// were a blocking copy and iBOT's counts two more reads (DinoTrain's stated numbers below).
+TEST(DinoTrain, TheStepReadsTheHostOnlyAsItSays) {
+  struct Case {
+    double clip;
+    xdino::train::UpdatePath path;
+    bool ibot;
+    int64_t reads;
+  };
+  for (const Case& c : {Case{0, xdino::train::UpdatePath::kAuto, false, 1},
+                        Case{3, xdino::train::UpdatePath::kPerTensor, false, 1},
+                        Case{3, xdino::train::UpdatePath::kMultiTensor, false, 2},
+                        Case{0, xdino::train::UpdatePath::kAuto, true, 1}}) {
+    SCOPED_TRACE("clip " + std::to_string(c.clip) + (c.ibot ? ", iBOT + Sinkhorn-Knopp" : ""));
+    TempDir dir;
+    auto opt = tiny_options(dir.path());
+    opt.clip_grad = c.clip;
+    opt.update_path = c.path;
+    if (c.ibot) {
+      opt.arch = "xcit_nano_12_p16";
+      opt.global_crops_size = 32;
+      opt.local_crops_size = 16;
+      opt.recipe.ibot_loss_weight = 1.0;
+      opt.recipe.centering = "sinkhorn_knopp";
+    }
+    auto trainer = tiny_trainer(opt);
+    std::vector<int64_t> at_end;
+    trainer->set_hooks({nullptr, [&](int64_t) { at_end.push_back(xdino::host_reads()); }});
+    trainer->train();
+    // Within an epoch: its end (statistics, checkpoint) reads more, by design.
+    ASSERT_GE(at_end.size(), 3u);
+    for (size_t i = 1; i < 3; ++i) EXPECT_EQ(at_end[i] - at_end[i - 1], c.reads) << "step " << i;
   }
 }
 
