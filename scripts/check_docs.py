@@ -19,7 +19,14 @@ What it checks, and why each:
   - flags: in `dino <subcommand> ... --flag` (one backticked span, or one command of a sh
     block), each flag must be one that `DINO_BINARY <subcommand> --help` lists. Flags after
     `dino launch ... --` belong to the subcommand that follows. Without the binary (a tree not
-    yet built) this check is skipped with a warning, since --help is the one list of flags.
+    yet built) this check is skipped with a warning, since --help is the one list of flags;
+  - code names: a backticked `Name::member` or `function()` must be defined by the project's
+    own sources (the member as a word after `Name::`, or inside a file that defines Name; a
+    function as `function(`), since the docs describe our code, and a renamed function leaves
+    them describing code that is gone. A dotted name (`torch.load()`, a peer's Python) is not
+    ours and is not checked;
+  - README.md holds at most README_WORDS words: past that, a first screen no longer says
+    what the project is.
 Standard library only: CI runs it before anything is installed.
 """
 import concurrent.futures
@@ -35,6 +42,10 @@ TOP_LEVEL = ("core", "kernels", "augment", "train", "distributed", "models", "ss
 # CMakeLists.txt, cmake/ and .ci/run; not the docs, whose mention proves nothing.
 SOURCE_SUFFIXES = (".cpp", ".h", ".cu", ".cuh", ".sh", ".py", ".cmake", ".sbatch")
 SKIP_DIRS = {".git", "runs"}  # and every build*/ folder: outputs
+# The official code scripts/fetch_official.sh fetches is not ours: what it defines does not count.
+NOT_OURS = {os.path.join("bench", "reference", "official"), os.path.join("bench", "official")}
+CODE_SUFFIXES = (".cpp", ".h", ".cu", ".cuh", ".py", ".sh")
+README_WORDS = 3000
 
 problems = []
 
@@ -213,6 +224,65 @@ def check_names(path, text, known):
             problem(path, line_of(text, m.start()), f"name {m.group(0)}")
 
 
+# --- code names ---------------------------------------------------------------------------
+
+def source_texts():
+    """{path: text} of the project's own code files."""
+    texts = {}
+    for root, dirs, files in os.walk("."):
+        rel = os.path.relpath(root, ".")
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith("build") and
+                   os.path.join(rel, d).lstrip("./") not in NOT_OURS and
+                   os.path.normpath(os.path.join(rel, d)) not in NOT_OURS]
+        for f in files:
+            if f.endswith(CODE_SUFFIXES):
+                full = os.path.normpath(os.path.join(rel, f))
+                try:
+                    texts[full] = open(full, encoding="utf-8", errors="replace").read()
+                except OSError:
+                    pass
+    return texts
+
+
+CODE_NAME_RE = re.compile(r"^(?:(\w+)::)?(\w+)(?:::(\w+))?(\(\))?$")
+
+
+def defined(name, member, call, texts, cache={}):
+    key = (name, member, call)
+    if key not in cache:
+        if name is None:  # function(): called or defined somewhere as `function(`
+            pattern = re.compile(r"\b%s\s*\(" % re.escape(member))
+            cache[key] = any(pattern.search(t) for t in texts.values())
+        else:
+            owner = re.compile(r"\b(?:class|struct|enum(?: class)?)\s+%s\b|"
+                               r"\bnamespace\s+(?:\w+::)*%s\b|\b%s::"
+                               % (re.escape(name), re.escape(name), re.escape(name)))
+            word = re.compile(r"\b%s\b" % re.escape(member))
+            cache[key] = any(owner.search(t) and word.search(t) for t in texts.values())
+    return cache[key]
+
+
+def check_code_names(path, spans, texts):
+    for offset, content in spans:
+        m = CODE_NAME_RE.match(content.strip())
+        if not m:
+            continue
+        first, second, third, call = m.groups()
+        if first is None and call is None:
+            continue  # a bare word: a flag value, a file name, a key
+        if first is not None and third is not None:  # A::B::c
+            first, second = second, third
+        if not defined(first, second, call, texts):
+            problem(path, line_of(path_text[path], offset), f"code name {content.strip()}")
+
+
+def check_readme_length():
+    words = len(re.findall(r"\S+", open("README.md", encoding="utf-8").read()))
+    if words > README_WORDS:
+        problems.append(("README.md", 0, f"check_docs: README.md: {words} words, more than "
+                         f"{README_WORDS}: move detail into docs/"))
+
+
 # --- dino flags --------------------------------------------------------------------------
 
 def read_flags(binary):
@@ -270,7 +340,7 @@ def check_command(path, text, offset0, flags, lines=None):
 path_text = {}
 
 
-def check_file(path, known_names, flags):
+def check_file(path, known_names, flags, texts):
     text = open(path, encoding="utf-8").read()
     prose, blocks = split_fences(text)
     path_text[path] = prose  # same lines as text: offsets into it give line numbers
@@ -282,6 +352,7 @@ def check_file(path, known_names, flags):
     # Paths named in prose, outside code spans and link targets, count too.
     check_paths(path, re.sub(r"\]\([^)]*\)", lambda m: " " * len(m.group(0)), linkable), 0)
     check_names(path, text, known_names)
+    check_code_names(path, spans, texts)
     for offset, content in spans:
         check_paths(path, content, offset)
         if flags is not None:
@@ -312,16 +383,19 @@ def main():
     if flags is None:
         print(f"check_docs: warning: {binary} is not an executable: flags not checked")
     known = source_names()
+    texts = source_texts()
     files = doc_files()
     for path in files:
-        check_file(path, known, flags)
+        check_file(path, known, flags, texts)
+    check_readme_length()
     order = {path: n for n, path in enumerate(files)}
     for _, _, line in sorted(problems, key=lambda p: (order[p[0]], p[1])):
         print(line)
     if problems:
         return 1
-    print(f"check_docs: {len(files)} files: links, paths, XDINO_ names"
-          + (", dino flags" if flags is not None else "") + " all exist")
+    print(f"check_docs: {len(files)} files: links, paths, XDINO_ names, code names"
+          + (", dino flags" if flags is not None else "") + " all exist; README.md within "
+          f"{README_WORDS} words")
     return 0
 
 
