@@ -1,5 +1,5 @@
 // Where one process sits in a run and how it reaches the others: the plain value that the
-// rendezvous fills from the launcher's environment (distributed/rendezvous.h) and that
+// rendezvous fills from the launcher's environment (distributed/launcher_env.h) and that
 // connect() (distributed/distributed.h) and the peer monitor (distributed/peer_monitor.h) read.
 //
 // Contract: a value type; 0 <= rank < world_size is checked by connect(), the port by the

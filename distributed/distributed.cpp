@@ -14,9 +14,9 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/log.h"
+#include "distributed/launcher_env.h"
 #include "distributed/peer_monitor.h"
-#include "distributed/rendezvous.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous/store.h"
 
 #if defined(USE_C10D_GLOO) && __has_include(<gloo/context.h>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>

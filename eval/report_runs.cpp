@@ -1,12 +1,11 @@
 // The reading half of `dino report` (eval/report.h): run folders and their result files to
 // rows.
 #include <algorithm>
-#include <boost/property_tree/ini_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <filesystem>
 #include <map>
 
 #include "core/check.h"
+#include "core/ini.h"
 #include "core/json.h"
 #include "core/recipe_name.h"
 #include "eval/frozen_backbone.h"
@@ -18,24 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Key/value pairs of an INI file, sections flattened (a run's config.ini has one); a missing
-// file gives none. Malformed files throw xdino::UsageError naming the line.
+// file gives none. Malformed files throw xdino::UsageError naming the line (core/ini.h).
 std::map<std::string, std::string> read_ini(const fs::path& path) {
-  std::map<std::string, std::string> kv;
-  if (!fs::exists(path)) return kv;
-  boost::property_tree::ptree tree;
-  try {
-    boost::property_tree::ini_parser::read_ini(path.string(), tree);
-  } catch (const boost::property_tree::ini_parser_error& e) {
-    XDINO_FAIL_ARG("cannot read ", path.string(), ": ", e.message(), " at line ", e.line());
-  }
-  for (const auto& [key, node] : tree) {
-    if (node.empty()) {
-      kv[key] = node.data();
-      continue;
-    }
-    for (const auto& [name, value] : node) kv[name] = value.data();
-  }
-  return kv;
+  return xdino::read_ini(path).flat();
 }
 
 // The recipe of the training run whose config.ini this is (`dino train` writes it beside the

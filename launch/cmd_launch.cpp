@@ -4,8 +4,8 @@
 // on each of M. The flags are torchrun's, with underscores or hyphens (and
 // torch.distributed.launch's --use_env, a no-op: the rank always travels in the environment);
 // --nproc is our older spelling of --nproc_per_node. The rendezvous is
-// distributed/node_rendezvous.h's: --rdzv_backend c10d (or static, the same) keeps it in a store
-// node 0's launcher serves; --rdzv_backend etcd (or torchrun's etcd-v2) in an etcd cluster,
+// distributed/rendezvous/node_rendezvous.h's: --rdzv_backend c10d (or static, the same) keeps it in
+// a store node 0's launcher serves; --rdzv_backend etcd (or torchrun's etcd-v2) in an etcd cluster,
 // --rdzv_endpoint naming its members (host:2379,host2:2379,...).
 #include <torch/cuda.h>
 
@@ -19,7 +19,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/paths.h"
-#include "distributed/endpoint.h"
+#include "distributed/rendezvous/endpoint.h"
 #include "launch/command.h"
 #include "launch/local_launcher.h"
 
@@ -40,10 +40,9 @@ double seconds_of(const std::string& what, const std::string& value) {
 
 // torchrun's --rdzv_conf "key=value,...": the keys its c10d rendezvous reads, and for etcd the
 // TLS keys of its etcd backends (both spellings) and a user/password, each where it maps here
-// (node_rendezvous.h, distributed/etcd.h); any other key, or one of the other backend, is
-// refused by name.
-// The etcd password where a command line does not show it: a file's first line, or this
-// variable (read when --rdzv_conf names no password).
+// (node_rendezvous.h, distributed/rendezvous/etcd.h); any other key, or one of the other backend,
+// is refused by name. The etcd password where a command line does not show it: a file's first line,
+// or this variable (read when --rdzv_conf names no password).
 constexpr const char* kPasswordVariable = "XDINO_RDZV_PASSWORD";
 
 std::string password_from_file(const std::string& path) {
@@ -58,7 +57,7 @@ std::string password_from_file(const std::string& path) {
 }
 
 void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions& r) {
-  const bool etcd = r.backend == "etcd";
+  const bool etcd = r.backend == distributed::RendezvousBackend::kEtcd;
   const auto etcd_only = [&](const std::string& key) {
     XDINO_CHECK_ARG(etcd, "--rdzv_conf ", key, " is for --rdzv_backend etcd");
   };
@@ -146,9 +145,10 @@ void apply_rdzv_conf(const std::string& conf, distributed::NodeRendezvousOptions
     }
   }
   if (password_on_command_line)
-    log::warn("--rdzv_conf password= shows in this process's command line; prefer "
-              "password_file=FILE or the environment variable ",
-              kPasswordVariable);
+    log::warn(
+        "--rdzv_conf password= shows in this process's command line; prefer "
+        "password_file=FILE or the environment variable ",
+        kPasswordVariable);
   if (const char* env = std::getenv(kPasswordVariable);
       etcd && r.etcd.password.empty() && env != nullptr && *env != '\0')
     r.etcd.password = env;
@@ -246,12 +246,7 @@ class LaunchCommand : public Command {
   int run(const Flags& f) override {
     auto& r = opt_.rendezvous;
     r.nnodes = parse_nnodes(nnodes_);
-    XDINO_CHECK_ARG(
-        backend_ == "c10d" || backend_ == "static" || backend_ == "etcd" || backend_ == "etcd-v2",
-        "--rdzv_backend ", backend_,
-        " is not supported: give c10d (or static: a store that node 0's launcher "
-        "serves) or etcd (an etcd cluster at --rdzv_endpoint)");
-    r.backend = backend_.rfind("etcd", 0) == 0 ? "etcd" : "c10d";
+    r.backend = distributed::parse_rendezvous_backend(backend_);
     XDINO_CHECK_ARG(!standalone_ || r.nnodes == 1, "--standalone runs one node; drop --nnodes ",
                     nnodes_);
     XDINO_CHECK_ARG(r.node_rank >= -1 && r.node_rank < r.nnodes,
@@ -260,7 +255,7 @@ class LaunchCommand : public Command {
     XDINO_CHECK_ARG(endpoint_.empty() || !master_given,
                     "--rdzv_endpoint and --master_addr/--master_port both name the rendezvous "
                     "store; give one");
-    if (r.backend == "etcd") {
+    if (r.backend == distributed::RendezvousBackend::kEtcd) {
       XDINO_CHECK_ARG(!endpoint_.empty() && !master_given,
                       "--rdzv_backend etcd needs --rdzv_endpoint HOST:PORT,HOST:PORT,... (the "
                       "cluster's client URLs), not --master_addr/--master_port");

@@ -22,9 +22,8 @@ class TrainCommand : public Command {
 
   int run(const Flags& flags) override {
     ssl::DinoOptions o = opt_;
-    // main_dino.py: "we changed the name DeiT-S for ViT-S to avoid confusions".
-    if (o.arch.rfind("deit", 0) == 0) o.arch = "vit" + o.arch.substr(4);
-    models::check_arch(o.arch);  // before any process starts or data opens
+    o.arch = models::training_arch_name(o.arch);  // deit_small -> vit_small, as main_dino.py
+    models::check_arch(o.arch);                   // before any process starts or data opens
 
     // What only the session knows: the device and (--replicas 0) the cores of this process
     // (launch/session.h auto_replicas); the library takes what it is given.

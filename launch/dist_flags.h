@@ -1,12 +1,12 @@
 // The flags of every subcommand that connects processes (train, knn, linear, features):
 // --dist_timeout, --dist_heartbeat_timeout and the official --dist_url / --local_rank, bound
 // to distributed::DistOptions so their defaults and checks live in one place
-// (distributed/rendezvous.h).
+// (distributed/launcher_env.h).
 //
 // Contract: declare_dist_flags() adds the flags to `flags`, writing into `options`.
 #pragma once
 
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
 #include "launch/flags.h"
 
 namespace xdino::launch {

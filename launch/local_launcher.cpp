@@ -19,8 +19,8 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "distributed/node_rendezvous.h"
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
+#include "distributed/rendezvous/node_rendezvous.h"
 
 extern char** environ;
 
@@ -76,7 +76,7 @@ struct StartEnd {
 };
 
 // The read end of the pipe on which each process writes one byte once it has joined the
-// rendezvous (distributed/rendezvous.h, kReadyFdVariable); its write end goes to the children.
+// rendezvous (distributed/launcher_env.h, kReadyFdVariable); its write end goes to the children.
 class ReadyPipe {
  public:
   ReadyPipe() {

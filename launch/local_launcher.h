@@ -2,7 +2,7 @@
 // or when the run's membership changes (torchrun's job, without Python).
 //
 // Contract: launch_local(options, child_args) joins the launchers' rendezvous
-// (distributed/node_rendezvous.h: node 0's launcher serves its store for the life of the job),
+// (distributed/rendezvous/node_rendezvous.h: node 0's launcher serves its store for the life of the job),
 // then starts options.nproc copies of this executable with child_args and the torchrun
 // environment: RANK (group_rank * nproc + local rank), WORLD_SIZE (nnodes * nproc), LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (the round's workers' store, on a
@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "distributed/node_rendezvous.h"
+#include "distributed/rendezvous/node_rendezvous.h"
 
 namespace xdino::launch {
 

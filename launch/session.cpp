@@ -10,8 +10,9 @@
 
 #include "core/atomic_file.h"
 #include "core/blas.h"
+#include "core/ini.h"
 #include "core/log.h"
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
 
 namespace xdino::launch {
 
@@ -49,16 +50,14 @@ int64_t auto_replicas(const Session& session, int64_t batch_size_per_process) {
 namespace {
 
 // The command whose record `ini` is: the name of its first section ("[knn:dino]" -> "knn"),
-// "" when there is none (not a file Flags::to_ini wrote, or unreadable).
+// "" when there is none or it does not read as INI (not a file Flags::to_ini wrote).
 std::string recorded_command(const std::filesystem::path& ini) {
-  std::ifstream in(ini);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line[0] != '[') return "";
-    const size_t end = line.find_first_of(":]");
-    return end == std::string::npos ? "" : line.substr(1, end - 1);
+  try {
+    const std::string section = read_ini(ini).section_of_first();
+    return section.substr(0, section.find(':'));
+  } catch (const UsageError&) {
+    return "";
   }
-  return "";
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 //
 // Contract:
 //  - start_session(options) reads the process layout from the launcher's environment
-//    (distributed/rendezvous.h), gives each process of a node its share of the cores when
+//    (distributed/launcher_env.h), gives each process of a node its share of the cores when
 //    OMP_NUM_THREADS is unset, tags the log with the rank, connects the processes (one
 //    process: no networking) and picks the device (the local GPU when CUDA is available). It
 //    logs the BLAS in use and the intra-op thread count (rank 0 only, like every log line).

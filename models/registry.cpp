@@ -128,6 +128,10 @@ std::string backbone_list(bool with_pixels) {
   return out;
 }
 
+std::string training_arch_name(const std::string& arch) {
+  return arch.rfind("deit", 0) == 0 ? "vit" + arch.substr(4) : arch;
+}
+
 void check_arch(const std::string& arch, const char* needs_patch_tokens) {
   const auto it = entries().find(arch);
   if (it == entries().end()) {

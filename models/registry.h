@@ -48,6 +48,10 @@ std::shared_ptr<Backbone> create_backbone(const std::string& arch,
 void check_arch(const std::string& arch, const char* needs_patch_tokens = nullptr);
 
 std::vector<std::string> backbone_names();
+
+// main_dino.py's own renaming: "we changed the name DeiT-S for ViT-S to avoid confusions", so
+// deit_small is vit_small, deit_tiny vit_tiny; any other name is itself.
+std::string training_arch_name(const std::string& arch);
 // The state_dict key of the input conv a model of this name has (Backbone::input_conv_weight,
 // without building it): "" for pixels and unknown names.
 std::string input_conv_weight_of(const std::string& arch);

@@ -56,7 +56,7 @@ if [[ "$mode" == "--tests" || "$mode" == "--cuda" ]]; then
              python3-torchvision)  # tests/data/resnet (make_golden.py); test_float_pipeline
   # ip and tc: the simulated hosts of tests/multinode (network namespaces, veth, tbf)
   packages+=(iproute2)
-  # the etcd rendezvous' tests run real etcd members (distributed/etcd.h)
+  # the etcd rendezvous' tests run real etcd members (distributed/rendezvous/etcd.h)
   packages+=(etcd-server curl)
   # scripts/check_format.sh, which .ci/run runs: the tree is kept in clang-format 14's layout
   packages+=(clang-format)

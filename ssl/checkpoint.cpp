@@ -112,7 +112,7 @@ IDict options_dict(const DinoOptions& o) {
   d.insert("num_workers", o.num_workers);
   add_recipe_args(o.recipe, d);
   // What every run has: env:// is the only rendezvous accepted, --local_rank is ignored
-  // (distributed/rendezvous.h); main_dino.py's args carry both.
+  // (distributed/launcher_env.h); main_dino.py's args carry both.
   d.insert("dist_url", std::string("env://"));
   d.insert("local_rank", int64_t{0});
   return d;

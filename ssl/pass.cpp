@@ -131,14 +131,12 @@ class EagerPass final : public Pass {
 // serves the whole run. A capture that fails leaves the step eager, with one warning.
 class GraphedPass final : public Pass {
  public:
-  static constexpr int64_t kEagerSteps = 3;  // on the graph's stream, before the capture
-
   GraphedPass(const PassContext& context, std::vector<torch::Tensor> trainable)
       : c_(context), params_(std::move(trainable)) {}
 
   std::vector<torch::Tensor> run(const std::vector<torch::Tensor>& crops, const MicroBatch& mb,
                                  std::vector<PassSums>& sums, Clock::time_point& t) override {
-    if (failed_ || eager_steps_ < kEagerSteps) {
+    if (failed_ || eager_steps_ < kGraphEagerSteps) {
       ++eager_steps_;
       torch::Tensor numbers;
       const std::vector<torch::Tensor> on_device = to_device(crops);

@@ -4,7 +4,7 @@
 //    through both networks, the DINO loss and the recipe's terms, and its backward; gradients
 //    add up in the shared .grad;
 //  - graphed (--cuda_graph, docs/dino.md "The step as a CUDA graph"): one replica on one GPU;
-//    kEagerSteps passes run eagerly on the graph's stream, then one is captured once for the
+//    kGraphEagerSteps passes run eagerly on the graph's stream, then one is captured once for the
 //    run (train/cuda_graph.h) and every later pass is a replay: the crops are copied from the
 //    loader's memory straight into the tensors the graph reads, each parameter's .grad gets
 //    the graph's tensor back. A capture CUDA refuses leaves the step eager, with one warning
@@ -92,6 +92,9 @@ class Pass {
                                          Clock::time_point& t) = 0;
   virtual int64_t captures() const { return 0; }
 };
+
+// The graphed pass's eager steps before its capture (the capture is the next one).
+inline constexpr int64_t kGraphEagerSteps = 3;
 
 std::unique_ptr<Pass> make_pass(const PassContext& context, std::vector<torch::Tensor> trainable);
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 
 #include "distributed/distributed.h"
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
 #include "launch/local_launcher.h"
 
 using namespace xdino;

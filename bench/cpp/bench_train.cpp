@@ -67,7 +67,7 @@
 #include "core/compat.h"
 #include "core/log.h"
 #include "distributed/distributed.h"
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
 #include "models/registry.h"
 #include "ssl/step_flops.h"
 #include "ssl/trainer.h"
@@ -237,7 +237,7 @@ int run(int argc, char** argv) {
                              : kernels == "fused" ? xdino::models::LayerKernels::kFused
                                                   : xdino::models::LayerKernels::kAuto;
   const xdino::train::PrecisionPlan plan = xdino::train::resolve_precision(device, precision, true);
-  if (cuda_graph) warmup = std::max<int64_t>(warmup, 4);
+  if (cuda_graph) warmup = std::max<int64_t>(warmup, xdino::ssl::kGraphEagerSteps + 1);
   xdino::log::set_level(xdino::log::Level::kWarn);
   // A world of 1 without a launcher's variables.
   const auto comm = xdino::distributed::connect(xdino::distributed::dist_config_from_env());

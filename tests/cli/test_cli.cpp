@@ -198,7 +198,7 @@ TEST(Cli, LaunchTakesTorchrunRendezvousFlags) {
             "an IPv6 address opens with '[' and closes with ']'"},
            {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "e1", "--rdzv_conf",
              "ca_cert=/no/ca.pem"},
-            "etcd TLS file '/no/ca.pem' does not exist"},
+            "etcd TLS file '/no/ca.pem' not found"},
            {{"--rdzv_backend", "etcd", "--rdzv_endpoint", "e1", "--rdzv_conf", "is_host=true"},
             "with etcd no launcher serves the store"},
            {{"--rdzv_conf", "ca_cert=/ca.pem"}, "--rdzv_conf ca_cert is for --rdzv_backend etcd"},

@@ -14,7 +14,7 @@
 #include "core/pth.h"
 #include "distributed/distributed.h"
 #include "distributed/grad_sync.h"
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
 #include "models/batch_norm.h"
 #include "ssl/trainer.h"
 #include "tests/support/synthetic_crops.h"

@@ -10,8 +10,8 @@
 
 #include "core/pth.h"
 #include "distributed/distributed.h"
-#include "distributed/rendezvous.h"
-#include "distributed/store.h"
+#include "distributed/launcher_env.h"
+#include "distributed/rendezvous/store.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"

@@ -1,6 +1,6 @@
 // The etcd backend of the launchers' rendezvous: the client of etcd's v3 JSON gateway
-// (distributed/etcd.h) against real members on loopback (tests/support/etcd_cluster.h), and
-// NodeRendezvous over it (distributed/node_rendezvous.h, round_store.h): a round with no host,
+// (distributed/rendezvous/etcd.h) against real members on loopback (tests/support/etcd_cluster.h), and
+// NodeRendezvous over it (distributed/rendezvous/node_rendezvous.h, round_store.h): a round with no host,
 // a node that dies (its process killed) dropped when its lease expires and replaced, a member
 // lost without the run noticing, quorum lost as one error in time, and the mistakes a user can
 // make as one line each. The rules themselves are test_rendezvous_rules.cpp's tables, the same
@@ -22,8 +22,8 @@
 #include <thread>
 
 #include "core/check.h"
-#include "distributed/etcd.h"
-#include "distributed/node_rendezvous.h"
+#include "distributed/rendezvous/etcd.h"
+#include "distributed/rendezvous/node_rendezvous.h"
 #include "tests/support/etcd_cluster.h"
 #include "tests/support/require.h"
 
@@ -49,7 +49,7 @@ namespace {
 NodeRendezvousOptions etcd_node(const EtcdCluster& cluster, int64_t rank, int64_t nnodes = 2,
                                 const std::string& run_id = "job") {
   NodeRendezvousOptions o;
-  o.backend = "etcd";
+  o.backend = xdino::distributed::RendezvousBackend::kEtcd;
   o.etcd = cluster.options();
   o.nnodes = nnodes;
   o.node_rank = rank;
@@ -305,7 +305,7 @@ TEST(EtcdRendezvous, AMemberThatGrantsThenAnswersHtmlEndsTheRendezvousAtOnce) {
     return std::make_pair(200, std::string("<html>maintenance</html>"));
   });
   NodeRendezvousOptions o;
-  o.backend = "etcd";
+  o.backend = xdino::distributed::RendezvousBackend::kEtcd;
   o.etcd.endpoints = {server.endpoint()};
   o.nnodes = 1;
   o.node_rank = 0;

@@ -1,4 +1,4 @@
-// The launchers' rendezvous rules (distributed/rendezvous_rules.h) as tables, without a store:
+// The launchers' rendezvous rules (distributed/rendezvous/rendezvous_rules.h) as tables, without a store:
 // each rule of node_rendezvous.h's "round's life" is a state, a node, and the decision it must
 // get (join, completion with its ranks, a late node's wait list and spare list, a node_rank
 // held by another, a node gone, closing, the exit step), then whole lives: nodes taking turns
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "distributed/rendezvous_rules.h"
+#include "distributed/rendezvous/rendezvous_rules.h"
 
 namespace xdino::distributed {
 namespace {

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/etcd.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous/etcd.h"
+#include "distributed/rendezvous/store.h"
 
 namespace xdino::testing {
 

@@ -1,4 +1,4 @@
-#include "distributed/round_store.h"
+#include "distributed/rendezvous/round_store.h"
 
 #include <algorithm>
 #include <cmath>

@@ -23,8 +23,9 @@
 //  - Liveness is judged by each reader's own monotonic clock (a counter that has not moved for
 //    keep_alive_interval x keep_alive_max_attempt), never by comparing hosts' wall clocks.
 //
-// The round's life (torchrun's, docs/architecture.md), decided by distributed/rendezvous_rules.h's
-// pure decide() on each state read; this class reads, drops the nodes that are gone, and writes:
+// The round's life (torchrun's, docs/architecture.md), decided by
+// distributed/rendezvous/rendezvous_rules.h's pure decide() on each state read; this class reads,
+// drops the nodes that are gone, and writes:
 //  - next_round() first leaves the round this node is in. When the last participant of a
 //    complete round leaves, or is found dead, the round number goes up and the round is open.
 //  - An open round takes participants until there are nnodes (a node asking for a node_rank
@@ -84,10 +85,10 @@
 #include <thread>
 
 #include "core/check.h"
-#include "distributed/etcd.h"
-#include "distributed/rendezvous_rules.h"
-#include "distributed/round_store.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous/etcd.h"
+#include "distributed/rendezvous/rendezvous_rules.h"
+#include "distributed/rendezvous/round_store.h"
+#include "distributed/rendezvous/store.h"
 
 namespace xdino::distributed {
 
@@ -95,10 +96,17 @@ namespace xdino::distributed {
 // its milliseconds would overflow.
 inline constexpr double kMaxSeconds = 1e6;
 
+// Where the round lives: kC10d, a TCPStore that one launcher serves (torchrun's c10d and
+// static backends); kEtcd, an etcd cluster, and no launcher serves anything.
+enum class RendezvousBackend { kC10d, kEtcd };
+
+// torchrun's --rdzv_backend names: c10d or static, etcd or etcd-v2; anything else throws
+// xdino::UsageError naming the ones there are.
+RendezvousBackend parse_rendezvous_backend(const std::string& name);
+
 struct NodeRendezvousOptions {
-  // "c10d": a TCPStore that one launcher serves (below); "etcd": the cluster `etcd` names,
-  // and no launcher serves anything (endpoint_host, endpoint_port and is_host unused).
-  std::string backend = "c10d";
+  // kEtcd: the cluster `etcd` names (endpoint_host, endpoint_port and is_host unused).
+  RendezvousBackend backend = RendezvousBackend::kC10d;
   EtcdOptions etcd;
   std::string endpoint_host = "127.0.0.1";  // the store's host, as every node reaches it
   int endpoint_port = 0;                    // 0: a free port of this machine (one node only)

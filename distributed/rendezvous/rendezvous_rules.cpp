@@ -1,4 +1,4 @@
-#include "distributed/rendezvous_rules.h"
+#include "distributed/rendezvous/rendezvous_rules.h"
 
 #include <algorithm>
 

@@ -48,7 +48,7 @@ struct DistOptions {
 DistConfig dist_config_from_env(const DistOptions& options);
 
 // What `dino launch` adds to torchrun's variables (launch/local_launcher.h): the round of its
-// rendezvous (distributed/node_rendezvous.h), which dist_config_from_env reads into
+// rendezvous (distributed/rendezvous/node_rendezvous.h), which dist_config_from_env reads into
 // DistConfig::round, and the descriptor on which a process reports that it has joined.
 inline constexpr const char* kRoundVariable = "XDINO_RDZV_ROUND";
 inline constexpr const char* kReadyFdVariable = "XDINO_LAUNCH_READY_FD";

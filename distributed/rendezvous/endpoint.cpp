@@ -1,4 +1,4 @@
-#include "distributed/endpoint.h"
+#include "distributed/rendezvous/endpoint.h"
 
 #include <cstdlib>
 

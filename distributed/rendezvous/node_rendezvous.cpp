@@ -1,4 +1,4 @@
-#include "distributed/node_rendezvous.h"
+#include "distributed/rendezvous/node_rendezvous.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -12,8 +12,8 @@
 
 #include "core/json.h"
 #include "core/log.h"
-#include "distributed/rendezvous.h"
-#include "distributed/rendezvous_rules.h"
+#include "distributed/launcher_env.h"
+#include "distributed/rendezvous/rendezvous_rules.h"
 
 namespace xdino::distributed {
 
@@ -67,6 +67,14 @@ struct NodeRendezvous::Read {
   bool sanitized = false;  // dead nodes were removed from `state`: it needs writing
 };
 
+RendezvousBackend parse_rendezvous_backend(const std::string& name) {
+  if (name == "c10d" || name == "static") return RendezvousBackend::kC10d;
+  if (name == "etcd" || name == "etcd-v2") return RendezvousBackend::kEtcd;
+  XDINO_FAIL_ARG("--rdzv_backend ", name,
+                 " is not supported: give c10d (or static: a store that node 0's launcher "
+                 "serves) or etcd (an etcd cluster at --rdzv_endpoint)");
+}
+
 NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o)) {
   const auto& o_ = options_;
   XDINO_CHECK_ARG(o_.nnodes >= 1, "--nnodes must be at least 1, got ", o_.nnodes);
@@ -92,9 +100,7 @@ NodeRendezvous::NodeRendezvous(NodeRendezvousOptions o) : options_(std::move(o))
   addr_ = o_.local_addr.empty() ? host_name() : o_.local_addr;
   node_ = addr_ + "/" + std::to_string(getpid()) + "/" + std::to_string(g_nodes_made++);
   const milliseconds op_timeout = ms(std::min(o_.read_timeout, o_.join_timeout));
-  XDINO_CHECK_ARG(o_.backend == "c10d" || o_.backend == "etcd", "rendezvous backend ",
-                  quote(o_.backend), " is not one of c10d, etcd");
-  if (o_.backend == "etcd")
+  if (o_.backend == RendezvousBackend::kEtcd)
     connect_etcd(op_timeout);
   else
     serve_or_connect(op_timeout);

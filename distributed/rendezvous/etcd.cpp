@@ -1,4 +1,4 @@
-#include "distributed/etcd.h"
+#include "distributed/rendezvous/etcd.h"
 
 #include <curl/curl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "core/paths.h"
-#include "distributed/endpoint.h"
+#include "distributed/rendezvous/endpoint.h"
 
 namespace xdino::distributed {
 

@@ -4,7 +4,8 @@
 //    torchrun's default): the state is compared by value, a node's heartbeat is a counter it
 //    adds to, and each reader judges it dead by its own monotonic clock when the counter has
 //    not moved for keep_alive_interval x keep_alive_max_attempt.
-//  - EtcdRoundStore: an etcd cluster (--rdzv_backend etcd, distributed/etcd.h): the state is
+//  - EtcdRoundStore: an etcd cluster (--rdzv_backend etcd, distributed/rendezvous/etcd.h): the
+//  state is
 //    one key compared by its revision in a transaction, a node's heartbeat is a key bound to
 //    a lease of that same span that the node renews every keep_alive_interval, so a dead
 //    node's key expires by itself (timed by etcd's leader, no host's clock). No launcher
@@ -29,8 +30,8 @@
 #include <mutex>
 #include <string>
 
-#include "distributed/etcd.h"
-#include "distributed/store.h"
+#include "distributed/rendezvous/etcd.h"
+#include "distributed/rendezvous/store.h"
 
 namespace xdino::distributed {
 

@@ -1,4 +1,4 @@
-#include "distributed/store.h"
+#include "distributed/rendezvous/store.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -39,7 +39,8 @@ int listen_ipv4(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, SOMAXCONN) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
     // Worded as LibTorch words it, so that callers read one message on every version.

@@ -1,4 +1,4 @@
-#include "distributed/rendezvous.h"
+#include "distributed/launcher_env.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
