@@ -1,9 +1,9 @@
 // The etcd backend of the launchers' rendezvous: the client of etcd's v3 JSON gateway
-// (distributed/rendezvous/etcd.h) against real members on loopback (tests/support/etcd_cluster.h), and
-// NodeRendezvous over it (distributed/rendezvous/node_rendezvous.h, round_store.h): a round with no host,
-// a node that dies (its process killed) dropped when its lease expires and replaced, a member
-// lost without the run noticing, quorum lost as one error in time, and the mistakes a user can
-// make as one line each. The rules themselves are test_rendezvous_rules.cpp's tables, the same
+// (distributed/rendezvous/etcd.h) against real members on loopback (tests/support/etcd_cluster.h),
+// and NodeRendezvous over it (distributed/rendezvous/node_rendezvous.h, round_store.h): a round
+// with no host, a node that dies (its process killed) dropped when its lease expires and replaced,
+// a member lost without the run noticing, quorum lost as one error in time, and the mistakes a user
+// can make as one line each. The rules themselves are test_rendezvous_rules.cpp's tables, the same
 // for both backends.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

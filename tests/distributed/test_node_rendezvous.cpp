@@ -1,5 +1,6 @@
-// The launchers' rendezvous (distributed/rendezvous/node_rendezvous.h) in one process, several "nodes" on
-// threads over loopback, against torchrun's c10d semantics: one round for all, ranks from
+// The launchers' rendezvous (distributed/rendezvous/node_rendezvous.h) in one process, several
+// "nodes" on threads over loopback, against torchrun's c10d semantics: one round for all, ranks
+// from
 // --node_rank, a new round only once every participant has left, a late node waiting for it,
 // a dead node dropped after its heartbeats stop, closing seen by the others at once, and the
 // store operations that never block for longer than their timeout (distributed/rendezvous/store.h).
@@ -20,8 +21,8 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "core/json.h"
-#include "distributed/rendezvous/node_rendezvous.h"
 #include "distributed/launcher_env.h"
+#include "distributed/rendezvous/node_rendezvous.h"
 #include "distributed/rendezvous/store.h"
 
 using namespace std::chrono_literals;
@@ -63,8 +64,8 @@ NodeRound join(NodeRendezvous& r) {
 #if XDINO_TORCH_AT_LEAST(2, 4)
 // LibTorch 2.x's store server names each client by reverse DNS on its one thread, and on its
 // own dual-stack socket a loopback client is ::ffff:127.0.0.1, which /etc/hosts does not
-// answer: 5 s a client without a DNS server (distributed/rendezvous/store.cpp, listen_ipv4). Our servers
-// listen on an IPv4 socket of their own, so the port is in /proc/net/tcp, not tcp6.
+// answer: 5 s a client without a DNS server (distributed/rendezvous/store.cpp, listen_ipv4). Our
+// servers listen on an IPv4 socket of their own, so the port is in /proc/net/tcp, not tcp6.
 TEST(Store, TheServerListensOnAnIpv4SocketOfItsOwn) {
   const auto [store, port] = xdino::distributed::serve_free_port(std::chrono::seconds(10));
   const auto listening = [port = port](const char* table) {

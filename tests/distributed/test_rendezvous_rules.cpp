@@ -1,6 +1,6 @@
-// The launchers' rendezvous rules (distributed/rendezvous/rendezvous_rules.h) as tables, without a store:
-// each rule of node_rendezvous.h's "round's life" is a state, a node, and the decision it must
-// get (join, completion with its ranks, a late node's wait list and spare list, a node_rank
+// The launchers' rendezvous rules (distributed/rendezvous/rendezvous_rules.h) as tables, without a
+// store: each rule of node_rendezvous.h's "round's life" is a state, a node, and the decision it
+// must get (join, completion with its ranks, a late node's wait list and spare list, a node_rank
 // held by another, a node gone, closing, the exit step), then whole lives: nodes taking turns
 // on one in-memory state, as launchers do on the store, through a host that restarts.
 #include <gtest/gtest.h>
