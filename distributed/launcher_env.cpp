@@ -74,9 +74,12 @@ DistConfig dist_config_from_env(const EnvLookup& env) {
     // torchrun's spelling: "True" or "1" (its agent serves the workers' store).
     const std::string agent = str_var(env, "TORCHELASTIC_USE_AGENT_STORE", "");
     c.agent_store = agent == "True" || agent == "true" || agent == "1";
-    // The agent's store lives across restarts: each attempt writes under its own prefix, as
-    // torch.distributed's workers do (docs/distributed.md, "Under torchrun").
-    if (c.agent_store)
+    // torchrun's agent store lives across restarts: each attempt writes under its own prefix,
+    // as torch.distributed's workers do (docs/distributed.md, "Under torchrun"). `dino launch`
+    // (XDINO_RDZV_ROUND set) serves a new store every round, and its launchers' restart counts
+    // differ once a host has come back (a new launcher counts from 0): no prefix there, or the
+    // returning node's workers would wait under another attempt's keys.
+    if (c.agent_store && c.round < 0)
       c.store_prefix =
           "/worker/attempt_" + std::to_string(int_var(env, "TORCHELASTIC_RESTART_COUNT", 0));
   } else if (env("SLURM_PROCID") != nullptr) {
@@ -131,6 +134,10 @@ DistConfig dist_config_from_env(const DistOptions& o) {
   return c;
 }
 
+namespace {
+int g_launcher_fd = -1;  // the launcher's pipe, once tell_launcher_joined() has read it
+}  // namespace
+
 void tell_launcher_joined() {
   const char* text = std::getenv(kReadyFdVariable);
   if (text == nullptr) return;
@@ -138,10 +145,17 @@ void tell_launcher_joined() {
   const long fd = std::strtol(text, &end, 10);
   unsetenv(kReadyFdVariable);
   if (end == text || *end != '\0' || fd <= 2) return;
+  g_launcher_fd = static_cast<int>(fd);
   const char byte = 'J';
-  if (write(static_cast<int>(fd), &byte, 1) != 1)
+  if (write(g_launcher_fd, &byte, 1) != 1)
     log::warn("could not tell the launcher that the rendezvous formed: ", std::strerror(errno));
-  close(static_cast<int>(fd));
+}
+
+void tell_launcher_stopped() {
+  if (g_launcher_fd < 0) return;
+  const char byte = 'S';
+  if (write(g_launcher_fd, &byte, 1) != 1)
+    log::warn("could not tell the launcher that this process stopped: ", std::strerror(errno));
 }
 
 }  // namespace xdino::distributed

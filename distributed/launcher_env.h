@@ -6,7 +6,8 @@
 //              TORCHELASTIC_USE_AGENT_STORE (True: the launcher serves MASTER_PORT's store,
 //              and rank 0 connects to it as every rank does; that store outlives a restart,
 //              so each attempt's keys go under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>",
-//              DistConfig::store_prefix, as torch.distributed's workers put theirs)
+//              DistConfig::store_prefix, as torch.distributed's workers put theirs; not
+//              under `dino launch`, XDINO_RDZV_ROUND set, whose store is new every round)
 //   SLURM:     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR
 //              defaults to the first host of SLURM_JOB_NODELIST, MASTER_PORT to
 //              20000 + SLURM_JOB_ID % 20000 (so jobs sharing a node do not collide)
@@ -53,9 +54,17 @@ DistConfig dist_config_from_env(const DistOptions& options);
 inline constexpr const char* kRoundVariable = "XDINO_RDZV_ROUND";
 inline constexpr const char* kReadyFdVariable = "XDINO_LAUNCH_READY_FD";
 
-// Writes one byte to the descriptor named by kReadyFdVariable, if set, and removes the
-// variable, so that a second connect() in the same process says nothing.
+// Writes 'J' to the descriptor named by kReadyFdVariable, if set, and removes the variable,
+// so that a second connect() in the same process says nothing; the descriptor stays open for
+// tell_launcher_stopped().
 void tell_launcher_joined();
+
+// Writes 'S' to that descriptor (nothing without one): this process saved and stopped before
+// the run's end, so that its launcher does not take the exit code 0 that follows for the end
+// of the run. A rank stopped by another node's signal or membership change exits 0 too (every
+// rank stops at the same step, ssl/trainer.h), and its launcher must then re-form the run, not
+// record it as finished (launch/local_launcher.h).
+void tell_launcher_stopped();
 
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);

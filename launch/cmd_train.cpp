@@ -1,6 +1,7 @@
 // `dino train`: DINO pretraining. Flags keep main_dino.py's names, meanings and defaults
 // (launch/train_flags.h); the path of one run from here to the kernels is in
 // docs/architecture.md, "Follow one run".
+#include "distributed/launcher_env.h"
 #include "launch/command.h"
 #include "launch/learning_monitor.h"
 #include "launch/session.h"
@@ -55,7 +56,9 @@ class TrainCommand : public Command {
                         trainer.iterations_per_epoch(), *comm, o.recipe.adds_terms());
     board.attach(callbacks);
     trainer.set_epoch_callbacks(callbacks);
-    trainer.train();
+    // Stopped before the end (a signal, here or on another rank): saved, exit 0, and the
+    // launcher told, so that it re-forms the run instead of recording its end.
+    if (trainer.train() == ssl::TrainOutcome::kStopped) distributed::tell_launcher_stopped();
     comm->finalize();
     return 0;
   }

@@ -73,6 +73,7 @@ struct StartEnd {
   bool membership = false;  // stopped for a node waiting to join, or dropped from the round
   bool closed = false;      // stopped because another node closed the rendezvous
   bool lost_store = false;  // stopped because the rendezvous store stopped answering
+  bool stopped = false;     // a process saved and stopped before the run's end
 };
 
 // The read end of the pipe on which each process writes one byte once it has joined the
@@ -95,17 +96,31 @@ class ReadyPipe {
     if (fds_[1] >= 0) close(fds_[1]);
     fds_[1] = -1;
   }
-  // Bytes received so far.
+  // The processes that have joined so far ('J' each).
   int64_t joined() {
-    char buffer[64];
-    ssize_t n;
-    while ((n = read(fds_[0], buffer, sizeof buffer)) > 0) joined_ += n;
+    drain();
     return joined_;
+  }
+  // Whether a process said it saved and stopped before the run's end ('S').
+  bool stopped() {
+    drain();
+    return stopped_;
   }
 
  private:
+  void drain() {
+    char buffer[64];
+    ssize_t n;
+    while ((n = read(fds_[0], buffer, sizeof buffer)) > 0)
+      for (ssize_t i = 0; i < n; ++i) {
+        joined_ += buffer[i] == 'J';
+        stopped_ = stopped_ || buffer[i] == 'S';
+      }
+  }
+
   int fds_[2] = {-1, -1};
   int64_t joined_ = 0;
+  bool stopped_ = false;
 };
 
 // The environment of one child, made before fork: between fork and exec a child of this
@@ -296,6 +311,7 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  end.stopped = ready.stopped();
   return end;
 }
 
@@ -344,6 +360,20 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
                                  " was closed: ", end.cause));
     if (end.lost_store) throw Error("stopped: " + end.cause);
     if (end.membership && !signalled) continue;  // free: a membership change, not a failure
+    if (end.exit_code == 0 && end.stopped && !signalled) {
+      // Stopped at another node's word (its signal, its membership change, its lost store):
+      // the run is not over, so it is not recorded as finished.
+      if (const auto status = rendezvous.status(); status.unreachable_for > 0)
+        throw Error(
+            detail::concat("stopped: this node's processes saved and stopped before the "
+                           "run's end, and the rendezvous store (",
+                           rendezvous.endpoint(), ") has not answered for ",
+                           std::lround(status.unreachable_for), " s: ", status.unreachable));
+      log::warn(
+          "this node's processes saved and stopped before the run's end (another node "
+          "stopped); re-forming the run");
+      continue;  // free, as a membership change
+    }
     if (end.exit_code == 0) {
       if (!signalled) rendezvous.finish();
       return 0;

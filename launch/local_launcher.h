@@ -2,8 +2,8 @@
 // or when the run's membership changes (torchrun's job, without Python).
 //
 // Contract: launch_local(options, child_args) joins the launchers' rendezvous
-// (distributed/rendezvous/node_rendezvous.h: node 0's launcher serves its store for the life of the job),
-// then starts options.nproc copies of this executable with child_args and the torchrun
+// (distributed/rendezvous/node_rendezvous.h: node 0's launcher serves its store for the life of the
+// job), then starts options.nproc copies of this executable with child_args and the torchrun
 // environment: RANK (group_rank * nproc + local rank), WORLD_SIZE (nnodes * nproc), LOCAL_RANK,
 // LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (the round's workers' store, on a
 // port of its own each round, which group rank 0's launcher serves and holds from the moment
@@ -22,7 +22,12 @@
 //  - a node waiting to join (a launcher started late or again): it stops its processes and
 //    re-forms with it, without counting a restart;
 //  - the rendezvous closed by a node that gave up: it stops its processes and exits 1 with
-//    that node's reason, within seconds.
+//    that node's reason, within seconds;
+//  - its processes saving and stopping before the run's end at another node's word (its
+//    signal, its membership change, its lost store: every rank stops at the same step and
+//    exits 0; each says so, distributed::tell_launcher_stopped): it re-forms the run without
+//    counting a restart, and never records the run as finished; with the store not answering
+//    it exits 1 saying so.
 // It closes the rendezvous itself when it gives up: restarts spent, a usage error, its
 // processes not joining their rendezvous within the join timeout, or the node rendezvous not
 // forming in that time while it waited in an open round. It does not close on a signal, so

@@ -58,6 +58,12 @@ TEST(Rendezvous, AnAgentStoreGetsTheAttemptsPrefix) {
   EXPECT_EQ(dist_config_from_env(env_of(with_agent)).store_prefix, "/worker/attempt_0");
   // Rank 0 hosts a fresh store each attempt: nothing to keep apart.
   EXPECT_EQ(dist_config_from_env(env_of(torchrun)).store_prefix, "");
+  // `dino launch` serves a new store every round, and a host that came back has a launcher
+  // counting restarts from 0 beside one at 1: its workers must meet the others' keys.
+  auto dino_launch = torchrun;
+  dino_launch["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  dino_launch["XDINO_RDZV_ROUND"] = "4";
+  EXPECT_EQ(dist_config_from_env(env_of(dino_launch)).store_prefix, "");
 }
 
 TEST(Rendezvous, SlurmDerivesMasterFromNodeList) {
