@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -43,9 +44,11 @@ int listen_ipv4(int port) {
       listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
-    // Worded as LibTorch words it, so that callers read one message on every version.
-    XDINO_FAIL("cannot serve the store on port ", port, ": ",
-               err == EADDRINUSE ? "Address already in use" : std::strerror(err));
+    // Worded as LibTorch words it, and thrown as it throws (not an xdino::Error, which callers
+    // pass on as said), so that callers read and wrap one message on every version (the
+    // rendezvous names the port and the flag that moves it, distributed.cpp).
+    throw std::runtime_error("cannot serve the store on port " + std::to_string(port) + ": " +
+                             (err == EADDRINUSE ? "Address already in use" : std::strerror(err)));
   }
   return fd;
 }
