@@ -151,9 +151,9 @@ void tell_launcher_joined() {
     log::warn("could not tell the launcher that the rendezvous formed: ", std::strerror(errno));
 }
 
-void tell_launcher_stopped() {
+void tell_launcher_stopped(bool own_signal) {
   if (g_launcher_fd < 0) return;
-  const char byte = 'S';
+  const char byte = own_signal ? 'T' : 'S';
   if (write(g_launcher_fd, &byte, 1) != 1)
     log::warn("could not tell the launcher that this process stopped: ", std::strerror(errno));
 }

@@ -59,12 +59,13 @@ inline constexpr const char* kReadyFdVariable = "XDINO_LAUNCH_READY_FD";
 // tell_launcher_stopped().
 void tell_launcher_joined();
 
-// Writes 'S' to that descriptor (nothing without one): this process saved and stopped before
+// Writes to that descriptor (nothing without one) that this process saved and stopped before
 // the run's end, so that its launcher does not take the exit code 0 that follows for the end
-// of the run. A rank stopped by another node's signal or membership change exits 0 too (every
-// rank stops at the same step, ssl/trainer.h), and its launcher must then re-form the run, not
-// record it as finished (launch/local_launcher.h).
-void tell_launcher_stopped();
+// of the run: 'T' when a signal reached this process itself (someone asked it to stop), 'S'
+// when it stopped at another rank's word (every rank stops at the same step, ssl/trainer.h:
+// another node's signal, membership change or lost store), after which its launcher re-forms
+// the run rather than record it as finished (launch/local_launcher.h).
+void tell_launcher_stopped(bool own_signal);
 
 // "node[01-03,07],gpu5" -> "node01"; "a,b" -> "a"; "" -> "".
 std::string first_slurm_host(const std::string& nodelist);

@@ -10,6 +10,7 @@
 #include "launch/training_board.h"
 #include "models/registry.h"
 #include "ssl/trainer.h"
+#include "train/stop_signal.h"
 
 namespace xdino::launch {
 namespace {
@@ -57,8 +58,9 @@ class TrainCommand : public Command {
     board.attach(callbacks);
     trainer.set_epoch_callbacks(callbacks);
     // Stopped before the end (a signal, here or on another rank): saved, exit 0, and the
-    // launcher told, so that it re-forms the run instead of recording its end.
-    if (trainer.train() == ssl::TrainOutcome::kStopped) distributed::tell_launcher_stopped();
+    // launcher told which, so that it does not record the run's end.
+    if (trainer.train() == ssl::TrainOutcome::kStopped)
+      distributed::tell_launcher_stopped(train::stop_signal() != 0);
     comm->finalize();
     return 0;
   }

@@ -70,10 +70,11 @@ struct StartEnd {
   std::string cause;    // that failure, in words
   bool formed = false;  // every local process joined the rendezvous
   bool rdzv_timed_out = false;
-  bool membership = false;  // stopped for a node waiting to join, or dropped from the round
-  bool closed = false;      // stopped because another node closed the rendezvous
-  bool lost_store = false;  // stopped because the rendezvous store stopped answering
-  bool stopped = false;     // a process saved and stopped before the run's end
+  bool membership = false;         // stopped for a node waiting to join, or dropped from the round
+  bool closed = false;             // stopped because another node closed the rendezvous
+  bool lost_store = false;         // stopped because the rendezvous store stopped answering
+  bool stopped_by_peer = false;    // a process saved and stopped at another rank's word
+  bool stopped_by_signal = false;  // ... at a signal sent to it, not through this launcher
 };
 
 // The read end of the pipe on which each process writes one byte once it has joined the
@@ -101,10 +102,15 @@ class ReadyPipe {
     drain();
     return joined_;
   }
-  // Whether a process said it saved and stopped before the run's end ('S').
-  bool stopped() {
+  // Whether a process said it saved and stopped before the run's end at another rank's word
+  // ('S'), or at a signal of its own ('T').
+  bool stopped_by_peer() {
     drain();
-    return stopped_;
+    return by_peer_;
+  }
+  bool stopped_by_signal() {
+    drain();
+    return by_signal_;
   }
 
  private:
@@ -114,13 +120,14 @@ class ReadyPipe {
     while ((n = read(fds_[0], buffer, sizeof buffer)) > 0)
       for (ssize_t i = 0; i < n; ++i) {
         joined_ += buffer[i] == 'J';
-        stopped_ = stopped_ || buffer[i] == 'S';
+        by_peer_ = by_peer_ || buffer[i] == 'S';
+        by_signal_ = by_signal_ || buffer[i] == 'T';
       }
   }
 
   int fds_[2] = {-1, -1};
   int64_t joined_ = 0;
-  bool stopped_ = false;
+  bool by_peer_ = false, by_signal_ = false;
 };
 
 // The environment of one child, made before fork: between fork and exec a child of this
@@ -311,7 +318,8 @@ StartEnd start_once(const LocalLaunchOptions& o, const std::vector<std::string>&
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  end.stopped = ready.stopped();
+  end.stopped_by_peer = ready.stopped_by_peer();
+  end.stopped_by_signal = ready.stopped_by_signal();
   return end;
 }
 
@@ -360,7 +368,15 @@ int launch_local(const LocalLaunchOptions& o, const std::vector<std::string>& ch
                                  " was closed: ", end.cause));
     if (end.lost_store) throw Error("stopped: " + end.cause);
     if (end.membership && !signalled) continue;  // free: a membership change, not a failure
-    if (end.exit_code == 0 && end.stopped && !signalled) {
+    if (end.exit_code == 0 && end.stopped_by_signal && !signalled) {
+      // Someone stopped this node's processes themselves (`kill`, `pkill -f "dino train"`):
+      // as a signal to this launcher, the run stops, and is not recorded as finished.
+      log::warn(
+          "not restarting: this node's processes were stopped by a signal sent to them; "
+          "rerun the same command to continue");
+      return 0;
+    }
+    if (end.exit_code == 0 && end.stopped_by_peer && !signalled) {
       // Stopped at another node's word (its signal, its membership change, its lost store):
       // the run is not over, so it is not recorded as finished.
       if (const auto status = rendezvous.status(); status.unreachable_for > 0)

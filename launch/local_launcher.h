@@ -27,7 +27,8 @@
 //    signal, its membership change, its lost store: every rank stops at the same step and
 //    exits 0; each says so, distributed::tell_launcher_stopped): it re-forms the run without
 //    counting a restart, and never records the run as finished; with the store not answering
-//    it exits 1 saying so.
+//    it exits 1 saying so. Stopped by a signal sent to them and not to it, it returns 0 as
+//    after a forwarded signal, without recording the run as finished.
 // It closes the rendezvous itself when it gives up: restarts spent, a usage error, its
 // processes not joining their rendezvous within the join timeout, or the node rendezvous not
 // forming in that time while it waited in an open round. It does not close on a signal, so

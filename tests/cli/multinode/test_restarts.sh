@@ -8,7 +8,9 @@
 #     file left as it was;
 #  3. half a run (node 0 of 2; node 1 never starts): the launcher gives up once
 #     --rdzv_timeout has passed, with one line, exit 1, having started no process;
-#  4. a usage error (exit 2) is not restarted: a restart would fail the same way.
+#  4. a usage error (exit 2) is not restarted: a restart would fail the same way;
+#  5. the ranks themselves SIGTERMed (`pkill -f`, not the launcher): they save, and the launcher
+#     exits 0 with one line saying why it does not restart, having started them once.
 # usage: test_restarts.sh DINO_BINARY
 # Exits 0 on success, 1 with the failed check, 77 when it cannot run here.
 set -euo pipefail
@@ -101,3 +103,22 @@ code=0
 grep -q "not restarting: exit code 2 is a usage error" "$work/usage.log" ||
   fail "no line saying why it did not restart: $(tail -3 "$work/usage.log")"
 echo "ok: a usage error (exit 2) is not restarted"
+rm -rf "$run"
+
+# --- 5. the ranks stopped by a signal sent to them, not to the launcher ----------------------
+"$dino" launch --nproc 2 --grace_seconds 5 --max_restarts 1 --rdzv_timeout 60 -- \
+  $(train_args) >"$work/term.log" 2>&1 &
+launcher=$!
+wait_for_line "saved before iteration [0-9]* " "$work/term.log" $launcher 120 ||
+  fail "no timed checkpoint: $(tail -3 "$work/term.log")"
+kill -TERM $(pgrep -P $launcher)
+wait_for $launcher 120
+launcher=
+[[ $code == 0 ]] || fail "the stopped run's launcher exited $code: $(tail -3 "$work/term.log")"
+grep -q "not restarting: this node's processes were stopped by a signal sent to them" \
+  "$work/term.log" || fail "no line saying why it did not restart: $(tail -3 "$work/term.log")"
+[[ $(grep -c "^launched 2 processes" "$work/term.log") == 1 ]] ||
+  fail "the ranks were started again after a signal sent to them"
+grep -q "Stopped by signal 15: checkpoint.pth saved before iteration" "$work/term.log" ||
+  fail "the ranks did not save on SIGTERM: $(tail -3 "$work/term.log")"
+echo "ok: the ranks SIGTERMed themselves: saved, not restarted, one line, exit 0"
