@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The CUDA path on a lent GPU machine, in one call (bench/results/gpu.md, "On a GPU"): build the
 # LibTorch-only tiers and their tests against the machine's own PyTorch, run every suite (the
-# CUDA cases of tests/ssl/test_cuda.cpp and test_update_paths included), check what the wheel's
-# libraries re-export, then time our step against the official one on the same card.
+# CUDA cases of tests/ssl/test_cuda.cpp, tests/models/test_cuda_models.cpp, test_grad_scaler and
+# test_update_paths included), check what the wheel's libraries re-export, then time our step
+# against the official one on the same card.
 #   bench/platform/gpu_check.sh [OUT]          # OUT: where logs go (the device tool's $OUT)
 #   bench/platform/gpu_check.sh kernels [OUT]  # the short loop of the fused kernels: build only
-#       their two test executables, test_cuda and bench_train (build-gpu-kernels/, one
+#       their two test executables, the CUDA cases' three and bench_train (build-gpu-kernels/, one
 #       executable per test file), run those tests, then the step's variants and the official
 #       step (bench/reference/official_step.py) in fp16 and bf16, alternated twice, fp32 once;
 #       about 5 minutes, so that 15 minutes of a card hold two tries (issue 68). The variants,
@@ -45,11 +46,13 @@ if [[ $mode == kernels ]]; then
     -DXDINO_UNITY_BUILD=OFF -DCMAKE_PREFIX_PATH="$torch_cmake;$deps" -DTORCH_CUDA_ARCH_LIST=9.0 \
     -DCMAKE_CUDA_ARCHITECTURES=90 "${zlib[@]}" > "$out/configure.log" 2>&1 ||
     { tail -30 "$out/configure.log"; exit 1; }
-  say "build: the kernel tests, test_cuda and bench_train"
+  say "build: the kernel tests, the CUDA cases' tests and bench_train"
   timeout 300 ninja -C build-gpu-kernels test_kernel_layer_norm test_kernel_token_norm test_cuda \
-    bench_train > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
+    test_cuda_models test_grad_scaler bench_train > "$out/build.log" 2>&1 ||
+    { grep -E "error|FAILED" "$out/build.log" | head -20; exit 1; }
   say "kernel tests and the CUDA trainer's (kFused among them)"
-  for t in kernels/test_kernel_layer_norm kernels/test_kernel_token_norm ssl/test_cuda; do
+  for t in kernels/test_kernel_layer_norm kernels/test_kernel_token_norm ssl/test_cuda \
+    models/test_cuda_models train/test_grad_scaler; do
     timeout 150 "build-gpu-kernels/tests/$t" --gtest_color=no > "$out/${t#*/}.log" 2>&1
     echo "$t: exit $?"
     grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|Which is|<= |rror|largest relative" \
@@ -126,7 +129,7 @@ awk '/: Skipped$/ { getline reason } /^\[  SKIPPED \] .*ms\)$/ { print "skipped 
   build-gpu/Testing/Temporary/LastTest.log | sort -u | head -20
 cp build-gpu/Testing/Temporary/LastTest.log "$out/LastTest.log"
 # The CUDA cases' own lines (differences found, losses) for the record.
-grep -E "^\[ +(OK|FAILED) +\] Cuda|largest relative|epoch [01]: loss" \
+grep -E "^\[ +(OK|FAILED) +\] (Cuda|GradScaler.*OnCuda)|largest relative|epoch [01]: loss" \
   build-gpu/Testing/Temporary/LastTest.log | tee "$out/test_cuda.txt"
 scripts/libtorch_reexports.sh build-gpu/tests/*/xdino_tests_* build-gpu/bench/bench_train \
   > "$out/reexports.txt" 2>&1

@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/norm_checks.h"
 
 namespace xdino::kernels::cuda {
 namespace {
@@ -232,15 +233,15 @@ void with_types(at::ScalarType acc, at::ScalarType first, const char* first_what
   });
 }
 
-void check_rows(const at::Tensor& t, const char* what) {
-  XDINO_CHECK(t.is_cuda() && t.is_contiguous(), "CUDA LayerNorm: ", what,
-              " must be a contiguous CUDA tensor");
-  XDINO_CHECK(t.dim() >= 1 && t.size(-1) >= 1, "CUDA LayerNorm: ", what,
-              " needs a non-empty last dimension, got ", t.sizes());
-}
+constexpr const char* kImpl = "CUDA";
+using checks::accumulation_type;
 
-at::ScalarType accumulation_type(const at::Tensor& x) {
-  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+// What the kernels alone need, before the checks every implementation makes (norm_checks.h).
+void check_on_device(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors)
+    XDINO_CHECK(t->is_cuda() && t->is_contiguous(),
+                "CUDA LayerNorm: its tensors must be contiguous CUDA tensors, got one ",
+                t->is_cuda() ? "not contiguous" : c10::str("on ", t->device()));
 }
 
 dim3 row_block() { return dim3(kWarp, kRowsPerBlock); }  // one warp a row
@@ -276,15 +277,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tens
                                                                   const at::Tensor& bias,
                                                                   double eps,
                                                                   at::ScalarType out_dtype) {
-  check_rows(x, "input");
+  check_on_device({&x});
+  checks::layer_norm_forward(x, weight, bias, out_dtype, kImpl);
   const int64_t C = x.size(-1), rows = x.numel() / C;
-  XDINO_CHECK(weight.numel() == C && bias.numel() == C && weight.device() == x.device() &&
-                  bias.device() == x.device(),
-              "CUDA LayerNorm: weight and bias must have ", C, " entries on ", x.device(), ", got ",
-              weight.sizes(), " and ", bias.sizes());
   const at::ScalarType acc = accumulation_type(x);
-  XDINO_CHECK(acc != at::kDouble || out_dtype == at::kDouble,
-              "CUDA LayerNorm: float64 input writes float64, not ", c10::toString(out_dtype));
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor w = weight.to(acc).contiguous(), b = bias.to(acc).contiguous();
   at::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
@@ -310,16 +306,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
                                                                    const at::Tensor& weight,
                                                                    const at::Tensor& mean,
                                                                    const at::Tensor& rstd) {
-  check_rows(x, "input");
-  check_rows(dy, "gradient");
-  XDINO_CHECK(dy.sizes() == x.sizes(), "CUDA LayerNorm: gradient ", dy.sizes(),
-              " does not match input ", x.sizes());
+  check_on_device({&x, &dy});
+  checks::layer_norm_backward(dy, x, mean, rstd, kImpl);
   const int64_t C = x.size(-1), rows = x.numel() / C;
   const at::ScalarType acc = accumulation_type(x);
-  XDINO_CHECK(mean.scalar_type() == acc && rstd.scalar_type() == acc && mean.numel() == rows &&
-                  rstd.numel() == rows,
-              "CUDA LayerNorm: mean and rstd must be the forward's (", rows, " rows of ",
-              c10::toString(acc), ")");
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor w = weight.to(acc).contiguous();
   at::Tensor dx = at::empty_like(x);
@@ -344,9 +334,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
         dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  XDINO_CHECK(acc != at::kDouble || dy.scalar_type() == at::kDouble,
-              "CUDA LayerNorm: float64 input takes a float64 gradient, got ",
-              c10::toString(dy.scalar_type()));
   with_types(acc, x.scalar_type(), "the input", dy.scalar_type(), "the gradient", launch);
   return {dx, column_sum(dw_parts, weight), column_sum(db_parts, weight)};
 }
@@ -356,9 +343,6 @@ namespace {
 // The per-sample factor as the kernels read it: null, or x.size(0) values in `acc`.
 at::Tensor sample_factor(const at::Tensor& factor, const at::Tensor& x, at::ScalarType acc) {
   if (!factor.defined()) return {};
-  XDINO_CHECK(x.dim() >= 2 && factor.numel() == x.size(0) && factor.device() == x.device(),
-              "CUDA residual LayerNorm: the stochastic-depth factor needs one value per sample (",
-              x.size(0), ") on ", x.device(), ", got ", factor.sizes());
   return factor.to(acc).contiguous().view({-1});
 }
 
@@ -375,18 +359,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
     const at::Tensor& x, const at::Tensor& branch, const at::Tensor& gamma,
     const at::Tensor& factor, const at::Tensor& weight, const at::Tensor& bias, double eps,
     at::ScalarType out_dtype) {
-  check_rows(x, "the residual");
-  check_rows(branch, "the branch");
+  check_on_device({&x, &branch});
+  checks::residual_layer_norm_forward(x, branch, gamma, factor, weight, bias, out_dtype, kImpl);
   const at::ScalarType acc = accumulation_type(x);
-  XDINO_CHECK(x.scalar_type() == acc && branch.sizes() == x.sizes(),
-              "CUDA residual LayerNorm: the residual must be float32 or float64 and the branch "
-              "of its shape, got ",
-              c10::toString(x.scalar_type()), " ", x.sizes(), " and ", branch.sizes());
   const int64_t C = x.size(-1), rows = x.numel() / C;
-  XDINO_CHECK(gamma.numel() == C && weight.numel() == C && bias.numel() == C,
-              "CUDA residual LayerNorm: gamma, weight and bias must have ", C, " entries");
-  XDINO_CHECK(acc != at::kDouble || (out_dtype == at::kDouble && branch.scalar_type() == acc),
-              "CUDA residual LayerNorm: a float64 residual takes a float64 branch and output");
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor g = gamma.to(acc).contiguous(), w = weight.to(acc).contiguous(),
                    b = bias.to(acc).contiguous(), keep = sample_factor(factor, x, acc);
@@ -415,17 +391,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
     const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y, const at::Tensor& branch,
     const at::Tensor& gamma, const at::Tensor& factor, const at::Tensor& weight,
     const at::Tensor& mean, const at::Tensor& rstd) {
-  check_rows(y, "the residual's output");
-  check_rows(dn, "the normalised output's gradient");
-  check_rows(dy, "the residual's gradient");
+  check_on_device({&y, &dn, &dy, &branch});
+  checks::residual_layer_norm_backward(dn, dy, y, branch, factor, mean, rstd, kImpl);
   const at::ScalarType acc = accumulation_type(y);
-  XDINO_CHECK(dn.sizes() == y.sizes() && dy.sizes() == y.sizes() && branch.sizes() == y.sizes() &&
-                  dy.scalar_type() == acc,
-              "CUDA residual LayerNorm: the gradients must match the outputs ", y.sizes());
   const int64_t C = y.size(-1), rows = y.numel() / C;
-  XDINO_CHECK(mean.numel() == rows && rstd.numel() == rows && mean.scalar_type() == acc &&
-                  rstd.scalar_type() == acc,
-              "CUDA residual LayerNorm: mean and rstd must be the forward's");
   const c10::cuda::CUDAGuard guard(y.device());
   const at::Tensor g = gamma.to(acc).contiguous(), w = weight.to(acc).contiguous(),
                    keep = sample_factor(factor, y, acc);
@@ -456,9 +425,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
         dw_parts.data_ptr<Acc>(), db_parts.data_ptr<Acc>(), rows, C, tokens, chunk_rows);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
-  XDINO_CHECK(acc != at::kDouble ||
-                  (dn.scalar_type() == at::kDouble && branch.scalar_type() == at::kDouble),
-              "CUDA residual LayerNorm: a float64 residual takes float64 gradients");
   with_types(acc, branch.scalar_type(), "the branch", dn.scalar_type(), "the gradient", launch);
   return {dx, dbranch, column_sum(dg_parts, gamma), column_sum(dw_parts, weight),
           column_sum(db_parts, weight)};

@@ -5,31 +5,13 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/norm_checks.h"
 
 namespace xdino::kernels::reference {
 namespace {
 
-bool floating(at::ScalarType t) {
-  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
-}
-
-at::ScalarType accumulation_type(const at::Tensor& x) {
-  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
-
-void check_rows(const at::Tensor& t, const char* what) {
-  XDINO_CHECK(t.defined() && floating(t.scalar_type()), "reference LayerNorm: ", what,
-              " must be a float tensor");
-  XDINO_CHECK(t.dim() >= 1 && t.size(-1) >= 1, "reference LayerNorm: ", what,
-              " needs a non-empty last dimension, got ", t.sizes());
-}
-
-void check_out(at::ScalarType acc, at::ScalarType out) {
-  XDINO_CHECK(acc == at::kDouble ? out == at::kDouble : out != at::kDouble && floating(out),
-              "reference LayerNorm: ", c10::toString(acc == at::kDouble ? at::kDouble : at::kFloat),
-              " arithmetic writes ", acc == at::kDouble ? "float64" : "float32/16 or bfloat16",
-              ", not ", c10::toString(out));
-}
+using checks::accumulation_type;
+constexpr const char* kImpl = "reference";
 
 // (rows, C) views in the accumulation type, and mean/rstd as (rows, 1) columns.
 at::Tensor rows_of(const at::Tensor& t, at::ScalarType acc) {
@@ -39,10 +21,6 @@ at::Tensor rows_of(const at::Tensor& t, at::ScalarType acc) {
 // The per-sample factor as one value per row (null: 1), in `acc`.
 at::Tensor row_factor(const at::Tensor& factor, const at::Tensor& x, at::ScalarType acc) {
   if (!factor.defined()) return {};
-  XDINO_CHECK(x.dim() >= 2 && factor.numel() == x.size(0),
-              "reference residual LayerNorm: the stochastic-depth factor needs one value per "
-              "sample (",
-              x.size(0), "), got ", factor.sizes());
   const int64_t tokens = x.numel() / x.size(0) / x.size(-1);
   return factor.to(acc).reshape({-1, 1}).repeat_interleave(tokens, 0);
 }
@@ -78,13 +56,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_forward(const at::Tens
                                                                   const at::Tensor& bias,
                                                                   double eps,
                                                                   at::ScalarType out_dtype) {
-  check_rows(x, "input");
+  checks::layer_norm_forward(x, weight, bias, out_dtype, kImpl);
   const int64_t C = x.size(-1);
-  XDINO_CHECK(weight.numel() == C && bias.numel() == C,
-              "reference LayerNorm: weight and bias must ", "have ", C, " entries, got ",
-              weight.sizes(), " and ", bias.sizes());
   const at::ScalarType acc = accumulation_type(x);
-  check_out(acc, out_dtype);
   const auto [x_hat, mean, rstd] = normalise(rows_of(x, acc), eps);
   const at::Tensor y = x_hat * weight.to(acc).reshape({1, C}) + bias.to(acc).reshape({1, C});
   return {y.to(out_dtype).reshape(x.sizes()), mean.reshape({-1}), rstd.reshape({-1})};
@@ -95,15 +69,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(const at::Ten
                                                                    const at::Tensor& weight,
                                                                    const at::Tensor& mean,
                                                                    const at::Tensor& rstd) {
-  check_rows(x, "input");
-  check_rows(dy, "gradient");
-  XDINO_CHECK(dy.sizes() == x.sizes(), "reference LayerNorm: gradient ", dy.sizes(),
-              " does not match input ", x.sizes());
+  checks::layer_norm_backward(dy, x, mean, rstd, kImpl);
   const int64_t C = x.size(-1);
   const at::ScalarType acc = accumulation_type(x);
-  XDINO_CHECK(mean.scalar_type() == acc && rstd.scalar_type() == acc &&
-                  mean.numel() * C == x.numel() && rstd.numel() == mean.numel(),
-              "reference LayerNorm: mean and rstd must be the forward's");
   const at::Tensor x_hat = x_hat_of(rows_of(x, acc), mean, rstd);
   const at::Tensor d = rows_of(dy, acc);
   const at::Tensor g = d * weight.to(acc).reshape({1, C});
@@ -117,19 +85,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
     const at::Tensor& x, const at::Tensor& branch, const at::Tensor& gamma,
     const at::Tensor& factor, const at::Tensor& weight, const at::Tensor& bias, double eps,
     at::ScalarType out_dtype) {
-  check_rows(x, "the residual");
-  check_rows(branch, "the branch");
+  checks::residual_layer_norm_forward(x, branch, gamma, factor, weight, bias, out_dtype, kImpl);
   const at::ScalarType acc = accumulation_type(x);
-  XDINO_CHECK(x.scalar_type() == acc && branch.sizes() == x.sizes(),
-              "reference residual LayerNorm: the residual must be float32 or float64 and the "
-              "branch of its shape, got ",
-              c10::toString(x.scalar_type()), " ", x.sizes(), " and ", branch.sizes());
   const int64_t C = x.size(-1);
-  XDINO_CHECK(gamma.numel() == C && weight.numel() == C && bias.numel() == C,
-              "reference residual LayerNorm: gamma, weight and bias must have ", C, " entries");
-  XDINO_CHECK(acc != at::kDouble || branch.scalar_type() == acc,
-              "reference residual LayerNorm: a float64 residual takes a float64 branch");
-  check_out(acc, out_dtype);
   // gamma * keep first, as the op path multiplies them into one (B, 1, C) scale.
   at::Tensor scale = gamma.to(acc).reshape({1, C});
   if (const at::Tensor keep = row_factor(factor, x, acc); keep.defined()) scale = scale * keep;
@@ -144,17 +102,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
     const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y, const at::Tensor& branch,
     const at::Tensor& gamma, const at::Tensor& factor, const at::Tensor& weight,
     const at::Tensor& mean, const at::Tensor& rstd) {
-  check_rows(y, "the residual's output");
-  check_rows(dn, "the normalised output's gradient");
-  check_rows(dy, "the residual's gradient");
+  checks::residual_layer_norm_backward(dn, dy, y, branch, factor, mean, rstd, kImpl);
   const at::ScalarType acc = accumulation_type(y);
-  XDINO_CHECK(dn.sizes() == y.sizes() && dy.sizes() == y.sizes() && branch.sizes() == y.sizes() &&
-                  dy.scalar_type() == acc,
-              "reference residual LayerNorm: the gradients must match the outputs ", y.sizes());
   const int64_t C = y.size(-1);
-  XDINO_CHECK(mean.scalar_type() == acc && rstd.scalar_type() == acc &&
-                  mean.numel() * C == y.numel() && rstd.numel() == mean.numel(),
-              "reference residual LayerNorm: mean and rstd must be the forward's");
   const at::Tensor x_hat = x_hat_of(rows_of(y, acc), mean, rstd);
   const at::Tensor d = rows_of(dn, acc);
   const at::Tensor total = rows_of(dy, acc) + input_gradient(d * weight.to(acc).reshape({1, C}),
@@ -171,7 +121,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
 }
 
 std::pair<at::Tensor, at::Tensor> token_norm_forward(const at::Tensor& t) {
-  XDINO_CHECK(t.defined() && floating(t.scalar_type()) && t.dim() >= 1 && t.size(-1) >= 1,
+  XDINO_CHECK(t.defined() && checks::floating(t.scalar_type()) && t.dim() >= 1 && t.size(-1) >= 1,
               "reference token norm: a float tensor with a non-empty last dimension, got ",
               t.defined() ? c10::str(t.sizes()) : std::string("none"));
   const at::Tensor squared_sum = t.to(accumulation_type(t)).square().sum(-1, /*keepdim=*/true);

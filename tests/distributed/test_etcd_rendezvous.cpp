@@ -1,10 +1,11 @@
 // The etcd backend of the launchers' rendezvous: the client of etcd's v3 JSON gateway
 // (distributed/rendezvous/etcd.h) against real members on loopback (tests/support/etcd_cluster.h),
-// and NodeRendezvous over it (distributed/rendezvous/node_rendezvous.h, round_store.h): a round
-// with no host, a node that dies (its process killed) dropped when its lease expires and replaced,
-// a member lost without the run noticing, quorum lost as one error in time, and the mistakes a user
-// can make as one line each. The rules themselves are test_rendezvous_rules.cpp's tables, the same
-// for both backends.
+// and NodeRendezvous over it (distributed/rendezvous/node_rendezvous.h, round_store.h) where
+// etcd differs from the c10d store: a node that dies (its process killed) dropped when its lease
+// expires and replaced, a member lost without the run noticing, quorum lost as one error in time,
+// and the mistakes a user can make as one line each. The rounds themselves are
+// test_rendezvous_backends.cpp's cases, typed over both backends, and the rules
+// test_rendezvous_rules.cpp's tables.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 #include "distributed/rendezvous/etcd.h"
 #include "distributed/rendezvous/node_rendezvous.h"
 #include "tests/support/etcd_cluster.h"
+#include "tests/support/rendezvous.h"
 #include "tests/support/require.h"
 
 using namespace std::chrono_literals;
@@ -36,6 +38,7 @@ using xdino::distributed::NodeRendezvous;
 using xdino::distributed::NodeRendezvousOptions;
 using xdino::distributed::NodeRound;
 using xdino::testing::EtcdCluster;
+using xdino::testing::join_round;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -132,12 +135,6 @@ class NotEtcdServer {
   std::atomic<int> served_{0};
   std::thread thread_;
 };
-
-NodeRound join_etcd(NodeRendezvous& r) {
-  const auto round = r.next_round([] { return false; });
-  if (!round) throw std::runtime_error("next_round returned no round");
-  return *round;
-}
 
 }  // namespace
 
@@ -314,7 +311,7 @@ TEST(EtcdRendezvous, AMemberThatGrantsThenAnswersHtmlEndsTheRendezvousAtOnce) {
   o.join_timeout = 20;
   try {
     NodeRendezvous r(o);
-    join_etcd(r);
+    join_round(r);
     ADD_FAILURE() << "a round formed";
   } catch (const xdino::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("is not etcd"), std::string::npos) << e.what();
@@ -346,29 +343,6 @@ TEST(EtcdClient, AuthenticatesWhereTheClusterAsks) {
   EXPECT_THROW(EtcdClient(cluster.options()).get("/t/auth", 5s), xdino::Error);
 }
 
-// Two launchers form a round with no store host: ranks from --node_rank, the workers' store
-// served by group rank 0's launcher on a port of its own.
-TEST(EtcdRendezvous, TwoNodesFormARoundThatNoLauncherHosts) {
-  XDINO_REQUIRE_ETCD();
-  EtcdCluster cluster(1);
-  NodeRendezvous a(etcd_node(cluster, 0));
-  auto b_round = std::async(std::launch::async, [&] {
-    NodeRendezvous b(etcd_node(cluster, 1));
-    return join_etcd(b);
-  });
-  const NodeRound ra = join_etcd(a);
-  const NodeRound rb = b_round.get();
-  EXPECT_FALSE(a.is_host());
-  EXPECT_EQ(ra.round, 0);
-  EXPECT_EQ(rb.round, 0);
-  EXPECT_EQ(ra.group_rank, 0);
-  EXPECT_EQ(rb.group_rank, 1);
-  EXPECT_EQ(ra.master_addr, "127.0.0.1");
-  EXPECT_EQ(ra.master_port, rb.master_port);
-  EXPECT_TRUE(ra.workers_store);
-  EXPECT_NE(a.endpoint().find("etcd at 127.0.0.1:"), std::string::npos) << a.endpoint();
-}
-
 // Node 0's launcher dies (its process killed: no leave, no revoke). Its lease expires, the
 // running node drops it, and a new node 0 forms the next round with the survivor: nothing
 // the dead launcher held was needed.
@@ -383,7 +357,7 @@ TEST(EtcdRendezvous, ADeadNodeZeroIsDroppedWhenItsLeaseExpiresAndReplaced) {
     close(ready[0]);
     try {
       NodeRendezvous a(etcd_node(cluster, 0));
-      join_etcd(a);
+      join_round(a);
       const char one = 1;
       if (write(ready[1], &one, 1) != 1) _exit(3);
       for (;;) pause();
@@ -393,7 +367,7 @@ TEST(EtcdRendezvous, ADeadNodeZeroIsDroppedWhenItsLeaseExpiresAndReplaced) {
   }
   close(ready[1]);
   NodeRendezvous b(etcd_node(cluster, 1));
-  EXPECT_EQ(join_etcd(b).round, 0);
+  EXPECT_EQ(join_round(b).round, 0);
   char one = 0;
   ASSERT_EQ(read(ready[0], &one, 1), 1) << "node 0 did not join";
   close(ready[0]);
@@ -401,11 +375,11 @@ TEST(EtcdRendezvous, ADeadNodeZeroIsDroppedWhenItsLeaseExpiresAndReplaced) {
   kill(zero, SIGKILL);
   waitpid(zero, nullptr, 0);
   NodeRendezvous again(etcd_node(cluster, 0));
-  auto late = std::async(std::launch::async, [&] { return join_etcd(again); });
+  auto late = std::async(std::launch::async, [&] { return join_round(again); });
   const auto deadline = Clock::now() + 15s;
   while (b.status().waiting == 0 && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
   EXPECT_EQ(b.status().waiting, 1) << "the running node never saw the new node 0 waiting";
-  const NodeRound rb = join_etcd(b);  // its launcher leaves the old round and rejoins
+  const NodeRound rb = join_round(b);  // its launcher leaves the old round and rejoins
   const NodeRound r0 = late.get();
   EXPECT_EQ(rb.round, 1);
   EXPECT_EQ(r0.round, 1);
@@ -420,7 +394,7 @@ TEST(EtcdRendezvous, AnEndedRunIdAndNoClusterAreUsageErrors) {
   EtcdCluster cluster(1);
   {
     NodeRendezvous solo(etcd_node(cluster, 0, 1, "done"));
-    join_etcd(solo);
+    join_round(solo);
     solo.finish();
   }
   try {

@@ -1,11 +1,13 @@
-// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (docs/dino.md), on CPU
-// tensors, and the precision plan (--device / --precision / --use_fp16).
+// Dynamic loss scaling with torch.cuda.amp.GradScaler's rules (docs/dino.md), on CPU tensors and,
+// where there is a card, on CUDA tensors under fp16 autocast; and the precision plan (--device /
+// --precision / --use_fp16).
 #include <gtest/gtest.h>
 
 #include <limits>
 
 #include "core/check.h"
 #include "core/compat.h"
+#include "tests/support/require.h"
 #include "train/grad_scaler.h"
 #include "train/precision.h"
 
@@ -131,4 +133,35 @@ TEST(Precision, PlansFollowTheFlags) {
     EXPECT_THROW(resolve_precision("cuda", "auto", true), xdino::UsageError);
     EXPECT_TRUE(resolve_precision("auto", "auto", true).device.is_cpu());
   }
+}
+
+// torch.cuda.amp.GradScaler's rule on CUDA tensors: a non-finite gradient skips the step and
+// halves the scale; the weight is untouched.
+TEST(GradScaler, SkipsAnOverflowAndBacksOffOnCuda) {
+  XDINO_SKIP_WITHOUT_CUDA();
+  auto w = torch::ones({3}, torch::TensorOptions().device(torch::kCUDA).requires_grad(true));
+  xdino::train::ParamGroup g;
+  g.params = {w};
+  g.names = {"w"};
+  g.lr = 0.5;
+  auto opt = xdino::train::make_sgd({g}, xdino::train::SGDOptions{0.0, 0.0, false});
+  xdino::train::GradScaler scaler;
+  {
+    xdino::compat::AutocastGuard autocast(c10::DeviceType::CUDA, at::kHalf);
+    // The loss (fp32, as DINO's) is finite; its gradient reaches the fp16 product as the scale,
+    // 65536, which overflows fp16's 65504.
+    const auto loss = (w.to(at::kHalf) * 2.0).to(at::kFloat).sum();
+    scaler.scale(loss).backward();
+  }
+  scaler.unscale(*opt);
+  EXPECT_TRUE(scaler.found_inf());
+  EXPECT_FALSE(scaler.step(*opt));
+  EXPECT_TRUE(torch::equal(w.to(torch::kCPU), torch::ones({3})));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  // The next, finite step goes through at the new scale.
+  w.mutable_grad().zero_();
+  scaler.scale(w.sum()).backward();
+  EXPECT_TRUE(scaler.step(*opt));
+  EXPECT_TRUE(torch::allclose(w.to(torch::kCPU), torch::full({3}, 0.5)));
 }
