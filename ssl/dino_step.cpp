@@ -189,8 +189,7 @@ StepResult DinoStep::read_back(int64_t epoch, int64_t batch, int64_t it,
   IterationStats& s = r.stats;
   s.loss = loss.total;
   s.dino_loss = loss.dino;
-  s.koleo_loss = loss.koleo;
-  s.ibot_loss = loss.ibot;
+  s.terms = loss.terms;
   s.lr = schedule.lr;
   s.wd = schedule.wd;
   s.momentum = schedule.momentum;

@@ -10,23 +10,26 @@
 namespace xdino::ssl {
 
 const std::array<StatField, kStatCount>& stat_fields() {
-  static const std::array<StatField, kStatCount> fields = {{
-      {"loss", &IterationStats::loss},
-      {"lr", &IterationStats::lr},
-      {"wd", &IterationStats::wd},
-      {"momentum", &IterationStats::momentum},
-      {"teacher_temp", &IterationStats::teacher_temp},
-      {"teacher_entropy", &IterationStats::teacher_entropy},
-      {"kl_uniform", &IterationStats::kl_uniform},
-      {"dino_loss", &IterationStats::dino_loss},
-      {"koleo_loss", &IterationStats::koleo_loss},
-      {"ibot_loss", &IterationStats::ibot_loss},
-  }};
+  static const std::array<StatField, kStatCount> fields = [] {
+    std::array<StatField, kStatCount> f = {{
+        {"loss", &IterationStats::loss},
+        {"lr", &IterationStats::lr},
+        {"wd", &IterationStats::wd},
+        {"momentum", &IterationStats::momentum},
+        {"teacher_temp", &IterationStats::teacher_temp},
+        {"teacher_entropy", &IterationStats::teacher_entropy},
+        {"kl_uniform", &IterationStats::kl_uniform},
+        {"dino_loss", &IterationStats::dino_loss},
+    }};
+    for (size_t i = 0; i < kTermCount; ++i)
+      f[kStatCount - kTermCount + i] = {std::string(kLossTerms[i].name) + "_loss", nullptr, i};
+    return f;
+  }();
   return fields;
 }
 
 void EpochMeters::add(const IterationStats& s) {
-  for (const StatField& f : stat_fields()) sums_.*f.value += s.*f.value;
+  for (const StatField& f : stat_fields()) f.of(sums_) += f.of(s);
   ++count_;
 }
 
@@ -45,14 +48,14 @@ IterationStats EpochMeters::averages(Communicator& comm) const {
   const EpochMeters all = reduced(comm);
   IterationStats avg;
   for (const StatField& f : stat_fields())
-    avg.*f.value = all.count_ > 0 ? all.sums_.*f.value / static_cast<double>(all.count_) : NAN;
+    f.of(avg) = all.count_ > 0 ? f.of(all.sums_) / static_cast<double>(all.count_) : NAN;
   return avg;
 }
 
 c10::IValue EpochMeters::to_ivalue() const {
   auto d = make_dict();
   d.insert("count", count_);
-  for (const StatField& f : stat_fields()) d.insert(std::string(f.name) + "_sum", sums_.*f.value);
+  for (const StatField& f : stat_fields()) d.insert(f.name + "_sum", f.of(sums_));
   return d;
 }
 
@@ -60,21 +63,21 @@ void EpochMeters::from_ivalue(const c10::IValue& v) {
   const auto d = as_dict(v, "epoch statistics");
   count_ = as_int(get(d, "count", "epoch statistics"), "count");
   for (const StatField& f : stat_fields()) {
-    const std::string key = std::string(f.name) + "_sum";
+    const std::string key = f.name + "_sum";
     const c10::IValue* found = find(d, key);
-    if (found == nullptr && std::string(f.name).find("_loss") != std::string::npos) {
+    if (found == nullptr && f.name.find("_loss") != std::string::npos) {
       // Saved before the loss had terms: DINO's alone.
-      sums_.*f.value = f.value == &IterationStats::dino_loss ? sums_.loss : 0.0;
+      f.of(sums_) = f.value == &IterationStats::dino_loss ? sums_.loss : 0.0;
       continue;
     }
-    sums_.*f.value = as_double(get(d, key, "epoch statistics"), key);
+    f.of(sums_) = as_double(get(d, key, "epoch statistics"), key);
   }
 }
 
 torch::Tensor EpochMeters::to_tensor() const {
   auto t = torch::empty({static_cast<int64_t>(kCount) + 1}, torch::kDouble);
   int64_t i = 0;
-  for (const StatField& f : stat_fields()) t[i++] = sums_.*f.value;
+  for (const StatField& f : stat_fields()) t[i++] = f.of(sums_);
   t[kCount] = static_cast<double>(count_);
   return t;
 }
@@ -88,7 +91,7 @@ EpochMeters EpochMeters::from_tensor(const torch::Tensor& t) {
   const auto a = c.accessor<double, 1>();
   EpochMeters out;
   int64_t i = 0;
-  for (const StatField& f : stat_fields()) out.sums_.*f.value = a[i++];
+  for (const StatField& f : stat_fields()) f.of(out.sums_) = a[i++];
   out.count_ = static_cast<int64_t>(a[kCount]);
   return out;
 }
@@ -109,12 +112,13 @@ std::string log_line(int64_t epoch, const IterationStats& a, const Json& extra) 
   return python_dumps(j);
 }
 
-Json loss_terms(const IterationStats& a, bool koleo, bool ibot) {
+Json loss_terms(const IterationStats& a, const RecipeOptions& recipe) {
   Json j = Json::object();
-  if (!koleo && !ibot) return j;
+  if (!recipe.adds_terms()) return j;
   j["train_dino_loss"] = a.dino_loss;
-  if (koleo) j["train_koleo_loss"] = a.koleo_loss;
-  if (ibot) j["train_ibot_loss"] = a.ibot_loss;
+  for (size_t i = 0; i < kTermCount; ++i)
+    if (recipe.*kLossTerms[i].weight > 0)
+      j[std::string("train_") + kLossTerms[i].name + "_loss"] = a.terms[i];
   return j;
 }
 

@@ -24,8 +24,7 @@ torch::Tensor pass_numbers(const torch::Tensor& loss, const torch::Tensor& dino,
   std::vector<torch::Tensor> n(PassNumber::kCount);
   n[PassNumber::kLoss] = number(loss);
   n[PassNumber::kDino] = number(dino);
-  n[PassNumber::kKoleo] = number(terms.koleo);
-  n[PassNumber::kIbot] = number(terms.ibot);
+  for (size_t i = 0; i < kTermCount; ++i) n[PassNumber::kTerms + i] = number(terms[i]);
   n[PassNumber::kStudentNonfinite] = nonfinite(student_out);
   n[PassNumber::kTeacherNonfinite] = nonfinite(teacher_out);
   return torch::stack(n);
@@ -79,8 +78,8 @@ torch::Tensor replica_pass(const PassContext& c, const std::vector<torch::Tensor
                                                    dino_loss->teacher_temp(mb.epoch), sums.ibot)
                                  : RecipeLosses{};
   const torch::Tensor dino = loss;
-  if (terms.koleo.defined()) loss = loss + terms.koleo;
-  if (terms.ibot.defined()) loss = loss + terms.ibot;
+  for (const torch::Tensor& term : terms)
+    if (term.defined()) loss = loss + term;
   if (mb.last) {
     dino_loss->update_center(sums.center);
     if (c.recipe) c.recipe->update_center(sums.ibot);

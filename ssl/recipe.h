@@ -16,8 +16,11 @@
 //    the flag, both values and the fix. Missing keys read as the defaults (DINO).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/ivalue.h"
@@ -48,9 +51,38 @@ struct RecipeOptions {
   Centering centering_kind() const;
   // A loss term beside DINO's is on (the step computes ssl/recipe_terms.h's, the log shows
   // each term on its own).
-  bool adds_terms() const { return koleo() || ibot(); }
+  bool adds_terms() const;
   bool any() const { return adds_terms() || centering_kind() != Centering::kCentering; }
 };
+
+// The loss terms a recipe adds to DINO's, in the order they are added to the loss: each has
+// its name (log.txt's train_<name>_loss, TensorBoard's train/<name>_loss, the epoch meters'
+// <name>_loss) and its weight, on where it is > 0. The step's numbers, the meters, the log
+// and TensorBoard follow this table: a new term is one line here (docs/contributing.md,
+// "Adding a loss term"); ssl/recipe_terms.cpp computes it at its index, term_index(name).
+struct LossTerm {
+  const char* name;
+  double RecipeOptions::*weight;
+};
+inline constexpr std::array<LossTerm, 2> kLossTerms = {{
+    {"koleo", &RecipeOptions::koleo_loss_weight},
+    {"ibot", &RecipeOptions::ibot_loss_weight},
+}};
+inline constexpr size_t kTermCount = kLossTerms.size();
+
+// The index of the term named `name` in kLossTerms; kTermCount for none (a constant
+// expression: a constexpr index checked by static_assert fails to compile on a misspelt name).
+constexpr size_t term_index(std::string_view name) {
+  for (size_t i = 0; i < kTermCount; ++i)
+    if (std::string_view(kLossTerms[i].name) == name) return i;
+  return kTermCount;
+}
+
+inline bool RecipeOptions::adds_terms() const {
+  for (const LossTerm& t : kLossTerms)
+    if (this->*t.weight > 0) return true;
+  return false;
+}
 
 void check_recipe(const RecipeOptions& options, bool backbone_has_patch_tokens,
                   const std::string& arch);

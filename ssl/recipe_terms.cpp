@@ -5,6 +5,10 @@
 
 namespace xdino::ssl {
 
+// Where this file writes each term (ssl/recipe.h, kLossTerms); a name not in the table fails here.
+constexpr size_t kKoleo = term_index("koleo"), kIbot = term_index("ibot");
+static_assert(kKoleo < kTermCount && kIbot < kTermCount, "a term missing from kLossTerms");
+
 RecipeTerms::RecipeTerms(const RecipeOptions& recipe, std::pair<int64_t, int64_t> grid,
                          double max_patches, int64_t ibot_out_dim,
                          std::shared_ptr<Communicator> step_comm,
@@ -62,8 +66,8 @@ RecipeLosses RecipeTerms::terms(const CropOutputs& student, const CropOutputs& t
     const torch::Tensor& cls = student.global_features;
     XDINO_CHECK(cls.defined() && cls.size(0) % 2 == 0, "KoLeo needs the global CLS features");
     const int64_t b = cls.size(0) / 2;
-    out.koleo = (koleo_of_view(cls.narrow(0, 0, b)) + koleo_of_view(cls.narrow(0, b, b))) *
-                recipe_.koleo_loss_weight;
+    out[kKoleo] = (koleo_of_view(cls.narrow(0, 0, b)) + koleo_of_view(cls.narrow(0, b, b))) *
+                  recipe_.koleo_loss_weight;
   }
   if (recipe_.ibot()) {
     torch::Tensor total = torch::full({1}, static_cast<double>(masks.count()),
@@ -75,9 +79,9 @@ RecipeLosses RecipeTerms::terms(const CropOutputs& student, const CropOutputs& t
     if (recipe_.centering_kind() == Centering::kSinkhornKnopp) comm_->all_reduce_sum(total);
     const torch::Tensor targets =
         ibot_loss_->targets_micro(teacher.patch_logits, teacher_temp, total, sums);
-    out.ibot = ibot_loss_->forward_masked(student.patch_logits, targets, masks.weights,
-                                          masks.masks.size(0)) *
-               recipe_.ibot_loss_weight;
+    out[kIbot] = ibot_loss_->forward_masked(student.patch_logits, targets, masks.weights,
+                                            masks.masks.size(0)) *
+                 recipe_.ibot_loss_weight;
   }
   return out;
 }

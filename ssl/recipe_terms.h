@@ -25,6 +25,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <memory>
 #include <utility>
 
@@ -36,9 +37,8 @@
 
 namespace xdino::ssl {
 
-struct RecipeLosses {
-  torch::Tensor koleo, ibot;  // weighted; undefined when off
-};
+// The recipe's terms at their kLossTerms indices (ssl/recipe.h): weighted; undefined when off.
+using RecipeLosses = std::array<torch::Tensor, kTermCount>;
 
 class RecipeTerms {
  public:

@@ -217,7 +217,7 @@ void Trainer::finish_epoch(int64_t epoch) {
   }
   const IterationStats avg = meters_.averages(*comm_);
   meters_.reset();
-  Json extra = loss_terms(avg, o_.recipe.koleo(), o_.recipe.ibot());
+  Json extra = loss_terms(avg, o_.recipe);
   extra["images_seen"] = (epoch + 1) * niter_ * images_per_step();
   if (epoch_callbacks_.measure) {
     const Json fields = epoch_callbacks_.measure(*networks_.teacher->backbone, epoch);

@@ -272,8 +272,9 @@ void expect_replicas_train_as_one(const xdino::ssl::RecipeOptions& recipe, int r
   };
   for (const char* key : {"train_loss", "train_teacher_entropy", "train_kl_uniform"})
     EXPECT_NEAR(field(log_a, key), field(log_b, key), 1e-5) << key;
-  if (recipe.koleo())
+  if (recipe.koleo()) {
     EXPECT_NEAR(field(log_a, "train_koleo_loss"), field(log_b, "train_koleo_loss"), 1e-5);
+  }
 }
 
 TEST(Replicas, TwoReplicasTrainAsOne) { expect_replicas_train_as_one({}); }

@@ -54,7 +54,7 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   EXPECT_EQ(restored.count(), 2);
   const auto again = restored.averages(*xdino::local_communicator());
   for (const auto& f : xdino::ssl::stat_fields())
-    EXPECT_DOUBLE_EQ(again.*f.value, avg.*f.value) << f.name;
+    EXPECT_DOUBLE_EQ(f.of(again), f.of(avg)) << f.name;
 
   // A checkpoint from before the loss had terms: the DINO term is the whole loss.
   IDict old = m.to_ivalue().toGenericDict();
@@ -64,7 +64,35 @@ TEST(EpochMeters, AveragesAndLogLineKeyOrder) {
   from_old.from_ivalue(old);
   const auto old_avg = from_old.averages(*xdino::local_communicator());
   EXPECT_DOUBLE_EQ(old_avg.dino_loss, 9.0);
-  EXPECT_DOUBLE_EQ(old_avg.koleo_loss, 0.0);
-  EXPECT_DOUBLE_EQ(old_avg.ibot_loss, 0.0);
+  for (const double term : old_avg.terms) EXPECT_DOUBLE_EQ(term, 0.0);
   EXPECT_EQ(log_line(3, old_avg), line);
+}
+
+// The recipe's terms follow ssl/recipe.h's table from the step to the log: each term's sums
+// under the checkpoint key it has always had, and log.txt's train_<name>_loss for the terms that
+// are on, after train_dino_loss, in the table's order.
+TEST(EpochMeters, TheRecipesTermsGoToTheLogByTheirNames) {
+  using xdino::ssl::term_index;
+  constexpr size_t koleo = term_index("koleo"), ibot = term_index("ibot");
+  static_assert(koleo < xdino::ssl::kTermCount && ibot < xdino::ssl::kTermCount);
+  EXPECT_EQ(term_index("no such term"), xdino::ssl::kTermCount);
+  EpochMeters m;
+  IterationStats s;
+  s.loss = 3.5;
+  s.dino_loss = 3;
+  s.terms[koleo] = 0.25;
+  s.terms[ibot] = 0.25;
+  m.add(s);
+  const IDict saved = m.to_ivalue().toGenericDict();
+  EXPECT_DOUBLE_EQ(saved.at("koleo_loss_sum").toDouble(), 0.25);
+  EXPECT_DOUBLE_EQ(saved.at("ibot_loss_sum").toDouble(), 0.25);
+  const auto avg = m.averages(*xdino::local_communicator());
+  xdino::ssl::RecipeOptions recipe;
+  EXPECT_EQ(xdino::ssl::loss_terms(avg, recipe).dump(), "{}") << "DINO's line has no terms";
+  recipe.ibot_loss_weight = 1.0;
+  EXPECT_EQ(xdino::ssl::loss_terms(avg, recipe).dump(),
+            R"({"train_dino_loss":3.0,"train_ibot_loss":0.25})");
+  recipe.koleo_loss_weight = 0.1;
+  EXPECT_EQ(xdino::ssl::loss_terms(avg, recipe).dump(),
+            R"({"train_dino_loss":3.0,"train_koleo_loss":0.25,"train_ibot_loss":0.25})");
 }
