@@ -53,7 +53,7 @@ void TrainingBoard::iteration(int64_t it, const ssl::IterationStats& s) {
   if (loss_terms_) {
     writer_->scalar("train/dino_loss", s.dino_loss, it);
     for (size_t i = 0; i < ssl::kTermCount; ++i)
-      writer_->scalar(std::string("train/") + ssl::kLossTerms[i].name + "_loss", s.terms[i], it);
+      writer_->scalar("train/" + ssl::loss_name(ssl::kLossTerms[i]), s.terms[i], it);
   }
   writer_->scalar("train/lr", s.lr, it);
   writer_->scalar("train/wd", s.wd, it);

@@ -22,7 +22,7 @@ const std::array<StatField, kStatCount>& stat_fields() {
         {"dino_loss", &IterationStats::dino_loss},
     }};
     for (size_t i = 0; i < kTermCount; ++i)
-      f[kStatCount - kTermCount + i] = {std::string(kLossTerms[i].name) + "_loss", nullptr, i};
+      f[kStatCount - kTermCount + i] = {loss_name(kLossTerms[i]), nullptr, i};
     return f;
   }();
   return fields;
@@ -118,7 +118,7 @@ Json loss_terms(const IterationStats& a, const RecipeOptions& recipe) {
   j["train_dino_loss"] = a.dino_loss;
   for (size_t i = 0; i < kTermCount; ++i)
     if (recipe.*kLossTerms[i].weight > 0)
-      j[std::string("train_") + kLossTerms[i].name + "_loss"] = a.terms[i];
+      j["train_" + loss_name(kLossTerms[i])] = a.terms[i];
   return j;
 }
 

@@ -78,6 +78,10 @@ constexpr size_t term_index(std::string_view name) {
   return kTermCount;
 }
 
+// The term's name in the log, the meters and TensorBoard: "<name>_loss" (log.txt prefixes
+// "train_", TensorBoard "train/").
+inline std::string loss_name(const LossTerm& term) { return std::string(term.name) + "_loss"; }
+
 inline bool RecipeOptions::adds_terms() const {
   for (const LossTerm& t : kLossTerms)
     if (this->*t.weight > 0) return true;
