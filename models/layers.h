@@ -32,17 +32,29 @@ namespace xdino::models {
 //    kernels; on the CPU, the same autograd ops over kernels/reference's ATen ops (what CI
 //    tests of the fused path on every build; no faster than kOps there); a tensor neither
 //    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
-//  - kAuto: kFused on a CUDA tensor, kOps elsewhere. On an H200 (2026-11-28) the fused kernels
-//    passed every test of tests/kernels/ and the CUDA Trainer's, and won each of five
-//    alternated A/Bs of the XCiT-S12/16 step, 5-18% (bench/results/gpu.md, "Fused kernels on a
-//    card"); on the CPU the reference ops are no faster than torch's, and kOps keeps the CPU
-//    main job's digits.
+//  - kAuto: kFused on a CUDA tensor; on the CPU, torch's norms and kernels/cpu's XCA core
+//    (kernels/xca_core.h: the token norms, the d x d products, the temperature, the softmax
+//    and the product with v in one op, on AVX2/AVX-512) where it applies. On an H200
+//    (2026-11-28) the fused kernels passed every test of tests/kernels/ and the CUDA
+//    Trainer's, and won each of five alternated A/Bs of the XCiT-S12/16 step, 5-18%
+//    (bench/results/gpu.md, "Fused kernels on a card"); on the CPU the reference norms are no
+//    faster than torch's, and the XCA core makes the main job's step 1.16x and the 224 px step
+//    1.14x faster (bench/results/training_step_cpu.md, "CPU step 3").
+//  kFused on the CPU also takes the XCA core (and the reference norms, where XCA's core does
+//  not apply: the token norms of the SDPA path); kOps takes none of kernels/.
 enum class LayerKernels { kAuto, kOps, kFused };
 
 // Whether `kernels` asks for the fused path for a tensor on x's device (kAuto: on CUDA). The
 // fused ops still fall back to kOps on what they do not take (the *_applies of kernels/).
 inline bool wants_fused(LayerKernels kernels, const torch::Tensor& x) {
   return kernels == LayerKernels::kFused || (kernels == LayerKernels::kAuto && x.is_cuda());
+}
+
+// Whether `kernels` asks for kernels/cpu's vectorised kernels (XCA's core,
+// kernels/xca_core.h) for a CPU tensor x: kFused and kAuto do; kOps keeps torch's ops. They
+// still fall back to the op path on what they do not take (xca_core_applies).
+inline bool wants_cpu_kernel(LayerKernels kernels, const torch::Tensor& x) {
+  return kernels != LayerKernels::kOps && x.device().is_cpu();
 }
 
 // norm(x) in the dtype the matrix product after it takes, by `kernels`. Same values as norm(x)

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "kernels/token_norm.h"
+#include "kernels/xca_core.h"
 
 namespace xdino::models {
 
@@ -127,9 +128,15 @@ Tensor XCAImpl::forward(const Tensor& x, QKNorms* norms) {
         compat::sdpa_unscaled(q_hat.to(v.scalar_type()), k_hat.to(v.scalar_type()), v);
     return proj(out.permute({0, 3, 1, 2}).reshape({B, N, C}).contiguous());
   }
+  const Tensor qkv_out = qkv(x);
+  // The whole core in one op where the CPU kernel takes it (kernels/xca_core.h): the same
+  // arithmetic as below, without its ~25 ops and per-item GEMM calls.
+  if (norms == nullptr && wants_cpu_kernel(kernels, x) &&
+      xdino::kernels::xca_core_applies(qkv_out, temperature, h))
+    return proj(xdino::kernels::xca_core(qkv_out, temperature, h));
   // (B, h, d, N) views of the qkv output; matmul reads them through strides. unbind (not
   // three selects) keeps the backward pass to one gradient buffer instead of three.
-  const auto parts = qkv(x).view({B, N, 3, h, d}).unbind(2);
+  const auto parts = qkv_out.view({B, N, 3, h, d}).unbind(2);
   const Tensor q = parts[0].permute({0, 2, 3, 1});
   const Tensor k = parts[1].permute({0, 2, 3, 1});
   const Tensor v = parts[2].permute({0, 2, 3, 1});

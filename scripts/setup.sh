@@ -23,6 +23,7 @@ set -euo pipefail
 packages=(
   cmake g++ ninja-build pkg-config
   libtorch-dev            # LibTorch 1.13 (CPU)
+  libsleef-dev            # sleef.h: at::vec's exp in kernels/cpu (Debian's LibTorch links libsleef)
   libopenblas0-pthread    # optimized BLAS: Debian's libtorch calls whatever libblas.so.3 is
   libopencv-dev           # image decoding and resampling
   libhdf5-dev             # feature files and dataset shards

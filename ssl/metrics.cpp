@@ -117,8 +117,7 @@ Json loss_terms(const IterationStats& a, const RecipeOptions& recipe) {
   if (!recipe.adds_terms()) return j;
   j["train_dino_loss"] = a.dino_loss;
   for (size_t i = 0; i < kTermCount; ++i)
-    if (recipe.*kLossTerms[i].weight > 0)
-      j["train_" + loss_name(kLossTerms[i])] = a.terms[i];
+    if (recipe.*kLossTerms[i].weight > 0) j["train_" + loss_name(kLossTerms[i])] = a.terms[i];
   return j;
 }
 
