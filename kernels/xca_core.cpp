@@ -21,8 +21,8 @@ XcaCoreDims dims_of(const at::Tensor& qkv, int64_t heads) {
 constexpr int64_t kGrain = 4;
 
 template <typename T>
-void forward_items(const XcaCoreDims& dims, const T* qkv, const T* t, T* out, T* attn,
-                   T* q_sq, T* k_sq, int64_t begin, int64_t end) {
+void forward_items(const XcaCoreDims& dims, const T* qkv, const T* t, T* out, T* attn, T* q_sq,
+                   T* k_sq, int64_t begin, int64_t end) {
   if (cpu_isa() == Isa::kAvx512)
     avx512::xca_core_forward(dims, qkv, t, out, attn, q_sq, k_sq, begin, end);
   else
@@ -30,9 +30,8 @@ void forward_items(const XcaCoreDims& dims, const T* qkv, const T* t, T* out, T*
 }
 
 template <typename T>
-void backward_items(const XcaCoreDims& dims, const T* dout, const T* qkv, const T* t,
-                    const T* attn, const T* q_sq, const T* k_sq, T* dqkv, T* dt, int64_t begin,
-                    int64_t end) {
+void backward_items(const XcaCoreDims& dims, const T* dout, const T* qkv, const T* t, const T* attn,
+                    const T* q_sq, const T* k_sq, T* dqkv, T* dt, int64_t begin, int64_t end) {
   if (cpu_isa() == Isa::kAvx512)
     avx512::xca_core_backward(dims, dout, qkv, t, attn, q_sq, k_sq, dqkv, dt, begin, end);
   else
@@ -72,11 +71,10 @@ class XcaCoreFunction : public torch::autograd::Function<XcaCoreFunction> {
     at::Tensor dt_items = at::empty({dims.batch, heads}, qkv.options());
     AT_DISPATCH_FLOATING_TYPES(qkv.scalar_type(), "xca_core_backward", [&] {
       at::parallel_for(0, dims.batch * heads, kGrain, [&](int64_t begin, int64_t end) {
-        backward_items<scalar_t>(dims, dout.data_ptr<scalar_t>(), qkv.data_ptr<scalar_t>(),
-                                 t.data_ptr<scalar_t>(), s[2].data_ptr<scalar_t>(),
-                                 s[3].data_ptr<scalar_t>(), s[4].data_ptr<scalar_t>(),
-                                 dqkv.data_ptr<scalar_t>(), dt_items.data_ptr<scalar_t>(), begin,
-                                 end);
+        backward_items<scalar_t>(
+            dims, dout.data_ptr<scalar_t>(), qkv.data_ptr<scalar_t>(), t.data_ptr<scalar_t>(),
+            s[2].data_ptr<scalar_t>(), s[3].data_ptr<scalar_t>(), s[4].data_ptr<scalar_t>(),
+            dqkv.data_ptr<scalar_t>(), dt_items.data_ptr<scalar_t>(), begin, end);
       });
     });
     // The items' temperature gradients summed over the batch in one fixed order.
@@ -102,7 +100,8 @@ bool xca_core_applies(const at::Tensor& qkv, const at::Tensor& temperature, int6
 at::Tensor xca_core(const at::Tensor& qkv, const at::Tensor& temperature, int64_t heads) {
   XDINO_CHECK(xca_core_applies(qkv, temperature, heads),
               "CPU XCA core: a contiguous (B, N, 3C) float32/float64 CPU qkv with C a multiple of ",
-              heads, " heads and that many temperatures of its dtype, on an AVX2 or AVX-512 CPU; got ",
+              heads,
+              " heads and that many temperatures of its dtype, on an AVX2 or AVX-512 CPU; got ",
               qkv.defined() ? c10::str(qkv.sizes(), " ", qkv.scalar_type(), " on ", qkv.device())
                             : std::string("none"));
   return XcaCoreFunction::apply(qkv, temperature, heads);

@@ -12,9 +12,10 @@
 //  - xca_core(qkv, temperature, heads) returns out (B, N, C), out[b, n, hh*d + i] =
 //    sum_j attn[b, hh, i, j] v[b, hh, j, n], attn = softmax_j(q_i.k_j / (|q_i| |k_j|) t_hh),
 //    with q, k, v the (B, h, d, N) parts of qkv and |.| F.normalize's max(norm, 1e-12): XCA's
-//    op path up to float rounding. Differentiable once in qkv and temperature (requires_grad
-//    off: no gradient computed for it); holds qkv, temperature, attn (B, h, d, d) and the
-//    squared norms (B, h, d) for the backward. Threads: at::parallel_for over the B*h items.
+//    op path up to float rounding. Differentiable once in qkv and temperature (one
+//    backward pass computes both; only those with requires_grad get theirs back); holds qkv,
+//    temperature, attn (B, h, d, d) and the squared norms (B, h, d) for the backward. Threads:
+//    at::parallel_for over the B*h items.
 //  - Throws xdino::Error on inputs xca_core_applies refuses.
 #pragma once
 

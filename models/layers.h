@@ -39,7 +39,8 @@ namespace xdino::models {
 //    Trainer's, and won each of five alternated A/Bs of the XCiT-S12/16 step, 5-18%
 //    (bench/results/gpu.md, "Fused kernels on a card"); on the CPU the reference norms are no
 //    faster than torch's, and the XCA core makes the main job's step 1.16x and the 224 px step
-//    1.14x faster (bench/results/training_step_cpu.md, "CPU step 3").
+//    1.14x faster on an AVX-512 Zen 4, not yet timed on an AVX2-only CPU
+//    (bench/results/training_step_cpu.md, "CPU step 3").
 //  kFused on the CPU also takes the XCA core (and the reference norms, where XCA's core does
 //  not apply: the token norms of the SDPA path); kOps takes none of kernels/.
 enum class LayerKernels { kAuto, kOps, kFused };

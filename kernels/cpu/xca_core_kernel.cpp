@@ -179,8 +179,8 @@ void scale_logits(T* raw, const T* nq, const T* nk, T t, int64_t d) {
 }  // namespace
 
 template <typename T>
-void xca_core_forward(const XcaCoreDims& dims, const T* qkv, const T* temperature, T* out,
-                      T* attn, T* q_sq, T* k_sq, int64_t begin, int64_t end) {
+void xca_core_forward(const XcaCoreDims& dims, const T* qkv, const T* temperature, T* out, T* attn,
+                      T* q_sq, T* k_sq, int64_t begin, int64_t end) {
   using Vec = Vectorized<T>;
   constexpr int64_t W = Vec::size();
   const int64_t N = dims.tokens, d = dims.head_dim, C = dims.heads * d;
@@ -226,9 +226,9 @@ void xca_core_forward(const XcaCoreDims& dims, const T* qkv, const T* temperatur
 }
 
 template <typename T>
-void xca_core_backward(const XcaCoreDims& dims, const T* dout, const T* qkv,
-                       const T* temperature, const T* attn, const T* q_sq, const T* k_sq,
-                       T* dqkv, T* dtemperature_items, int64_t begin, int64_t end) {
+void xca_core_backward(const XcaCoreDims& dims, const T* dout, const T* qkv, const T* temperature,
+                       const T* attn, const T* q_sq, const T* k_sq, T* dqkv, T* dtemperature_items,
+                       int64_t begin, int64_t end) {
   const int64_t N = dims.tokens, d = dims.head_dim, C = dims.heads * d;
   std::vector<T> nq(d), nk(d), cq(d), ck(d), raw(d * d), dattn(d * d), scratch(d * d);
   for (int64_t index = begin; index < end; ++index) {
@@ -287,13 +287,13 @@ void xca_core_backward(const XcaCoreDims& dims, const T* dout, const T* qkv,
 
 template void xca_core_forward<float>(const XcaCoreDims&, const float*, const float*, float*,
                                       float*, float*, float*, int64_t, int64_t);
-template void xca_core_forward<double>(const XcaCoreDims&, const double*, const double*,
-                                       double*, double*, double*, double*, int64_t, int64_t);
-template void xca_core_backward<float>(const XcaCoreDims&, const float*, const float*,
-                                       const float*, const float*, const float*, const float*,
-                                       float*, float*, int64_t, int64_t);
+template void xca_core_forward<double>(const XcaCoreDims&, const double*, const double*, double*,
+                                       double*, double*, double*, int64_t, int64_t);
+template void xca_core_backward<float>(const XcaCoreDims&, const float*, const float*, const float*,
+                                       const float*, const float*, const float*, float*, float*,
+                                       int64_t, int64_t);
 template void xca_core_backward<double>(const XcaCoreDims&, const double*, const double*,
-                                        const double*, const double*, const double*,
-                                        const double*, double*, double*, int64_t, int64_t);
+                                        const double*, const double*, const double*, const double*,
+                                        double*, double*, int64_t, int64_t);
 
 }  // namespace xdino::kernels::XDINO_ISA

@@ -27,26 +27,27 @@ struct XcaCoreDims {
 };
 
 // One set per ISA: namespace avx2 and namespace avx512 (the object's XDINO_ISA).
-#define XDINO_XCA_CORE_DECLARE(ns)                                                                \
-  namespace ns {                                                                                  \
-  template <typename T>                                                                           \
-  void xca_core_forward(const XcaCoreDims& dims, const T* qkv, const T* temperature, T* out,     \
-                        T* attn, T* q_sq, T* k_sq, int64_t begin, int64_t end);                   \
-  template <typename T>                                                                           \
-  void xca_core_backward(const XcaCoreDims& dims, const T* dout, const T* qkv,                   \
-                         const T* temperature, const T* attn, const T* q_sq, const T* k_sq,       \
-                         T* dqkv, T* dtemperature_items, int64_t begin, int64_t end);             \
-  extern template void xca_core_forward<float>(const XcaCoreDims&, const float*, const float*,   \
-                                               float*, float*, float*, float*, int64_t, int64_t); \
-  extern template void xca_core_forward<double>(const XcaCoreDims&, const double*,               \
-                                                const double*, double*, double*, double*,         \
-                                                double*, int64_t, int64_t);                       \
-  extern template void xca_core_backward<float>(                                                 \
-      const XcaCoreDims&, const float*, const float*, const float*, const float*, const float*,  \
-      const float*, float*, float*, int64_t, int64_t);                                            \
-  extern template void xca_core_backward<double>(                                                \
-      const XcaCoreDims&, const double*, const double*, const double*, const double*,            \
-      const double*, const double*, double*, double*, int64_t, int64_t);                          \
+#define XDINO_XCA_CORE_DECLARE(ns)                                                                 \
+  namespace ns {                                                                                   \
+  template <typename T>                                                                            \
+  void xca_core_forward(const XcaCoreDims& dims, const T* qkv, const T* temperature, T* out,       \
+                        T* attn, T* q_sq, T* k_sq, int64_t begin, int64_t end);                    \
+  template <typename T>                                                                            \
+  void xca_core_backward(const XcaCoreDims& dims, const T* dout, const T* qkv,                     \
+                         const T* temperature, const T* attn, const T* q_sq, const T* k_sq,        \
+                         T* dqkv, T* dtemperature_items, int64_t begin, int64_t end);              \
+  extern template void xca_core_forward<float>(const XcaCoreDims&, const float*, const float*,     \
+                                               float*, float*, float*, float*, int64_t, int64_t);  \
+  extern template void xca_core_forward<double>(const XcaCoreDims&, const double*, const double*,  \
+                                                double*, double*, double*, double*, int64_t,       \
+                                                int64_t);                                          \
+  extern template void xca_core_backward<float>(const XcaCoreDims&, const float*, const float*,    \
+                                                const float*, const float*, const float*,          \
+                                                const float*, float*, float*, int64_t, int64_t);   \
+  extern template void xca_core_backward<double>(const XcaCoreDims&, const double*, const double*, \
+                                                 const double*, const double*, const double*,      \
+                                                 const double*, double*, double*, int64_t,         \
+                                                 int64_t);                                         \
   }
 
 XDINO_XCA_CORE_DECLARE(avx2)

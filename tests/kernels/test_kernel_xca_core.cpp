@@ -36,10 +36,10 @@ Tensor xca_truth(const Tensor& qkv, const Tensor& temperature, int64_t heads) {
   const auto normalise = [](const Tensor& t) {
     return t / t.square().sum(-1, true).clamp_min(1e-24).sqrt();
   };
-  const Tensor attn = torch::softmax(
-      torch::matmul(normalise(parts[0]), normalise(parts[1]).transpose(-2, -1)) *
-          temperature.to(torch::kDouble).view({1, heads, 1, 1}),
-      -1);
+  const Tensor attn =
+      torch::softmax(torch::matmul(normalise(parts[0]), normalise(parts[1]).transpose(-2, -1)) *
+                         temperature.to(torch::kDouble).view({1, heads, 1, 1}),
+                     -1);
   return torch::matmul(attn, parts[2]).permute({0, 3, 1, 2}).reshape({B, N, C});
 }
 
@@ -145,12 +145,12 @@ TEST_F(KernelXcaCore, RefusesWhatItDoesNotTakeAndComputesOnlyAskedGradients) {
   const Tensor qkv = torch::randn({2, 5, 24});
   const Tensor t = torch::ones({2, 1, 1});
   EXPECT_TRUE(kernels::xca_core_applies(qkv, t, 2));
-  EXPECT_FALSE(kernels::xca_core_applies(qkv.transpose(0, 1), t, 2));        // not contiguous
-  EXPECT_FALSE(kernels::xca_core_applies(qkv.to(torch::kBFloat16), t, 2));   // autocast's dtype
-  EXPECT_FALSE(kernels::xca_core_applies(qkv, t.to(torch::kDouble), 2));     // mixed dtypes
-  EXPECT_FALSE(kernels::xca_core_applies(qkv, t, 3));                        // 24 = 3 x 8, 8 % 3
+  EXPECT_FALSE(kernels::xca_core_applies(qkv.transpose(0, 1), t, 2));       // not contiguous
+  EXPECT_FALSE(kernels::xca_core_applies(qkv.to(torch::kBFloat16), t, 2));  // autocast's dtype
+  EXPECT_FALSE(kernels::xca_core_applies(qkv, t.to(torch::kDouble), 2));    // mixed dtypes
+  EXPECT_FALSE(kernels::xca_core_applies(qkv, t, 3));                       // 24 = 3 x 8, 8 % 3
   EXPECT_FALSE(kernels::xca_core_applies(qkv, torch::ones({3, 1, 1}), 2));  // temperatures
-  EXPECT_FALSE(kernels::xca_core_applies(qkv.view({10, 24}), t, 2));         // not (B, N, 3C)
+  EXPECT_FALSE(kernels::xca_core_applies(qkv.view({10, 24}), t, 2));        // not (B, N, 3C)
   try {
     (void)kernels::xca_core(qkv.to(torch::kBFloat16), t, 2);
     ADD_FAILURE() << "a bfloat16 qkv was taken";
