@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/compat.h"
 #include "distributed/replicas.h"
+#include "kernels/bias_gelu.h"
 #include "kernels/layer_norm.h"
 
 namespace xdino::models {
@@ -88,7 +89,17 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
   fc2 = register_module("fc2", nn::Linear(hidden, dim));
 }
 
-Tensor MlpImpl::forward(const Tensor& x) { return fc2(torch::gelu(fc1(x))); }
+Tensor MlpImpl::forward(const Tensor& x, LayerKernels kernels) {
+  // Under autocast fc1 runs in its dtype, which the kernel does not take: torch's path.
+  if (wants_cpu_kernel(kernels, x) && !compat::autocast_enabled(x.device().type()) &&
+      fc1->bias.defined()) {
+    const Tensor h = nn::functional::linear(x, fc1->weight);
+    if (xdino::kernels::bias_gelu_applies(h, fc1->bias))
+      return fc2(xdino::kernels::bias_gelu(h, fc1->bias));
+    return fc2(torch::gelu(h + fc1->bias));
+  }
+  return fc2(torch::gelu(fc1(x)));
+}
 
 // ------------------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ namespace xdino::models {
 //    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
 //  - kAuto: kFused on a CUDA tensor; on the CPU, torch's norms and kernels/cpu's XCA core
 //    (kernels/xca_core.h: the token norms, the d x d products, the temperature, the softmax
-//    and the product with v in one op, on AVX2/AVX-512) where it applies. On an H200
+//    and the product with v in one op, on AVX2/AVX-512) and its bias + GELU (kernels/
+//    bias_gelu.h, in the XCA block's MLP) where they apply. On an H200
 //    (2026-11-28) the fused kernels passed every test of tests/kernels/ and the CUDA
 //    Trainer's, and won each of five alternated A/Bs of the XCiT-S12/16 step, 5-18%
 //    (bench/results/gpu.md, "Fused kernels on a card"); on the CPU the reference norms are no
@@ -52,8 +53,9 @@ inline bool wants_fused(LayerKernels kernels, const torch::Tensor& x) {
 }
 
 // Whether `kernels` asks for kernels/cpu's vectorised kernels (XCA's core,
-// kernels/xca_core.h) for a CPU tensor x: kFused and kAuto do; kOps keeps torch's ops. They
-// still fall back to the op path on what they do not take (xca_core_applies).
+// kernels/xca_core.h; the MLP's bias + GELU, kernels/bias_gelu.h) for a CPU tensor x: kFused and
+// kAuto do; kOps keeps torch's ops. They still fall back to the op path on what they do not take
+// (xca_core_applies).
 inline bool wants_cpu_kernel(LayerKernels kernels, const torch::Tensor& x) {
   return kernels != LayerKernels::kOps && x.device().is_cpu();
 }
@@ -85,10 +87,13 @@ torch::Tensor residual_drop_path(const torch::Tensor& x, const torch::Tensor& y,
 // stochastic depth is off (eval mode or rate == 0).
 torch::Tensor drop_path_factor(const torch::Tensor& x, double rate, bool training);
 
-// timm Mlp: fc1 -> GELU (erf) -> fc2.
+// timm Mlp: fc1 -> GELU (erf) -> fc2. With `kernels` kAuto or kFused on a CPU tensor outside
+// autocast, fc1's bias and the GELU run as one op (kernels/bias_gelu.h) after fc1's product:
+// the same values up to float32 rounding and a few ulps of erf; kOps (the default, which ViT
+// and X-ViT keep) is torch's Linear and GELU.
 struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t dim, int64_t hidden);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, LayerKernels kernels = LayerKernels::kOps);
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(Mlp);

@@ -226,7 +226,7 @@ Tensor XCABlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNorm
       residual_then_norm(x, attn(n1, norms), gamma1, drop_path_rate, train, norm3, kernels);
   const auto [y2, n2] = residual_then_norm(y1, local_mp(n3, rows, cols), gamma3, drop_path_rate,
                                            train, norm2, kernels);
-  return residual_drop_path(y2, mlp(n2), gamma2, drop_path_rate, train);
+  return residual_drop_path(y2, mlp(n2, kernels), gamma2, drop_path_rate, train);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/vec_tail.h"
+
 namespace xdino::kernels::XDINO_ISA {
 namespace {
 
@@ -31,18 +33,8 @@ struct Rows {
   const T* row(int64_t n) const { return base + n * stride; }
 };
 
-template <typename T>
-Vectorized<T> load(const T* p, int64_t w) {
-  return w == Vectorized<T>::size() ? Vectorized<T>::loadu(p) : Vectorized<T>::loadu(p, w);
-}
-
-template <typename T>
-void store(const Vectorized<T>& v, T* p, int64_t w) {
-  if (w == Vectorized<T>::size())
-    v.store(p);
-  else
-    v.store(p, w);
-}
+using vec_tail::load;
+using vec_tail::store;
 
 // c(i, j) = sum_n a(n, i) * b(n, j) for i, j < d (c row-major, d x d). Four rows of c at a
 // time: four independent accumulators per column chunk hide the multiply-add latency.
