@@ -95,6 +95,17 @@ bool bias_gelu_applies(const at::Tensor& h, const at::Tensor& bias) {
   return h.dim() >= 1 && h.size(-1) >= 1 && bias.dim() == 1 && bias.numel() == h.size(-1);
 }
 
+bool bias_gelu_takes_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (cpu_isa() == Isa::kNone || !x.defined() || !weight.defined() || !bias.defined()) return false;
+  if (!x.device().is_cpu() || !weight.device().is_cpu() || !bias.device().is_cpu()) return false;
+  const at::ScalarType s = x.scalar_type();
+  if ((s != at::kFloat && s != at::kDouble) || weight.scalar_type() != s || bias.scalar_type() != s)
+    return false;
+  // linear's product is then a fresh contiguous (..., out) tensor of x's dtype.
+  return x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1) && weight.size(0) >= 1 &&
+         bias.dim() == 1 && bias.numel() == weight.size(0);
+}
+
 at::Tensor bias_gelu(const at::Tensor& h, const at::Tensor& bias) {
   XDINO_CHECK(
       bias_gelu_applies(h, bias),

@@ -4,7 +4,7 @@
 // leave tails, rows across the gradient's row blocks, values far into both tails of erf,
 // forward and backward in float32 and float64, float32 held to a few times torch's own error,
 // central differences in float64, the bias gradient independent of the thread count, what it
-// refuses, and the MLP on kOps and kAuto.
+// refuses, and the MLP on kOps and kAuto (in a dtype the kernel refuses, bit for bit).
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -162,6 +162,16 @@ TEST_F(KernelBiasGelu, RefusesWhatItDoesNotTakeAndComputesOnlyAskedGradients) {
   EXPECT_FALSE(kernels::bias_gelu_applies(h, torch::randn({6})));         // wrong width
   EXPECT_FALSE(kernels::bias_gelu_applies(h, torch::randn({1, 8})));      // not 1-D
   EXPECT_FALSE(kernels::bias_gelu_applies(torch::randn({6, 0}), torch::randn({0})));  // empty
+  // Asked of a Linear's input before its product: x (6, 4), weight (8, 4), bias (8).
+  const Tensor x = torch::randn({6, 4}), w = torch::randn({8, 4});
+  EXPECT_TRUE(kernels::bias_gelu_takes_linear(x, w, b));
+  EXPECT_TRUE(kernels::bias_gelu_takes_linear(torch::randn({4, 6}).t(), w, b));  // any layout
+  EXPECT_FALSE(kernels::bias_gelu_takes_linear(x.to(torch::kBFloat16), w.to(torch::kBFloat16),
+                                               b.to(torch::kBFloat16)));
+  EXPECT_FALSE(kernels::bias_gelu_takes_linear(x, w.to(torch::kDouble), b));  // mixed dtypes
+  EXPECT_FALSE(kernels::bias_gelu_takes_linear(x, w.t(), b));                 // wrong width
+  EXPECT_FALSE(kernels::bias_gelu_takes_linear(x, w, torch::randn({7})));
+  EXPECT_FALSE(kernels::bias_gelu_takes_linear(x, w, Tensor()));  // a Linear without bias
   try {
     (void)kernels::bias_gelu(h.to(torch::kBFloat16), b);
     ADD_FAILURE() << "a bfloat16 h was taken";
@@ -196,8 +206,18 @@ TEST_F(KernelBiasGelu, MlpModulesOnEachPathAgree) {
   }
   // The bfloat16 product is oneDNN's, which .ci/run's AVX2 phase caps (cpu_bfloat16.h).
   if (!xdino::testing::cpu_bfloat16_runs()) {
-    std::printf("left out: the MLP under bfloat16 autocast (no bfloat16 product here)\n");
+    std::printf(
+        "left out: the MLP in bfloat16 and under bfloat16 autocast (no bfloat16 "
+        "product here)\n");
     return;
+  }
+  // A dtype the kernel does not take: kAuto is torch's Linear + GELU op for op (fc1 is not
+  // split from its bias, whose separate add would round differently), bit for bit.
+  {
+    Mlp bf16 = prepared(Mlp(16, 64), torch::kBFloat16, 17);
+    const Tensor xb = torch::randn({5, 16}).to(torch::kBFloat16);
+    EXPECT_TRUE(torch::equal(bf16(xb, LayerKernels::kAuto), bf16(xb, LayerKernels::kOps)))
+        << "kAuto on a bfloat16 MLP must be torch's path";
   }
   Mlp mlp = prepared(Mlp(16, 64), torch::kFloat, 16);
   const Tensor x = torch::randn({3, 16});
