@@ -21,23 +21,6 @@ using torch::autograd::tensor_list;
 // are 128 KiB of h, a few microseconds of work.
 constexpr int64_t kRowsPerBlock = 64;
 
-template <typename T>
-void forward_rows(const T* h, const T* bias, T* out, int64_t rows, int64_t cols) {
-  if (cpu_isa() == Isa::kAvx512)
-    avx512::bias_gelu_forward(h, bias, out, rows, cols);
-  else
-    avx2::bias_gelu_forward(h, bias, out, rows, cols);
-}
-
-template <typename T>
-void backward_rows(const T* dout, const T* h, const T* bias, T* dh, T* dbias_sum, int64_t rows,
-                   int64_t cols) {
-  if (cpu_isa() == Isa::kAvx512)
-    avx512::bias_gelu_backward(dout, h, bias, dh, dbias_sum, rows, cols);
-  else
-    avx2::bias_gelu_backward(dout, h, bias, dh, dbias_sum, rows, cols);
-}
-
 class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& bias) {
@@ -48,8 +31,8 @@ class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
       const scalar_t* hp = h.data_ptr<scalar_t>();
       scalar_t* op = out.data_ptr<scalar_t>();
       at::parallel_for(0, rows, kRowsPerBlock, [&](int64_t begin, int64_t end) {
-        forward_rows<scalar_t>(hp + begin * cols, b.data_ptr<scalar_t>(), op + begin * cols,
-                               end - begin, cols);
+        XDINO_CPU_ISA_CALL(bias_gelu_forward, hp + begin * cols, b.data_ptr<scalar_t>(),
+                           op + begin * cols, end - begin, cols);
       });
     });
     ctx->save_for_backward({h, b});
@@ -72,8 +55,8 @@ class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
       at::parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
         for (int64_t k = first; k < last; ++k) {
           const int64_t r0 = k * kRowsPerBlock, n = std::min(kRowsPerBlock, rows - r0);
-          backward_rows<scalar_t>(g + r0 * cols, hp + r0 * cols, b.data_ptr<scalar_t>(),
-                                  dp + r0 * cols, pp + k * cols, n, cols);
+          XDINO_CPU_ISA_CALL(bias_gelu_backward, g + r0 * cols, hp + r0 * cols,
+                             b.data_ptr<scalar_t>(), dp + r0 * cols, pp + k * cols, n, cols);
         }
       });
     });

@@ -2,6 +2,7 @@
 
 #include <torch/autograd.h>
 
+#include "kernels/cpu/norms.h"
 #include "kernels/reference/norms.h"
 #ifdef XDINO_WITH_CUDA_KERNELS
 #include "kernels/cuda/layer_norm.h"
@@ -17,8 +18,9 @@ bool floating(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
 }
 
-// A device whose backend this build has: the CPU (or any non-CUDA device) runs the reference;
-// a CUDA device, the kernels, when they are built.
+// A device whose backend this build has: the CPU (or any non-CUDA device) runs the reference,
+// or for the residual LayerNorm kernels/cpu's kernel where it takes the tensors; a CUDA
+// device, the kernels, when they are built.
 bool backend_for(const at::Tensor& x) { return !x.is_cuda() || cuda_kernels_built(); }
 
 // The plain functions of the backend for x's device (kernels/cuda/layer_norm.h's contracts).
@@ -48,6 +50,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_forward(
   if (x.is_cuda())
     return cuda::residual_layer_norm_forward(x, branch, gamma, factor, w, b, eps, out);
 #endif
+  if (cpu::residual_layer_norm_takes(x, branch, gamma, factor, w, b, out))
+    return cpu::residual_layer_norm_forward(x, branch, gamma, factor, w, b, eps, out);
   return reference::residual_layer_norm_forward(x, branch, gamma, factor, w, b, eps, out);
 }
 
@@ -59,6 +63,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
   if (y.is_cuda())
     return cuda::residual_layer_norm_backward(dn, dy, y, branch, gamma, factor, w, mean, rstd);
 #endif
+  if (cpu::residual_layer_norm_backward_takes(dn, dy, y, branch, gamma, factor, w))
+    return cpu::residual_layer_norm_backward(dn, dy, y, branch, gamma, factor, w, mean, rstd);
   return reference::residual_layer_norm_backward(dn, dy, y, branch, gamma, factor, w, mean, rstd);
 }
 
@@ -146,6 +152,12 @@ bool layer_norm_applies(const at::Tensor& x, const at::Tensor& weight, const at:
   const int64_t C = x.size(-1);
   return weight.numel() == C && bias.numel() == C && weight.device() == x.device() &&
          bias.device() == x.device();
+}
+
+bool residual_layer_norm_has_cpu_kernel(const at::Tensor& x, const at::Tensor& branch,
+                                        const at::Tensor& gamma, const at::Tensor& weight,
+                                        const at::Tensor& bias, at::ScalarType out_dtype) {
+  return cpu::residual_layer_norm_takes(x, branch, gamma, at::Tensor(), weight, bias, out_dtype);
 }
 
 bool residual_layer_norm_applies(const at::Tensor& x, const at::Tensor& branch,

@@ -1,8 +1,9 @@
 // The differentiable fused LayerNorms, for models/ (docs/tiers.md, "A kernel"): one autograd op
 // each, whose forward and backward run kernels/cuda's kernels on a CUDA device of a build with
-// them, and kernels/reference's ATen ops on any other tensor. Inputs, optional arguments, saved
-// tensors and returned gradients are the same on both, so the CPU build tests all of it but the
-// kernels' arithmetic.
+// them, kernels/cpu's vectorised kernel on the CPU tensors it takes (the residual LayerNorm,
+// kernels/cpu/norms.h), and kernels/reference's ATen ops on any other tensor. Inputs, optional
+// arguments, saved tensors and returned gradients are the same on both, so the CPU build tests all
+// of it but the kernels' arithmetic.
 //
 // Contract:
 //  - layer_norm_applies(x, weight, bias): true when layer_norm below takes these tensors: all
@@ -26,6 +27,11 @@
 //    models/layers.h. Differentiable once in x, branch, gamma, weight and bias (not in
 //    factor); holds y, branch, gamma, weight, mean, rstd and the factor for the backward, whose
 //    one pass adds y's gradient to what flows back from n.
+//  - residual_layer_norm_has_cpu_kernel(x, branch, gamma, weight, bias, out_dtype): whether
+//    residual_layer_norm runs these (with any factor of x's dtype) by kernels/cpu's vectorised
+//    kernel rather than the reference: CPU tensors, all float32 or all float64, out_dtype x's,
+//    on an AVX2 or AVX-512 CPU (kernels/cpu/norms.h). Callers that would otherwise take
+//    torch's ops on the CPU ask it (models/layers.h, kAuto).
 //  - cuda_kernels_built(): whether this build has kernels/cuda (a CUDA LibTorch).
 //  - Throws xdino::Error on what the backends refuse (callers ask *_applies first).
 #pragma once
@@ -43,6 +49,10 @@ bool layer_norm_applies(const at::Tensor& x, const at::Tensor& weight, const at:
 
 at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       double eps, at::ScalarType out_dtype);
+
+bool residual_layer_norm_has_cpu_kernel(const at::Tensor& x, const at::Tensor& branch,
+                                        const at::Tensor& gamma, const at::Tensor& weight,
+                                        const at::Tensor& bias, at::ScalarType out_dtype);
 
 bool residual_layer_norm_applies(const at::Tensor& x, const at::Tensor& branch,
                                  const at::Tensor& gamma, const at::Tensor& weight,

@@ -20,24 +20,6 @@ XcaCoreDims dims_of(const at::Tensor& qkv, int64_t heads) {
 // Items per task: a main-job item is ~0.1 MFLOP, so a few make a task worth a thread.
 constexpr int64_t kGrain = 4;
 
-template <typename T>
-void forward_items(const XcaCoreDims& dims, const T* qkv, const T* t, T* out, T* attn, T* q_sq,
-                   T* k_sq, int64_t begin, int64_t end) {
-  if (cpu_isa() == Isa::kAvx512)
-    avx512::xca_core_forward(dims, qkv, t, out, attn, q_sq, k_sq, begin, end);
-  else
-    avx2::xca_core_forward(dims, qkv, t, out, attn, q_sq, k_sq, begin, end);
-}
-
-template <typename T>
-void backward_items(const XcaCoreDims& dims, const T* dout, const T* qkv, const T* t, const T* attn,
-                    const T* q_sq, const T* k_sq, T* dqkv, T* dt, int64_t begin, int64_t end) {
-  if (cpu_isa() == Isa::kAvx512)
-    avx512::xca_core_backward(dims, dout, qkv, t, attn, q_sq, k_sq, dqkv, dt, begin, end);
-  else
-    avx2::xca_core_backward(dims, dout, qkv, t, attn, q_sq, k_sq, dqkv, dt, begin, end);
-}
-
 class XcaCoreFunction : public torch::autograd::Function<XcaCoreFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv,
@@ -51,9 +33,9 @@ class XcaCoreFunction : public torch::autograd::Function<XcaCoreFunction> {
     at::Tensor k_sq = at::empty({B, h, d}, qkv.options());
     AT_DISPATCH_FLOATING_TYPES(qkv.scalar_type(), "xca_core_forward", [&] {
       at::parallel_for(0, B * h, kGrain, [&](int64_t begin, int64_t end) {
-        forward_items<scalar_t>(dims, qkv.data_ptr<scalar_t>(), t.data_ptr<scalar_t>(),
-                                out.data_ptr<scalar_t>(), attn.data_ptr<scalar_t>(),
-                                q_sq.data_ptr<scalar_t>(), k_sq.data_ptr<scalar_t>(), begin, end);
+        XDINO_CPU_ISA_CALL(xca_core_forward, dims, qkv.data_ptr<scalar_t>(), t.data_ptr<scalar_t>(),
+                           out.data_ptr<scalar_t>(), attn.data_ptr<scalar_t>(),
+                           q_sq.data_ptr<scalar_t>(), k_sq.data_ptr<scalar_t>(), begin, end);
       });
     });
     ctx->save_for_backward({qkv, t, attn, q_sq, k_sq});
@@ -71,10 +53,11 @@ class XcaCoreFunction : public torch::autograd::Function<XcaCoreFunction> {
     at::Tensor dt_items = at::empty({dims.batch, heads}, qkv.options());
     AT_DISPATCH_FLOATING_TYPES(qkv.scalar_type(), "xca_core_backward", [&] {
       at::parallel_for(0, dims.batch * heads, kGrain, [&](int64_t begin, int64_t end) {
-        backward_items<scalar_t>(
-            dims, dout.data_ptr<scalar_t>(), qkv.data_ptr<scalar_t>(), t.data_ptr<scalar_t>(),
-            s[2].data_ptr<scalar_t>(), s[3].data_ptr<scalar_t>(), s[4].data_ptr<scalar_t>(),
-            dqkv.data_ptr<scalar_t>(), dt_items.data_ptr<scalar_t>(), begin, end);
+        XDINO_CPU_ISA_CALL(xca_core_backward, dims, dout.data_ptr<scalar_t>(),
+                           qkv.data_ptr<scalar_t>(), t.data_ptr<scalar_t>(),
+                           s[2].data_ptr<scalar_t>(), s[3].data_ptr<scalar_t>(),
+                           s[4].data_ptr<scalar_t>(), dqkv.data_ptr<scalar_t>(),
+                           dt_items.data_ptr<scalar_t>(), begin, end);
       });
     });
     // The items' temperature gradients summed over the batch in one fixed order.

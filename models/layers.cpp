@@ -70,7 +70,12 @@ Tensor layer_norm_for_product(nn::LayerNorm& norm, const Tensor& x, LayerKernels
 std::pair<Tensor, Tensor> residual_then_norm(const Tensor& x, const Tensor& branch,
                                              const Tensor& gamma, double rate, bool training,
                                              nn::LayerNorm& norm, LayerKernels kernels) {
-  if (wants_fused(kernels, x) &&
+  // kAuto on the CPU takes the op only where kernels/cpu's kernel runs it (not the reference,
+  // which is no faster than torch's ops there).
+  const bool cpu_kernel = wants_cpu_kernel(kernels, x) &&
+                          xdino::kernels::residual_layer_norm_has_cpu_kernel(
+                              x, branch, gamma, norm->weight, norm->bias, product_dtype(x));
+  if ((wants_fused(kernels, x) || cpu_kernel) &&
       xdino::kernels::residual_layer_norm_applies(x, branch, gamma, norm->weight, norm->bias)) {
     // The same random numbers, in the same order, as residual_drop_path draws them; none in
     // eval mode or at rate 0 (an absent factor: the teacher's every step).

@@ -32,10 +32,12 @@ namespace xdino::models {
 //    kernels; on the CPU, the same autograd ops over kernels/reference's ATen ops (what CI
 //    tests of the fused path on every build; no faster than kOps there); a tensor neither
 //    takes (an unsupported dtype or layout, a CUDA tensor without the kernels) runs kOps;
-//  - kAuto: kFused on a CUDA tensor; on the CPU, torch's norms and kernels/cpu's XCA core
-//    (kernels/xca_core.h: the token norms, the d x d products, the temperature, the softmax
-//    and the product with v in one op, on AVX2/AVX-512) and its bias + GELU (kernels/
-//    bias_gelu.h, in the XCA block's MLP) where they apply. On an H200
+//  - kAuto: kFused on a CUDA tensor; on the CPU, kernels/cpu's XCA core (kernels/xca_core.h:
+//    the token norms, the d x d products, the temperature, the softmax and the product with v
+//    in one op, on AVX2/AVX-512), its bias + GELU (kernels/bias_gelu.h, in the XCA block's
+//    MLP) and its residual + LayerNorm (kernels::residual_layer_norm where
+//    residual_layer_norm_has_cpu_kernel: float32/float64 outside autocast) where they apply,
+//    and torch's ops elsewhere (norm1, LPI, autocast). On an H200
 //    (2026-11-28) the fused kernels passed every test of tests/kernels/ and the CUDA
 //    Trainer's, and won each of five alternated A/Bs of the XCiT-S12/16 step, 5-18%
 //    (bench/results/gpu.md, "Fused kernels on a card"); on the CPU the reference norms are no

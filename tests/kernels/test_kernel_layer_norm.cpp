@@ -1,6 +1,8 @@
 // The fused LayerNorms' autograd ops (kernels/layer_norm.h), alone and after a LayerScale
-// residual, on every device of this build: the ATen reference backend on the CPU (every build,
-// so CI runs the ops' plumbing), the CUDA kernels on a card (docs/tiers.md, "A kernel").
+// residual, on every device of this build: on the CPU the ATen reference backend (every build,
+// so CI runs the ops' plumbing) and, for the residual variant's float32 and float64 pairs,
+// kernels/cpu's kernel where the CPU has AVX2 (test_kernel_residual_norm.cpp has the rest of
+// its tests); the CUDA kernels on a card (docs/tiers.md, "A kernel").
 //  - a table of shapes (XCiT's, odd widths, one channel, a large offset over a small spread,
 //    constant rows, the teacher's: eval mode, no stochastic depth) and every dtype pair,
 //    forward and backward, against float64 truth, bounded by torch's own error at the same
@@ -33,6 +35,7 @@
 #include "tests/support/module_testing.h"
 #include "tests/support/naive_xcit.h"
 #include "tests/support/require.h"
+#include "tests/support/xcit_paths.h"
 
 namespace xdino::models {
 namespace {
@@ -469,36 +472,13 @@ TEST(KernelLayerNorm, AWholeXcitWithFusedNormsMatchesTheOpPath) {
         if (autocast && device.is_cpu() && !xdino::testing::cpu_bfloat16_runs()) continue;
         SCOPED_TRACE(device.str() + (training ? ", training" : ", eval") +
                      (autocast ? ", bf16 autocast" : ", float32"));
-        const auto make = [&](LayerKernels kernels) {
-          BackboneOptions o;
-          o.num_classes = 0;
-          o.img_size = 32;
-          o.drop_path_rate = 0.1;
-          o.layer_kernels = kernels;
-          torch::manual_seed(21);
-          auto model = create_backbone("xcit_nano_4_p4", o);
-          model->to(device);
-          model->train(training);
-          return model;
-        };
-        const auto ops = make(LayerKernels::kOps), fused = make(LayerKernels::kFused);
-        const Tensor images = torch::randn({4, 3, 32, 32}, torch::TensorOptions().device(device));
-        const Tensor weights = torch::randn({4, 128}, torch::TensorOptions().device(device));
-        const auto run = [&](Backbone& m) {
-          m.zero_grad();
-          Tensor y;
-          {
-            compat::AutocastGuard guard(device.type(), torch::kBFloat16, autocast);
-            torch::manual_seed(5);  // the same stochastic-depth draws on both paths
-            y = m.forward(images);
-          }
-          // Not y^2: a LayerNorm's output has a fixed sum of squares, whose gradient is noise.
-          (y.to(torch::kFloat) * weights).sum().backward();
-          std::vector<Tensor> out{y.detach()};
-          for (const auto& p : m.named_parameters()) out.push_back(p.value().grad());
-          return out;
-        };
-        const auto a = run(*ops), b = run(*fused);
+        xdino::testing::XcitRun run;
+        run.device = device;
+        run.img_size = 32;
+        run.training = training;
+        run.bf16_autocast = autocast;
+        const auto a = xdino::testing::xcit_on_path(LayerKernels::kOps, run);
+        const auto b = xdino::testing::xcit_on_path(LayerKernels::kFused, run);
         ASSERT_EQ(a.size(), b.size());
         // float32: sums in another order; bf16: both round the same float32 values, at most one
         // unit apart where a value sits on a rounding boundary.
