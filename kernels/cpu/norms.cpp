@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/residual_norm_kernel.h"
+#include "kernels/norm_checks.h"
 
 namespace xdino::kernels::cpu {
 namespace {
@@ -18,8 +19,9 @@ namespace {
 // Rows per block: the unit of the threads' work and of the parameters' partial sums. Fixed, so
 // that the gradients' rounding does not follow the thread count (as kernels/bias_gelu.cpp's).
 constexpr int64_t kRowsPerBlock = 64;
+constexpr const char* kImpl = "CPU";
 
-// t undefined, or a contiguous CPU tensor of `dtype` with `numel` values.
+// A CPU tensor of `dtype` with `numel` values, in any layout (the callers make it contiguous).
 bool vector_of(const at::Tensor& t, at::ScalarType dtype, int64_t numel) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype && t.numel() == numel;
 }
@@ -74,6 +76,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_layer_norm_f
     const at::Tensor& x, const at::Tensor& branch, const at::Tensor& gamma,
     const at::Tensor& factor, const at::Tensor& weight, const at::Tensor& bias, double eps,
     at::ScalarType out_dtype) {
+  // The checks every implementation makes (kernels/norm_checks.h), then what only this one needs.
+  checks::residual_layer_norm_forward(x, branch, gamma, factor, weight, bias, out_dtype, kImpl);
   XDINO_CHECK(residual_layer_norm_takes(x, branch, gamma, factor, weight, bias, out_dtype),
               "CPU residual LayerNorm: contiguous float32 or float64 CPU rows and parameters of "
               "one dtype, on an AVX2 or AVX-512 CPU; got ",
@@ -101,18 +105,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
     const at::Tensor& dn, const at::Tensor& dy, const at::Tensor& y, const at::Tensor& branch,
     const at::Tensor& gamma, const at::Tensor& factor, const at::Tensor& weight,
     const at::Tensor& mean, const at::Tensor& rstd) {
+  checks::residual_layer_norm_backward(dn, dy, y, branch, factor, mean, rstd, kImpl);
   XDINO_CHECK(residual_layer_norm_backward_takes(dn, dy, y, branch, gamma, factor, weight),
               "CPU residual LayerNorm backward: contiguous CPU gradients of the forward's shape "
               "and dtype, on an AVX2 or AVX-512 CPU; got ",
               dn.defined() ? c10::str(dn.sizes(), " ", dn.scalar_type()) : std::string("none"));
   const int64_t C = y.size(-1), rows = y.numel() / C;
-  XDINO_CHECK(mean.numel() == rows && rstd.numel() == rows && mean.is_contiguous() &&
-                  rstd.is_contiguous() && mean.scalar_type() == y.scalar_type() &&
-                  rstd.scalar_type() == y.scalar_type(),
-              "CPU residual LayerNorm backward: mean and rstd must be the forward's (", rows,
-              " rows)");
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const at::Tensor g = gamma.contiguous(), w = weight.contiguous();
+  const at::Tensor m = mean.contiguous(), r = rstd.contiguous();
   const at::Tensor keep = factor.defined() ? factor.contiguous() : at::Tensor();
   at::Tensor dx = at::empty_like(y), dbranch = at::empty_like(y);
   // Per block: gamma's, weight's and bias's sums over its rows.
@@ -127,8 +128,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> residual_
                            dy.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(),
                            branch.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
                            data_or_null<scalar_t>(keep), w.data_ptr<scalar_t>(),
-                           mean.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(),
-                           dx.data_ptr<scalar_t>(), dbranch.data_ptr<scalar_t>(), pp + k * 3 * C);
+                           m.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>(),
+                           dbranch.data_ptr<scalar_t>(), pp + k * 3 * C);
       }
     });
     // The blocks' sums added in block order, in float64.
