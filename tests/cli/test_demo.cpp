@@ -10,32 +10,18 @@
 
 #include "core/atomic_file.h"
 #include "core/json.h"
+#include "tests/support/demo_runs.h"
 #include "tests/support/files.h"
 #include "tests/support/process.h"
 #include "tests/support/require.h"
 
 namespace fs = std::filesystem;
+using xdino::testing::config;
 using xdino::testing::count_of;
 using xdino::testing::dino_binary;
 using xdino::testing::kFashionMnist;
+using xdino::testing::reported_top1;
 using xdino::testing::run_process;
-
-namespace {
-
-fs::path config(const std::string& name) {
-  return fs::path(xdino::testing::test_data_dir()).parent_path().parent_path() / "configs" / name;
-}
-
-// knn.json's reported top-1, checked to be a percentage.
-double reported_top1(const fs::path& file) {
-  const auto j = xdino::parse_json(xdino::read_file(file), file.string());
-  const double top1 = j.at("reported").at("top1").get<double>();
-  EXPECT_GE(top1, 0.0) << file;
-  EXPECT_LE(top1, 100.0) << file;
-  return top1;
-}
-
-}  // namespace
 
 TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   if (!fs::exists(kFashionMnist / "t10k-images-idx3-ubyte.gz"))
@@ -76,10 +62,9 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   EXPECT_NE(linear.at("protocol").get<std::string>().find("cached"), std::string::npos);
 
   const std::string report = xdino::read_file(runs / "report.md");
-  for (const char* row :
-       {"| None | Pixels", "| Random init, initial BatchNorm statistics | XCiT-N4/4",
-        "| Random init, BatchNorm statistics of the data | XCiT-N4/4", "| DINO | XCiT-N4/4",
-        "(train/curves.png)"})
+  for (const char* row : xdino::testing::kReferenceRows)
+    EXPECT_NE(report.find(row), std::string::npos) << row << " missing from\n" << report;
+  for (const char* row : {"| DINO | XCiT-N4/4", "(train/curves.png)"})
     EXPECT_NE(report.find(row), std::string::npos) << row << " missing from\n" << report;
 
   int pictures = 0;
@@ -97,34 +82,5 @@ TEST(Demo, SmokeVariantRunsEveryStageAndReusesThemOnRerun) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(count_of(r.out, "reused"), 7u) << r.out;
   fs::current_path(here);
-  fs::remove_all(dir);
-}
-
-// configs/fashion_mnist_dinov2.ini on top of the smoke sizes: its own runs folder, DINOv2's three
-// terms in the training log (each separately, as the collapse monitor shows them), the options in
-// the run's config.ini, and the teacher's k-NN.
-TEST(Demo, DinoV2OverlayTrainsWithItsThreeTermsApartFromTheMainJob) {
-  if (!fs::exists(kFashionMnist / "t10k-images-idx3-ubyte.gz"))
-    XDINO_SKIP_MISSING()
-        << "needs the Debian package dataset-fashion-mnist (scripts/setup.sh --tests)";
-  const fs::path dir = xdino::testing::fresh_dir("demo_dinov2");
-  const fs::path here = fs::current_path();
-  fs::current_path(dir);
-  const auto r =
-      run_process({dino_binary(), "pipeline", "--config", config("fashion_mnist.ini").string(),
-                   "--config", config("fashion_mnist_smoke.ini").string(), "--config",
-                   config("fashion_mnist_dinov2.ini").string()});
-  fs::current_path(here);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const fs::path runs = dir / "runs";
-  EXPECT_FALSE(fs::exists(runs / "fashion_mnist_smoke")) << "the overlay's runs stay apart";
-  const std::string log = xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "log.txt");
-  for (const char* term : {"\"train_dino_loss\"", "\"train_koleo_loss\"", "\"train_ibot_loss\""})
-    EXPECT_EQ(count_of(log, term), 2u) << term << " in\n" << log;
-  const std::string ini = xdino::read_file(runs / "fashion_mnist_dinov2" / "train" / "config.ini");
-  for (const char* option :
-       {"koleo_loss_weight = 0.1", "centering = sinkhorn_knopp", "ibot_loss_weight = 1.0"})
-    EXPECT_NE(ini.find(option), std::string::npos) << option << " missing from\n" << ini;
-  reported_top1(runs / "fashion_mnist_dinov2" / "dino" / "knn.json");
   fs::remove_all(dir);
 }

@@ -10,7 +10,9 @@
 //  - the random-weights reference with the data's BatchNorm statistics (`--recalibrate_bn`,
 //    the report's second random row): its accuracies;
 //  - the linear probe, cached mode, 3 epochs on the same subsets: log.txt's lines.
-// The full main job differs from this in its sizes alone (bench/results/main_job.md).
+// The full main job differs from this in its sizes alone (bench/results/main_job.md). The tuned
+// recipe (configs/fashion_mnist_tuned.ini, README's second row of digits) has its own record:
+// its training at the same size and its teacher's k-NN.
 //
 // So that every machine computes the same: one thread per replica (no split reductions) and
 // AVX2 kernels everywhere (OpenBLAS's Haswell kernels, oneDNN and MKL capped at AVX2, ATen's
@@ -18,7 +20,7 @@
 // AVX2 Zen 3 give the main job 78.34 and 78.35 (bench/results/main_job.md).
 //
 // A change that moves the digest fails here, naming the first number that moved. If it is
-// meant to, re-measure the main job (README's first command), update README's digits, and
+// meant to, re-measure the run (README's command for it), update README's digits, and
 // record the new digest: XDINO_RECORD_DIGEST=1 ctest --test-dir build -R test_main_job_digest
 // (once per LibTorch CI builds: Debian's 1.13 and pip's 2.15).
 #include <gtest/gtest.h>
@@ -110,24 +112,87 @@ std::string knn_results(const fs::path& dir) {
   return xdino::parse_json(xdino::read_file(dir / "knn.json"), "knn.json")["results"].dump();
 }
 
+// Records `measured` under `key` (XDINO_RECORD_DIGEST=1), or compares it with the record,
+// number by number, naming `run` in what it says; skips (a failure under XDINO_REQUIRE_ALL)
+// where nothing is recorded for it (another LibTorch).
+void expect_recorded(const std::string& key, const std::string& run, const Json& measured) {
+  const fs::path file = fs::path(xdino::testing::test_data_dir()) / "main_job_digest.json";
+  Json recorded =
+      fs::exists(file) ? xdino::parse_json(xdino::read_file(file), file.string()) : Json::object();
+  const char* record = std::getenv("XDINO_RECORD_DIGEST");
+  if (record != nullptr && std::string(record) == "1") {
+    recorded[key] = measured;
+    xdino::write_file_atomically(file, recorded.dump(2) + "\n");
+    std::cout << "recorded the digest of " << key << " in " << file << "\n";
+    return;
+  }
+  if (!recorded.contains(key))
+    XDINO_SKIP_MISSING() << "no digest recorded for " << key << " in " << file
+                         << "; record one: XDINO_RECORD_DIGEST=1 ctest --test-dir build -R "
+                            "test_main_job_digest";
+  const Json& want = recorded[key];
+  const auto moved = [&](const std::string& what, const std::string& now, const std::string& was) {
+    return run + "'s numbers moved (" + kLibTorch + "): " + what + " is now\n  " + now +
+           "\nand was recorded as\n  " + was +
+           "\nIf this change is meant to move them, re-measure the run (README's command for it), "
+           "update README's digits, and re-record: XDINO_RECORD_DIGEST=1 ctest --test-dir build "
+           "-R test_main_job_digest";
+  };
+  for (const auto& [what, now] : measured.items()) {
+    ASSERT_TRUE(want.contains(what)) << "the digest of " << key << " records no " << what
+                                     << "; re-record it (XDINO_RECORD_DIGEST=1)";
+    if (now.is_array()) {
+      ASSERT_EQ(now.size(), want[what].size()) << what << " of " << key;
+      for (size_t i = 0; i < now.size(); ++i) {
+        const std::string n = now[i].get<std::string>(), w = want[what][i].get<std::string>();
+        EXPECT_EQ(n, w) << moved(what + " line " + std::to_string(i + 1), n, w);
+      }
+    } else {
+      EXPECT_EQ(now, want[what]) << moved(what, now.get<std::string>(),
+                                          want[what].get<std::string>());
+    }
+  }
+}
+
+bool fashion_mnist_missing() {
+  return !fs::exists(xdino::testing::kFashionMnist / "train-images-idx3-ubyte.gz");
+}
+
+const std::vector<std::string> kSubsets{"--max_train_samples", "2000", "--max_val_samples", "500",
+                                        "--num_workers",       "1"};
+
+// `dino train` with `configs` ([train] of each, later ones overriding) on 256 images for 2
+// epochs with 2 replicas, into out/train; the measured log lines and teacher hash.
+Json train_digest(const std::vector<std::string>& configs, const fs::path& out, bool* ok) {
+  std::vector<std::string> args{"train"};
+  for (const auto& c : configs) args.insert(args.end(), {"--config", c});
+  args.insert(args.end(),
+              {"--max_samples", "256", "--epochs", "2", "--knn_every", "0", "--replicas", "2",
+               "--num_workers", "1", "--output_dir", (out / "train").string()});
+  *ok = run_pinned(args);
+  Json measured = Json::object();
+  if (!*ok) return measured;
+  measured["log"] = lines_of(xdino::read_file(out / "train" / "log.txt"));
+  measured["teacher_fnv1a64"] = teacher_hash(out / "train" / "checkpoint.pth");
+  return measured;
+}
+
 }  // namespace
 
 TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
-  if (!fs::exists(xdino::testing::kFashionMnist / "train-images-idx3-ubyte.gz"))
+  if (fashion_mnist_missing())
     XDINO_SKIP_MISSING() << xdino::testing::kFashionMnist << " (apt-get install "
                          << "dataset-fashion-mnist)";
   const fs::path out = xdino::testing::fresh_dir("main_job_digest");
   const std::string config = xdino::testing::repo_file("configs/fashion_mnist.ini");
-  const std::vector<std::string> subsets{"--max_train_samples", "2000", "--max_val_samples", "500",
-                                         "--num_workers",       "1"};
   const auto eval_args = [&](std::vector<std::string> head) {
     head.insert(head.end(), {"--config", config});
-    head.insert(head.end(), subsets.begin(), subsets.end());
+    head.insert(head.end(), kSubsets.begin(), kSubsets.end());
     return head;
   };
-  ASSERT_TRUE(run_pinned({"train", "--config", config, "--max_samples", "256", "--epochs", "2",
-                          "--knn_every", "0", "--replicas", "2", "--num_workers", "1",
-                          "--output_dir", (out / "train").string()}));
+  bool trained = false;
+  Json measured = train_digest({config}, out, &trained);
+  ASSERT_TRUE(trained);
   const std::string weights = (out / "train" / "checkpoint.pth").string();
   ASSERT_TRUE(
       run_pinned(eval_args({"knn", "--nb_knn", "10", "20", "100", "200", "--pretrained_weights",
@@ -139,9 +204,6 @@ TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
   ASSERT_TRUE(run_pinned(eval_args({"linear", "--pretrained_weights", weights, "--cached_features",
                                     "true", "--epochs", "3", "--num_labels", "10", "--output_dir",
                                     (out / "linear").string(), "--tensorboard", "false"})));
-  Json measured = Json::object();
-  measured["log"] = lines_of(xdino::read_file(out / "train" / "log.txt"));
-  measured["teacher_fnv1a64"] = teacher_hash(out / "train" / "checkpoint.pth");
   measured["knn"] = knn_results(out / "knn");
   measured["knn_features_fnv1a64"] = features_hash(out / "features" / "trainfeat.h5");
   // Its accuracies (the record also holds how long it took).
@@ -153,39 +215,43 @@ TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
   ASSERT_EQ(measured["log"].size(), 2u) << "two epochs, one log.txt line each";
   ASSERT_EQ(measured["linear_log"].size(), 3u) << "three probe epochs";
   fs::remove_all(out);
+  expect_recorded(kLibTorch, "the main job", measured);
+}
 
-  const fs::path file = fs::path(xdino::testing::test_data_dir()) / "main_job_digest.json";
-  Json recorded =
-      fs::exists(file) ? xdino::parse_json(xdino::read_file(file), file.string()) : Json::object();
-  const char* record = std::getenv("XDINO_RECORD_DIGEST");
-  if (record != nullptr && std::string(record) == "1") {
-    recorded[kLibTorch] = measured;
-    xdino::write_file_atomically(file, recorded.dump(2) + "\n");
-    std::cout << "recorded the digest for " << kLibTorch << " in " << file << "\n";
-    return;
-  }
-  if (!recorded.contains(kLibTorch))
-    XDINO_SKIP_MISSING() << "no digest recorded for " << kLibTorch << " in " << file
-                         << "; record one: XDINO_RECORD_DIGEST=1 ctest --test-dir build -R "
-                            "test_main_job_digest";
-  const Json& want = recorded[kLibTorch];
-  const auto moved = [&](const std::string& what, const std::string& now, const std::string& was) {
-    return "the main job's numbers moved (" + kLibTorch + "): " + what + " is now\n  " + now +
-           "\nand was recorded as\n  " + was +
-           "\nIf this change is meant to move them, re-measure the main job (README's first "
-           "command), update README's digits, and re-record: XDINO_RECORD_DIGEST=1 ctest "
-           "--test-dir build -R test_main_job_digest";
-  };
-  for (const auto& [key, now] : measured.items()) {
-    ASSERT_TRUE(want.contains(key)) << "the digest of " << kLibTorch << " records no " << key
-                                    << "; re-record it (XDINO_RECORD_DIGEST=1)";
-    if (now.is_array()) {
-      for (size_t i = 0; i < now.size(); ++i) {
-        const std::string n = now[i].get<std::string>(), w = want[key][i].get<std::string>();
-        EXPECT_EQ(n, w) << moved(key + " line " + std::to_string(i + 1), n, w);
-      }
-    } else {
-      EXPECT_EQ(now, want[key]) << moved(key, now.get<std::string>(), want[key].get<std::string>());
-    }
-  }
+// The tuned recipe (configs/fashion_mnist_tuned.ini: DINOv2's KoLeo, Sinkhorn-Knopp and iBOT on
+// the main job, tuned for this data and budget), whose digits README gives beside the main
+// job's: its training at the same small size, and its teacher's k-NN. The evaluation stages
+// are the main job's, guarded above.
+TEST(MainJobDigest, TheTunedRecipeGivesTheRecordedNumbers) {
+  if (fashion_mnist_missing())
+    XDINO_SKIP_MISSING() << xdino::testing::kFashionMnist << " (apt-get install "
+                         << "dataset-fashion-mnist)";
+  const fs::path out = xdino::testing::fresh_dir("tuned_digest");
+  const std::string config = xdino::testing::repo_file("configs/fashion_mnist.ini");
+  const std::string tuned = xdino::testing::repo_file("configs/fashion_mnist_tuned.ini");
+  bool trained = false;
+  Json measured = train_digest({config, tuned}, out, &trained);
+  ASSERT_TRUE(trained);
+  ASSERT_EQ(measured["log"].size(), 2u) << "two epochs, one log.txt line each";
+  for (const char* term : {"\"train_koleo_loss\"", "\"train_ibot_loss\""})
+    EXPECT_NE(measured["log"][0].get<std::string>().find(term), std::string::npos)
+        << term << " in " << measured["log"][0];
+  std::vector<std::string> knn{"knn",
+                               "--config",
+                               config,
+                               "--config",
+                               tuned,
+                               "--nb_knn",
+                               "20",
+                               "--pretrained_weights",
+                               (out / "train" / "checkpoint.pth").string(),
+                               "--output_dir",
+                               (out / "knn").string(),
+                               "--tensorboard",
+                               "false"};
+  knn.insert(knn.end(), kSubsets.begin(), kSubsets.end());
+  ASSERT_TRUE(run_pinned(knn));
+  measured["knn"] = knn_results(out / "knn");
+  fs::remove_all(out);
+  expect_recorded(kLibTorch + ": configs/fashion_mnist_tuned.ini", "the tuned recipe", measured);
 }
