@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -162,16 +163,16 @@ const std::vector<std::string> kSubsets{"--max_train_samples", "2000", "--max_va
                                         "--num_workers",       "1"};
 
 // `dino train` with `configs` ([train] of each, later ones overriding) on 256 images for 2
-// epochs with 2 replicas, into out/train; the measured log lines and teacher hash.
-Json train_digest(const std::vector<std::string>& configs, const fs::path& out, bool* ok) {
+// epochs with 2 replicas, into out/train; the measured log lines and teacher hash, or nothing
+// (and a failure) where the command did not exit 0.
+std::optional<Json> train_digest(const std::vector<std::string>& configs, const fs::path& out) {
   std::vector<std::string> args{"train"};
   for (const auto& c : configs) args.insert(args.end(), {"--config", c});
   args.insert(args.end(),
               {"--max_samples", "256", "--epochs", "2", "--knn_every", "0", "--replicas", "2",
                "--num_workers", "1", "--output_dir", (out / "train").string()});
-  *ok = run_pinned(args);
+  if (!run_pinned(args)) return std::nullopt;
   Json measured = Json::object();
-  if (!*ok) return measured;
   measured["log"] = lines_of(xdino::read_file(out / "train" / "log.txt"));
   measured["teacher_fnv1a64"] = teacher_hash(out / "train" / "checkpoint.pth");
   return measured;
@@ -190,9 +191,9 @@ TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
     head.insert(head.end(), kSubsets.begin(), kSubsets.end());
     return head;
   };
-  bool trained = false;
-  Json measured = train_digest({config}, out, &trained);
-  ASSERT_TRUE(trained);
+  const std::optional<Json> trained = train_digest({config}, out);
+  ASSERT_TRUE(trained.has_value());
+  Json measured = *trained;
   const std::string weights = (out / "train" / "checkpoint.pth").string();
   ASSERT_TRUE(
       run_pinned(eval_args({"knn", "--nb_knn", "10", "20", "100", "200", "--pretrained_weights",
@@ -229,9 +230,9 @@ TEST(MainJobDigest, TheTunedRecipeGivesTheRecordedNumbers) {
   const fs::path out = xdino::testing::fresh_dir("tuned_digest");
   const std::string config = xdino::testing::repo_file("configs/fashion_mnist.ini");
   const std::string tuned = xdino::testing::repo_file("configs/fashion_mnist_tuned.ini");
-  bool trained = false;
-  Json measured = train_digest({config, tuned}, out, &trained);
-  ASSERT_TRUE(trained);
+  const std::optional<Json> trained = train_digest({config, tuned}, out);
+  ASSERT_TRUE(trained.has_value());
+  Json measured = *trained;
   ASSERT_EQ(measured["log"].size(), 2u) << "two epochs, one log.txt line each";
   for (const char* term : {"\"train_koleo_loss\"", "\"train_ibot_loss\""})
     EXPECT_NE(measured["log"][0].get<std::string>().find(term), std::string::npos)
