@@ -79,7 +79,7 @@ TEST(DemoOverlays, TunedRecipeReportsItsTeacherBesideTheReferences) {
     EXPECT_EQ(count_of(log, term), 2u) << term << " in\n" << log;
   const std::string ini = xdino::read_file(tuned / "train" / "config.ini");
   for (const char* option : {"koleo_loss_weight = 0.3", "centering = sinkhorn_knopp",
-                             "ibot_loss_weight = 1.0", "epochs = 2"})
+                             "ibot_loss_weight = 1.0", "drop_path_rate = 0.2", "epochs = 2"})
     EXPECT_NE(ini.find(option), std::string::npos) << option << " missing from\n" << ini;
   EXPECT_GT(reported_top1(tuned / "pixels" / "knn.json"), 50.0);
   reported_top1(tuned / "random" / "knn.json");
