@@ -133,8 +133,10 @@ XCiT::XCiT(XCiTConfig config)
                             .kernels(c.layer_kernels));
       },
       [&] {
-        return ClassAttentionBlock(
-            ClassAttentionBlockOptions(C, c.num_heads).eta(c.eta).tokens_norm(c.tokens_norm));
+        return ClassAttentionBlock(ClassAttentionBlockOptions(C, c.num_heads)
+                                       .eta(c.eta)
+                                       .tokens_norm(c.tokens_norm)
+                                       .kernels(c.layer_kernels));
       });
   register_norm_and_head(nn::LayerNorm(nn::LayerNormOptions({C}).eps(1e-6)));
   register_positions();
