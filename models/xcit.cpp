@@ -133,10 +133,8 @@ XCiT::XCiT(XCiTConfig config)
                             .kernels(c.layer_kernels));
       },
       [&] {
-        return ClassAttentionBlock(ClassAttentionBlockOptions(C, c.num_heads)
-                                       .eta(c.eta)
-                                       .tokens_norm(c.tokens_norm)
-                                       .kernels(c.layer_kernels));
+        return ClassAttentionBlock(
+            ClassAttentionBlockOptions(C, c.num_heads).eta(c.eta).tokens_norm(c.tokens_norm));
       });
   register_norm_and_head(nn::LayerNorm(nn::LayerNormOptions({C}).eps(1e-6)));
   register_positions();

@@ -4,7 +4,6 @@
 
 #include "core/check.h"
 #include "core/compat.h"
-#include "kernels/class_attention.h"
 #include "kernels/token_norm.h"
 #include "kernels/xca_core.h"
 
@@ -232,8 +231,7 @@ Tensor XCABlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNorm
 
 // ------------------------------------------------------------------------------------------
 
-ClassAttentionImpl::ClassAttentionImpl(int64_t dim, int64_t heads, LayerKernels kernels_path)
-    : num_heads(heads), kernels(kernels_path) {
+ClassAttentionImpl::ClassAttentionImpl(int64_t dim, int64_t heads) : num_heads(heads) {
   XDINO_CHECK_ARG(dim % heads == 0, "embed_dim ", dim, " is not divisible by ", heads, " heads");
   qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(true)));
   proj = register_module("proj", nn::Linear(dim, dim));
@@ -245,15 +243,10 @@ Tensor ClassAttentionImpl::forward(const Tensor& u, Tensor* attention) {
   const Tensor& w = qkv->weight;
   const Tensor& b = qkv->bias;
   // Only the CLS query is ever used: project q for token 0 alone, k and v for all tokens.
-  const Tensor q_rows = F::linear(u.select(1, 0), w.narrow(0, 0, C), b.narrow(0, 0, C));
-  const Tensor kv_rows = F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C));
-  // The products, the softmax and the weighted sum in one op where the CPU kernel takes them
-  // (kernels/class_attention.h): the same function without LibTorch 1.13's per-item GEMMs.
-  if (attention == nullptr && wants_cpu_kernel(kernels, u) &&
-      xdino::kernels::class_attention_applies(q_rows, kv_rows, h))
-    return proj(xdino::kernels::class_attention(q_rows, kv_rows, h).view({B, 1, C}));
-  const Tensor q = q_rows.view({B, h, 1, d});
-  const auto kv = kv_rows.view({B, T, 2, h, d}).unbind(2);
+  const Tensor q =
+      F::linear(u.select(1, 0), w.narrow(0, 0, C), b.narrow(0, 0, C)).view({B, h, 1, d});
+  const auto kv =
+      F::linear(u, w.narrow(0, C, 2 * C), b.narrow(0, C, 2 * C)).view({B, T, 2, h, d}).unbind(2);
   const Tensor k = kv[0].transpose(1, 2);  // (B, h, T, d)
   const Tensor v = kv[1].transpose(1, 2);
   const auto acc = accumulation_dtype(q.scalar_type());
@@ -274,7 +267,7 @@ ClassAttentionBlockImpl::ClassAttentionBlockImpl(const ClassAttentionBlockOption
   gamma1 = register_parameter("gamma1", torch::full({dim}, eta));
   gamma2 = register_parameter("gamma2", torch::full({dim}, eta));
   norm1 = register_module("norm1", layer_norm(dim));
-  attn = register_module("attn", ClassAttention(dim, heads, o.kernels()));
+  attn = register_module("attn", ClassAttention(dim, heads));
   norm2 = register_module("norm2", layer_norm(dim));
   mlp = register_module("mlp", Mlp(dim, 4 * dim));
 }

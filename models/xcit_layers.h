@@ -115,13 +115,10 @@ TORCH_MODULE(XCABlock);
 // (CLS key included), scale d^-1/2. u (B, T, C) -> the new CLS row (B, 1, C); the official
 // module's pass-through of the patch rows is done by ClassAttentionBlock.
 // `attention`: the softmax weights (B, h, T), float32 (float64 for float64 inputs).
-// kernels: kAuto and kFused take kernels/cpu's class attention core on the CPU where it applies
-// (kernels/class_attention.h: float32/float64 outside autocast, no `attention` asked for).
 struct ClassAttentionImpl : torch::nn::Module {
-  ClassAttentionImpl(int64_t dim, int64_t num_heads, LayerKernels kernels = LayerKernels::kAuto);
+  ClassAttentionImpl(int64_t dim, int64_t num_heads);
   torch::Tensor forward(const torch::Tensor& u, torch::Tensor* attention = nullptr);
   int64_t num_heads;
-  LayerKernels kernels;  // the core's path
   torch::nn::Linear qkv{nullptr}, proj{nullptr};
 };
 TORCH_MODULE(ClassAttention);
@@ -136,7 +133,6 @@ struct ClassAttentionBlockOptions {
   TORCH_ARG(int64_t, num_heads);
   TORCH_ARG(double, eta) = 1.0;          // initial value of the layer scales gamma1, gamma2
   TORCH_ARG(bool, tokens_norm) = false;  // norm2 on all tokens (true) or on CLS only
-  TORCH_ARG(LayerKernels, kernels) = LayerKernels::kAuto;  // the attention core's path
 };
 
 struct ClassAttentionBlockImpl : torch::nn::Module {

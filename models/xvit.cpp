@@ -106,8 +106,7 @@ Tensor XViTBlockImpl::forward(const Tensor& x, int64_t rows, int64_t cols, QKNor
 XViTClassAttentionBlockImpl::XViTClassAttentionBlockImpl(const XViTBlockOptions& o) : options(o) {
   const int64_t C = o.dim();
   norm1 = register_module("norm1", pre_norm(C));
-  // X-ViT keeps torch's ops throughout (kernels/ serves XCiT's blocks).
-  attn = register_module("attn", ClassAttention(C, o.num_heads(), LayerKernels::kOps));
+  attn = register_module("attn", ClassAttention(C, o.num_heads()));
   affine1 = register_module("affine1", Affine(C, o.affine_init()));
   norm2 = register_module("norm2", pre_norm(C));
   mlp = register_module("mlp", Mlp(C, o.mlp_ratio() * C));
