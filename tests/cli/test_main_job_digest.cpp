@@ -162,6 +162,15 @@ bool fashion_mnist_missing() {
 const std::vector<std::string> kSubsets{"--max_train_samples", "2000", "--max_val_samples", "500",
                                         "--num_workers",       "1"};
 
+// An evaluation's command line: `head`, then `--config` for each of `configs` (later ones
+// overriding), then the digest's subsets.
+std::vector<std::string> eval_args(std::vector<std::string> head,
+                                   const std::vector<std::string>& configs) {
+  for (const auto& c : configs) head.insert(head.end(), {"--config", c});
+  head.insert(head.end(), kSubsets.begin(), kSubsets.end());
+  return head;
+}
+
 // `dino train` with `configs` ([train] of each, later ones overriding) on 256 images for 2
 // epochs with 2 replicas, into out/train; the measured log lines and teacher hash, or nothing
 // (and a failure) where the command did not exit 0.
@@ -186,11 +195,6 @@ TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
                          << "dataset-fashion-mnist)";
   const fs::path out = xdino::testing::fresh_dir("main_job_digest");
   const std::string config = xdino::testing::repo_file("configs/fashion_mnist.ini");
-  const auto eval_args = [&](std::vector<std::string> head) {
-    head.insert(head.end(), {"--config", config});
-    head.insert(head.end(), kSubsets.begin(), kSubsets.end());
-    return head;
-  };
   const std::optional<Json> trained = train_digest({config}, out);
   ASSERT_TRUE(trained.has_value());
   Json measured = *trained;
@@ -198,13 +202,16 @@ TEST(MainJobDigest, TheRecipesStagesGiveTheRecordedNumbers) {
   ASSERT_TRUE(
       run_pinned(eval_args({"knn", "--nb_knn", "10", "20", "100", "200", "--pretrained_weights",
                             weights, "--dump_features", (out / "features").string(), "--output_dir",
-                            (out / "knn").string(), "--tensorboard", "false"})));
+                            (out / "knn").string(), "--tensorboard", "false"},
+                           {config})));
   ASSERT_TRUE(
       run_pinned(eval_args({"knn", "--nb_knn", "20", "--recalibrate_bn", "500", "--output_dir",
-                            (out / "random").string(), "--tensorboard", "false"})));
-  ASSERT_TRUE(run_pinned(eval_args({"linear", "--pretrained_weights", weights, "--cached_features",
-                                    "true", "--epochs", "3", "--num_labels", "10", "--output_dir",
-                                    (out / "linear").string(), "--tensorboard", "false"})));
+                            (out / "random").string(), "--tensorboard", "false"},
+                           {config})));
+  ASSERT_TRUE(run_pinned(eval_args(
+      {"linear", "--pretrained_weights", weights, "--cached_features", "true", "--epochs", "3",
+       "--num_labels", "10", "--output_dir", (out / "linear").string(), "--tensorboard", "false"},
+      {config})));
   measured["knn"] = knn_results(out / "knn");
   measured["knn_features_fnv1a64"] = features_hash(out / "features" / "trainfeat.h5");
   // Its accuracies (the record also holds how long it took).
@@ -237,21 +244,10 @@ TEST(MainJobDigest, TheTunedRecipeGivesTheRecordedNumbers) {
   for (const char* term : {"\"train_koleo_loss\"", "\"train_ibot_loss\""})
     EXPECT_NE(measured["log"][0].get<std::string>().find(term), std::string::npos)
         << term << " in " << measured["log"][0];
-  std::vector<std::string> knn{"knn",
-                               "--config",
-                               config,
-                               "--config",
-                               tuned,
-                               "--nb_knn",
-                               "20",
-                               "--pretrained_weights",
-                               (out / "train" / "checkpoint.pth").string(),
-                               "--output_dir",
-                               (out / "knn").string(),
-                               "--tensorboard",
-                               "false"};
-  knn.insert(knn.end(), kSubsets.begin(), kSubsets.end());
-  ASSERT_TRUE(run_pinned(knn));
+  ASSERT_TRUE(run_pinned(eval_args(
+      {"knn", "--nb_knn", "20", "--pretrained_weights", (out / "train" / "checkpoint.pth").string(),
+       "--output_dir", (out / "knn").string(), "--tensorboard", "false"},
+      {config, tuned})));
   measured["knn"] = knn_results(out / "knn");
   fs::remove_all(out);
   expect_recorded(kLibTorch + ": configs/fashion_mnist_tuned.ini", "the tuned recipe", measured);
